@@ -1,0 +1,278 @@
+"""Canonical trajectory schema: every reader produces it, every other package consumes it.
+
+An :class:`Event` is one observable thing an agent did (a model call, a command, a file
+change, a test run, a message). Quantities a log does not record stay ``None``: a reader
+never invents a duration or a token count. Fields a reader does not map go to ``extra``.
+
+Safe boundaries (paper, Appendix A) are marked on the event after which the boundary
+falls: after a tool returns (``tool_return``), after a commit (``commit``), after a test
+or verifier (``test``). ``turn_end`` marks the last event of a logical step (turn): the
+coarse candidates of the pilot. The fine candidates (Appendix G.5) are the tool-call
+boundaries. :meth:`Trajectory.boundaries` returns either set.
+
+Logical steps are numbered from 1, as in the paper ("after step 1").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = "1"
+
+
+class EventKind(StrEnum):
+    MODEL_CALL = "model_call"
+    COMMAND = "command"
+    FILE_CHANGE = "file_change"
+    TEST = "test"
+    MESSAGE = "message"
+    OTHER = "other"
+
+
+class BoundaryKind(StrEnum):
+    TOOL_RETURN = "tool_return"
+    COMMIT = "commit"
+    TEST = "test"
+
+
+Granularity = Literal["turn", "tool_call"]
+
+
+@dataclass
+class Event:
+    """One observable agent event. Times are seconds (epoch or relative to the run start)."""
+
+    index: int
+    kind: EventKind
+    step: int = 1
+    start: float | None = None
+    end: float | None = None
+    duration: float | None = None
+    input_tokens: int | None = None
+    cached_tokens: int | None = None
+    output_tokens: int | None = None
+    command: str | None = None
+    argv: list[str] | None = None
+    exit_code: int | None = None
+    paths_read: list[str] = field(default_factory=list)
+    paths_written: list[str] = field(default_factory=list)
+    bytes_written: int | None = None
+    tests_passed: int | None = None
+    tests_failed: int | None = None
+    safe_boundary: bool = False
+    boundary_kind: BoundaryKind | None = None
+    turn_end: bool = False
+    is_error: bool = False
+    text: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.kind = EventKind(self.kind)
+        if self.boundary_kind is not None:
+            self.boundary_kind = BoundaryKind(self.boundary_kind)
+        if self.boundary_kind is not None and not self.safe_boundary:
+            raise ValueError(f"event {self.index}: boundary_kind set but safe_boundary is False")
+
+    @property
+    def elapsed(self) -> float | None:
+        """Duration if known, else end - start if both known, else None (never guessed)."""
+        if self.duration is not None:
+            return self.duration
+        if self.start is not None and self.end is not None:
+            return self.end - self.start
+        return None
+
+
+@dataclass
+class Trajectory:
+    """One agent run on one task: ordered events plus run-level metadata."""
+
+    task_id: str
+    repo: str
+    source_format: str
+    events: list[Event] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def boundaries(self, granularity: Granularity = "turn") -> list[int]:
+        """Event indices after which a candidate boundary falls, in trajectory order.
+
+        ``"turn"``: the last safe boundary of each logical step (the pilot's candidates);
+        ``"tool_call"``: every safe boundary (Appendix G.5's finer re-cut).
+        """
+        if granularity == "tool_call":
+            return [e.index for e in self.events if e.safe_boundary]
+        if granularity != "turn":
+            raise ValueError(f"granularity must be 'turn' or 'tool_call', got {granularity!r}")
+        last_by_step: dict[int, int] = {}
+        for e in self.events:
+            if e.safe_boundary:
+                last_by_step[e.step] = e.index
+        return [last_by_step[s] for s in sorted(last_by_step)]
+
+    def cut(self, event_index: int) -> Trajectory:
+        """The prefix up to and including ``event_index``: what a runtime has seen there."""
+        return Trajectory(
+            self.task_id,
+            self.repo,
+            self.source_format,
+            [e for e in self.events if e.index <= event_index],
+            dict(self.meta),
+        )
+
+    def validate(self) -> None:
+        """Check the invariants every reader must meet; raise ValueError naming the event."""
+        for pos, e in enumerate(self.events):
+            if e.index != pos:
+                raise ValueError(f"{self.task_id}: event at position {pos} has index {e.index}")
+            if pos and e.step < self.events[pos - 1].step:
+                raise ValueError(f"{self.task_id}: event {pos} step {e.step} goes backwards")
+            for name in ("start", "end", "duration"):
+                v = getattr(e, name)
+                if v is not None and not math.isfinite(v):
+                    raise ValueError(f"{self.task_id}: event {pos} field {name} is {v}")
+
+
+# ---------------------------------------------------------------------------------------
+# DataFrame / Parquet round trip
+# ---------------------------------------------------------------------------------------
+
+_EVENT_FIELDS = [f.name for f in fields(Event)]
+_TRAJ_COLUMNS = ["task_id", "repo", "source_format", "traj_meta"]
+
+PARQUET_SCHEMA = pa.schema(
+    [
+        ("task_id", pa.string()),
+        ("repo", pa.string()),
+        ("source_format", pa.string()),
+        ("traj_meta", pa.string()),
+        ("index", pa.int64()),
+        ("kind", pa.string()),
+        ("step", pa.int64()),
+        ("start", pa.float64()),
+        ("end", pa.float64()),
+        ("duration", pa.float64()),
+        ("input_tokens", pa.int64()),
+        ("cached_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("command", pa.string()),
+        ("argv", pa.list_(pa.string())),
+        ("exit_code", pa.int64()),
+        ("paths_read", pa.list_(pa.string())),
+        ("paths_written", pa.list_(pa.string())),
+        ("bytes_written", pa.int64()),
+        ("tests_passed", pa.int64()),
+        ("tests_failed", pa.int64()),
+        ("safe_boundary", pa.bool_()),
+        ("boundary_kind", pa.string()),
+        ("turn_end", pa.bool_()),
+        ("is_error", pa.bool_()),
+        ("text", pa.string()),
+        ("extra", pa.string()),
+    ],
+    metadata={"ripplecp.schema": "trajectory", "ripplecp.schema_version": SCHEMA_VERSION},
+)
+
+
+def _event_row(traj: Trajectory, e: Event) -> dict[str, Any]:
+    row = asdict(e)
+    row["kind"] = str(e.kind)
+    row["boundary_kind"] = None if e.boundary_kind is None else str(e.boundary_kind)
+    row["extra"] = json.dumps(e.extra, sort_keys=True, default=str)
+    row.update(
+        task_id=traj.task_id,
+        repo=traj.repo,
+        source_format=traj.source_format,
+        traj_meta=json.dumps(traj.meta, sort_keys=True, default=str),
+    )
+    return row
+
+
+def to_frame(trajectories: Trajectory | Iterable[Trajectory]) -> pd.DataFrame:
+    """One row per event; list columns stay lists, ``extra`` and ``traj_meta`` are JSON."""
+    if isinstance(trajectories, Trajectory):
+        trajectories = [trajectories]
+    rows = [_event_row(t, e) for t in trajectories for e in t.events]
+    table = pa.Table.from_pylist(rows, schema=PARQUET_SCHEMA)
+    return table.to_pandas(types_mapper=_nullable_types)
+
+
+def _nullable_types(t: pa.DataType) -> Any:
+    if pa.types.is_int64(t):
+        return pd.Int64Dtype()
+    if pa.types.is_boolean(t):
+        return pd.BooleanDtype()
+    return None
+
+
+def _none_if_na(v: Any) -> Any:
+    if v is None or v is pd.NA:
+        return None
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def from_frame(df: pd.DataFrame) -> list[Trajectory]:
+    """Inverse of :func:`to_frame`; trajectories come back in first-appearance order."""
+    missing = [c for c in PARQUET_SCHEMA.names if c not in df.columns]
+    if missing:
+        raise ValueError(f"trajectory frame lacks columns {missing}")
+    out: dict[str, Trajectory] = {}
+    for rec in df.to_dict("records"):
+        tid = rec["task_id"]
+        if tid not in out:
+            out[tid] = Trajectory(
+                tid, rec["repo"], rec["source_format"], [], json.loads(rec["traj_meta"])
+            )
+        kw: dict[str, Any] = {}
+        for name in _EVENT_FIELDS:
+            v = _none_if_na(rec[name])
+            if name in ("argv",) and v is not None:
+                v = [str(x) for x in v]
+            elif name in ("paths_read", "paths_written"):
+                v = [] if v is None else [str(x) for x in v]
+            elif name == "extra":
+                v = json.loads(v) if v else {}
+            elif name in (
+                "index", "step", "input_tokens", "cached_tokens", "output_tokens",
+                "exit_code", "bytes_written", "tests_passed", "tests_failed",
+            ) and v is not None:
+                v = int(v)
+            elif name in ("safe_boundary", "turn_end", "is_error"):
+                v = bool(v) if v is not None else False
+            kw[name] = v
+        out[tid].events.append(Event(**kw))
+    return list(out.values())
+
+
+def write_parquet(trajectories: Sequence[Trajectory] | Trajectory, path: str | Path) -> None:
+    """Write atomically (temp file then rename), so a crash never leaves half a table."""
+    path = Path(path)
+    df = to_frame(trajectories)
+    table = pa.Table.from_pandas(df, schema=PARQUET_SCHEMA, preserve_index=False)
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)
+
+
+def read_parquet(path: str | Path) -> list[Trajectory]:
+    """Read and schema-check a trajectory Parquet file written by :func:`write_parquet`."""
+    path = Path(path)
+    table = pq.read_table(path)
+    meta = table.schema.metadata or {}
+    if meta.get(b"ripplecp.schema") != b"trajectory":
+        raise ValueError(f"{path}: not a ripplecp trajectory table (schema metadata missing)")
+    missing = [n for n in PARQUET_SCHEMA.names if n not in table.schema.names]
+    if missing:
+        raise ValueError(f"{path}: missing columns {missing}")
+    return from_frame(table.to_pandas(types_mapper=_nullable_types))

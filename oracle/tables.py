@@ -1,0 +1,433 @@
+"""Label sets: the recovery tables and paired advantage labels the harness produces.
+
+A label set is a directory of schema-checked Parquet tables plus ``label_set.json``:
+
+- ``tasks.parquet``: one row per task (repo, family, nominal outcome and duration).
+- ``checkpoints.parquet``: one row per candidate boundary b = 1..B of a task: where it falls
+  in the nominal trajectory, the nominal work done by then, and the measured creation cost
+  (seconds, bytes) and restore latency of its checkpoint.
+- ``recovery.parquet``: the recovery table, one row per executed branch: J(r, f) for
+  restore point r (0 = pristine) and failure f (strikes during segment f, after boundary
+  f-1), every repetition, with re-executed tokens and tool calls and the verified flag.
+- ``labels.parquet``: one row per CP/SKIP pair (paper, Appendix B):
+  j_cp = J(t, f) + creation_s(t), j_skip = J(c-, f), advantage = j_skip - j_cp.
+- ``trajectories.parquet``: the nominal trajectories in the canonical event schema, so
+  features are computed exactly as for real logs.
+
+Quarantined branches and pairs (diverged inputs, ``paper/003``) stay in the tables with
+a reason; they are excluded from estimates, never deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from features.schema import Trajectory
+from features.schema import read_parquet as read_trajectories
+from features.schema import write_parquet as write_trajectories
+
+LABEL_SET_VERSION = "1"
+
+TASK_SCHEMA = pa.schema(
+    [
+        ("task_id", pa.string()),
+        ("repo", pa.string()),
+        ("family", pa.string()),
+        ("verified", pa.bool_()),  # the nominal run reached the verified endpoint
+        ("nominal_s", pa.float64()),  # nominal wall seconds start -> completion
+        ("n_boundaries", pa.int64()),
+        ("granularity", pa.string()),  # "turn" | "tool_call"
+    ]
+)
+
+CHECKPOINT_SCHEMA = pa.schema(
+    [
+        ("task_id", pa.string()),
+        ("boundary", pa.int64()),  # 1..B
+        ("event_index", pa.int64()),  # event of the nominal trajectory the boundary follows
+        ("step", pa.int64()),
+        ("nominal_t_s", pa.float64()),  # nominal elapsed seconds at the boundary
+        ("creation_s", pa.float64()),
+        ("size_bytes", pa.int64()),
+        ("restore_latency_s", pa.float64()),
+    ]
+)
+
+RECOVERY_SCHEMA = pa.schema(
+    [
+        ("task_id", pa.string()),
+        ("restore_point", pa.int64()),  # 0 = pristine, b >= 1 = checkpoint at boundary b
+        ("failure", pa.int64()),  # 1..B: strikes during segment f
+        ("repetition", pa.int64()),
+        ("branch_id", pa.string()),
+        ("pair_id", pa.string()),  # null for table-plan branches not part of a pair
+        ("role", pa.string()),  # "cp" | "skip" | "table"
+        ("cost_s", pa.float64()),  # J(r, f): recovery seconds to the stopping rule
+        ("restore_latency_s", pa.float64()),
+        ("tokens", pa.int64()),  # re-executed tokens, null when unknown
+        ("tool_calls", pa.int64()),
+        ("verified", pa.bool_()),
+        ("capped", pa.bool_()),  # stopped by the per-branch cap
+        ("seed", pa.int64()),
+        ("state_digest", pa.string()),
+        ("obs_digest", pa.string()),
+        ("quarantined", pa.bool_()),
+        ("quarantine_reason", pa.string()),
+    ]
+)
+
+LABEL_SCHEMA = pa.schema(
+    [
+        ("task_id", pa.string()),
+        ("repo", pa.string()),
+        ("cell_id", pa.string()),
+        ("candidate", pa.int64()),
+        ("fallback", pa.int64()),
+        ("failure", pa.int64()),
+        ("repetition", pa.int64()),
+        ("stratum", pa.string()),  # "first" (fallback == 0) | "additional"
+        ("branch_order", pa.string()),  # "cp_first" | "skip_first"
+        ("j_cp", pa.float64()),
+        ("j_skip", pa.float64()),
+        ("advantage", pa.float64()),
+        ("creation_s", pa.float64()),
+        ("protected_work_s", pa.float64()),  # nominal work between fallback and candidate
+        ("verified", pa.bool_()),  # the task's nominal run was verified
+        ("verified_cp", pa.bool_()),
+        ("verified_skip", pa.bool_()),
+        ("tokens_cp", pa.int64()),
+        ("tokens_skip", pa.int64()),
+        ("tool_calls_cp", pa.int64()),
+        ("tool_calls_skip", pa.int64()),
+        ("pair_seed", pa.int64()),
+        ("digest_cp", pa.string()),
+        ("digest_skip", pa.string()),
+        ("quarantined", pa.bool_()),
+        ("quarantine_reason", pa.string()),
+    ]
+)
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "tasks": TASK_SCHEMA,
+    "checkpoints": CHECKPOINT_SCHEMA,
+    "recovery": RECOVERY_SCHEMA,
+    "labels": LABEL_SCHEMA,
+}
+
+
+class LabelSetError(ValueError):
+    """A label-set table does not match its schema; the message names file and column."""
+
+
+def _nullable(t: pa.DataType) -> Any:
+    if pa.types.is_int64(t):
+        return pd.Int64Dtype()
+    if pa.types.is_boolean(t):
+        return pd.BooleanDtype()
+    return None
+
+
+def conform(df: pd.DataFrame, name: str, *, where: str = "") -> pd.DataFrame:
+    """Check ``df`` against the named schema and return it with canonical column order/types.
+
+    Raises :class:`LabelSetError` naming the table and column on a missing column, an
+    extra column, or a value that cannot be represented in the column's type.
+    """
+    schema = SCHEMAS[name]
+    label = where or name
+    missing = [c for c in schema.names if c not in df.columns]
+    if missing:
+        raise LabelSetError(f"{label}: missing columns {missing}")
+    extra = [c for c in df.columns if c not in schema.names]
+    if extra:
+        raise LabelSetError(f"{label}: unexpected columns {extra}")
+    arrays = []
+    for f in schema:
+        col = df[f.name]
+        try:
+            arrays.append(pa.array(col.astype(object).where(col.notna(), None), type=f.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+            raise LabelSetError(f"{label}: column {f.name!r} does not fit {f.type}: {exc}") from exc
+    table = pa.Table.from_arrays(arrays, schema=schema)
+    return table.to_pandas(types_mapper=_nullable)
+
+
+def write_table(df: pd.DataFrame, name: str, path: str | Path) -> None:
+    """Schema-check and write atomically (temp file then rename)."""
+    path = Path(path)
+    out = conform(df, name, where=str(path))
+    table = pa.Table.from_pandas(out, schema=SCHEMAS[name], preserve_index=False)
+    table = table.replace_schema_metadata(
+        {"ripplecp.table": name, "ripplecp.version": LABEL_SET_VERSION}
+    )
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)
+
+
+def read_table(path: str | Path, name: str) -> pd.DataFrame:
+    """Read a table and check it against its schema, naming the file on any mismatch."""
+    path = Path(path)
+    if not path.exists():
+        raise LabelSetError(f"{path}: missing ({name} table)")
+    table = pq.read_table(path)
+    meta = table.schema.metadata or {}
+    got = meta.get(b"ripplecp.table")
+    if got is not None and got.decode() != name:
+        raise LabelSetError(f"{path}: holds a {got.decode()!r} table, expected {name!r}")
+    return conform(table.to_pandas(types_mapper=_nullable), name, where=str(path))
+
+
+def empty(name: str) -> pd.DataFrame:
+    """An empty frame with the named schema's columns and types."""
+    return SCHEMAS[name].empty_table().to_pandas(types_mapper=_nullable)
+
+
+@dataclass
+class RecoveryTable:
+    """One task's measured recovery costs, checkpoint costs and nominal timing.
+
+    ``cost(r, f)`` is the mean over non-quarantined repetitions of J(r, f).
+    """
+
+    task_id: str
+    recovery: pd.DataFrame
+    checkpoints: pd.DataFrame
+
+    def __post_init__(self) -> None:
+        ok = self.recovery[~self.recovery["quarantined"].fillna(False).astype(bool)]
+        grouped = ok.groupby(["restore_point", "failure"])
+        self._cost = {k: float(v) for k, v in grouped["cost_s"].mean().items()}
+        self._n = {k: int(v) for k, v in grouped["cost_s"].size().items()}
+        cp = self.checkpoints.set_index("boundary")
+        self._creation = {int(b): float(v) for b, v in cp["creation_s"].items()}
+        self._size = {int(b): int(v) for b, v in cp["size_bytes"].items()}
+        self._t = {int(b): float(v) for b, v in cp["nominal_t_s"].items()}
+        self.n_boundaries = len(cp)
+
+    @property
+    def failures(self) -> list[int]:
+        return sorted({f for _, f in self._cost})
+
+    def has(self, r: int, f: int) -> bool:
+        return (r, f) in self._cost
+
+    def cost(self, r: int, f: int) -> float:
+        """Mean measured J(r, f); KeyError naming the cell when it was never executed."""
+        if r >= f:
+            raise ValueError(f"{self.task_id}: restore point {r} cannot serve failure {f}")
+        try:
+            return self._cost[(r, f)]
+        except KeyError:
+            raise KeyError(f"{self.task_id}: J(r={r}, f={f}) was not measured") from None
+
+    def repetitions(self, r: int, f: int) -> int:
+        return self._n.get((r, f), 0)
+
+    def creation_s(self, b: int) -> float:
+        return self._creation[b]
+
+    def size_bytes(self, b: int) -> int:
+        return self._size[b]
+
+    def nominal_t(self, b: int) -> float:
+        """Nominal elapsed seconds at boundary b (0 at the pristine start)."""
+        return 0.0 if b == 0 else self._t[b]
+
+    def advantage(self, t: int, c_minus: int, f: int) -> float:
+        """Counterfactual checkpoint advantage from mean costs: J(c-, f) - J(t, f) - C(t)."""
+        if not c_minus < t < f:
+            raise ValueError(f"{self.task_id}: need c- < t < f, got {c_minus}, {t}, {f}")
+        return self.cost(c_minus, f) - self.cost(t, f) - self.creation_s(t)
+
+    def placement_cost(self, checkpoints: Iterable[int], f: int) -> float:
+        """Cost of a placement at failure f: creation of checkpoints before f + J(last, f)."""
+        before = [b for b in checkpoints if b < f]
+        last = max(before, default=0)
+        return sum(self.creation_s(b) for b in before) + self.cost(last, f)
+
+    def is_full(self) -> bool:
+        """True when every (r, f) with r < f is measured: any placement can be priced."""
+        return all((r, f) in self._cost for f in self.failures for r in range(f))
+
+
+@dataclass
+class LabelSet:
+    """The tables one study produced; see the module docstring for their meaning."""
+
+    tasks: pd.DataFrame
+    checkpoints: pd.DataFrame
+    recovery: pd.DataFrame
+    labels: pd.DataFrame
+    trajectories: dict[str, Trajectory]
+    provenance: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        self.tasks = conform(self.tasks, "tasks")
+        self.checkpoints = conform(self.checkpoints, "checkpoints")
+        self.recovery = conform(self.recovery, "recovery")
+        self.labels = conform(self.labels, "labels")
+        known = set(self.tasks["task_id"])
+        for name in ("checkpoints", "recovery", "labels"):
+            stray = set(getattr(self, name)["task_id"]) - known
+            if stray:
+                raise LabelSetError(f"{name}: task ids not in tasks table: {sorted(stray)[:5]}")
+        missing = known - set(self.trajectories)
+        if missing:
+            raise LabelSetError(f"trajectories: no nominal trajectory for {sorted(missing)[:5]}")
+
+    @property
+    def task_ids(self) -> list[str]:
+        return list(self.tasks["task_id"])
+
+    @property
+    def repos(self) -> list[str]:
+        return sorted(self.tasks["repo"].unique())
+
+    def repo_of(self, task_id: str) -> str:
+        return str(self.tasks.set_index("task_id").at[task_id, "repo"])
+
+    def recovery_table(self, task_id: str) -> RecoveryTable:
+        return RecoveryTable(
+            task_id,
+            self.recovery[self.recovery["task_id"] == task_id],
+            self.checkpoints[self.checkpoints["task_id"] == task_id],
+        )
+
+    def subset(self, task_ids: Iterable[str]) -> LabelSet:
+        """The label set restricted to ``task_ids`` (used by every split)."""
+        keep = set(task_ids)
+
+        def sel(df: pd.DataFrame) -> pd.DataFrame:
+            return df[df["task_id"].isin(keep)].reset_index(drop=True)
+
+        return LabelSet(
+            sel(self.tasks), sel(self.checkpoints), sel(self.recovery), sel(self.labels),
+            {k: v for k, v in self.trajectories.items() if k in keep},
+            dict(self.provenance),
+        )
+
+    def content_hash(self) -> str:
+        """SHA-256 over the canonical tables: the label-set hash runs are tagged with."""
+        h = hashlib.sha256()
+        for name in ("tasks", "checkpoints", "recovery", "labels"):
+            df = getattr(self, name)
+            cols = [c for c in SCHEMAS[name].names if c not in ("branch_id",)]
+            h.update(name.encode())
+            h.update(pd.util.hash_pandas_object(df[cols], index=False).values.tobytes())
+        return h.hexdigest()
+
+    def save(self, path: str | Path) -> Path:
+        """Write every table atomically; ``label_set.json`` is written last, as the commit."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        for name in ("tasks", "checkpoints", "recovery", "labels"):
+            write_table(getattr(self, name), name, path / f"{name}.parquet")
+        write_trajectories([self.trajectories[t] for t in self.task_ids], path / "trajectories.parquet")
+        manifest = {
+            "version": LABEL_SET_VERSION,
+            "hash": self.content_hash(),
+            "n_tasks": len(self.tasks),
+            "n_branches": len(self.recovery),
+            "n_pairs": len(self.labels),
+            "provenance": self.provenance,
+        }
+        tmp = path / "label_set.json.tmp"
+        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+        tmp.replace(path / "label_set.json")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> LabelSet:
+        """Load and schema-check a label set directory; errors name the file."""
+        path = Path(path)
+        manifest_path = path / "label_set.json"
+        if not manifest_path.exists():
+            raise LabelSetError(f"{path}: not a label set (no label_set.json)")
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise LabelSetError(f"{manifest_path}: invalid JSON: {exc}") from exc
+        tables = {n: read_table(path / f"{n}.parquet", n) for n in SCHEMAS}
+        trajs = {t.task_id: t for t in read_trajectories(path / "trajectories.parquet")}
+        ls = cls(
+            tables["tasks"], tables["checkpoints"], tables["recovery"], tables["labels"],
+            trajs, manifest.get("provenance", {}),
+        )
+        if manifest.get("hash") and manifest["hash"] != ls.content_hash():
+            raise LabelSetError(f"{manifest_path}: content hash mismatch (tables edited?)")
+        return ls
+
+
+def labels_from_recovery(
+    tasks: pd.DataFrame, checkpoints: pd.DataFrame, recovery: pd.DataFrame
+) -> pd.DataFrame:
+    """Build pair labels from branches whose ``pair_id`` joins a CP and a SKIP branch.
+
+    The pair's cell is (candidate t, fallback c-, failure f): the CP branch restores t, the
+    SKIP branch restores c-. Branch order is read from ``branch_id`` order within the pair
+    (the harness writes ``<pair_id>/0`` and ``<pair_id>/1`` in execution order).
+    """
+    rows = []
+    paired = recovery[recovery["pair_id"].notna() & recovery["role"].isin(["cp", "skip"])]
+    t_by_task = tasks.set_index("task_id")
+    cp_by = checkpoints.set_index(["task_id", "boundary"])
+    for pair_id, g in paired.groupby("pair_id", sort=True):
+        roles = dict(zip(g["role"], g.to_dict("records"), strict=False))
+        if set(roles) != {"cp", "skip"} or len(g) != 2:
+            raise LabelSetError(f"recovery: pair {pair_id!r} lacks exactly one cp and one skip branch")
+        cp, sk = roles["cp"], roles["skip"]
+        task, t, c, f = cp["task_id"], int(cp["restore_point"]), int(sk["restore_point"]), int(cp["failure"])
+        creation = float(cp_by.at[(task, t), "creation_s"])
+        t_nom = float(cp_by.at[(task, t), "nominal_t_s"])
+        c_nom = 0.0 if c == 0 else float(cp_by.at[(task, c), "nominal_t_s"])
+        first = sorted(g["branch_id"])[0]
+        order = "cp_first" if first == cp["branch_id"] else "skip_first"
+        j_cp = float(cp["cost_s"]) + creation
+        j_skip = float(sk["cost_s"])
+        q = bool(cp["quarantined"]) or bool(sk["quarantined"])
+        reason = "; ".join(str(x["quarantine_reason"]) for x in (cp, sk) if x["quarantined"]) or None
+        rows.append(
+            dict(
+                task_id=task, repo=str(t_by_task.at[task, "repo"]),
+                cell_id=f"{task}:t{t}:c{c}:f{f}", candidate=t, fallback=c, failure=f,
+                repetition=int(cp["repetition"]), stratum="first" if c == 0 else "additional",
+                branch_order=order, j_cp=j_cp, j_skip=j_skip, advantage=j_skip - j_cp,
+                creation_s=creation, protected_work_s=t_nom - c_nom,
+                verified=bool(t_by_task.at[task, "verified"]),
+                verified_cp=bool(cp["verified"]), verified_skip=bool(sk["verified"]),
+                tokens_cp=cp["tokens"], tokens_skip=sk["tokens"],
+                tool_calls_cp=cp["tool_calls"], tool_calls_skip=sk["tool_calls"],
+                pair_seed=int(cp["seed"]), digest_cp=cp["state_digest"],
+                digest_skip=sk["state_digest"], quarantined=q, quarantine_reason=reason,
+            )
+        )
+    if not rows:
+        return empty("labels")
+    out = pd.DataFrame(rows)
+    for col in ("tokens_cp", "tokens_skip", "tool_calls_cp", "tool_calls_skip"):
+        out[col] = out[col].map(lambda v: None if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA else int(v))
+    return conform(out, "labels")
+
+
+def advantage_matrix(rt: RecoveryTable) -> np.ndarray:
+    """A[t, c, f] = J(c, f) - J(t, f) - C(t) for every measured c < t < f; NaN elsewhere."""
+    b = rt.n_boundaries
+    out = np.full((b + 1, b + 1, b + 2), np.nan)
+    for f in rt.failures:
+        for t in range(1, f):
+            for c in range(t):
+                if rt.has(t, f) and rt.has(c, f):
+                    out[t, c, f] = rt.advantage(t, c, f)
+    return out

@@ -1,0 +1,1 @@
+"""ripplecp_policy."""

@@ -1,0 +1,116 @@
+"""The canonical schema: invariants, boundaries, and a lossless DataFrame/Parquet round trip."""
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from features.schema import (
+    Event,
+    EventKind,
+    Trajectory,
+    from_frame,
+    read_parquet,
+    to_frame,
+    write_parquet,
+)
+
+
+def _traj() -> Trajectory:
+    return Trajectory(
+        "t1", "org/repo", "test",
+        [
+            Event(0, EventKind.MODEL_CALL, step=1, input_tokens=10, cached_tokens=2, output_tokens=3),
+            Event(1, "command", step=1, command="ls", argv=["ls"], exit_code=0, duration=0.5,
+                  paths_read=["."], safe_boundary=True, boundary_kind="tool_return"),
+            Event(2, "file_change", step=1, paths_written=["a.py"], bytes_written=12,
+                  safe_boundary=True, boundary_kind="tool_return", turn_end=True),
+            Event(3, "test", step=2, command="pytest", tests_passed=3, tests_failed=1, exit_code=1,
+                  safe_boundary=True, boundary_kind="test", start=1.0, end=2.5),
+            Event(4, "message", step=2, text="done", turn_end=True, extra={"raw": {"k": [1, None]}}),
+        ],
+        {"verified": True, "exit_status": "submitted"},
+    )
+
+
+def test_boundaries_turn_and_tool_call():
+    t = _traj()
+    assert t.boundaries("tool_call") == [1, 2, 3]
+    assert t.boundaries("turn") == [2, 3]
+    with pytest.raises(ValueError, match="granularity"):
+        t.boundaries("minute")
+
+
+def test_elapsed_is_never_invented():
+    t = _traj()
+    assert t.events[1].elapsed == 0.5
+    assert t.events[3].elapsed == 1.5
+    assert t.events[0].elapsed is None
+
+
+def test_boundary_kind_requires_safe_flag():
+    with pytest.raises(ValueError, match="safe_boundary"):
+        Event(0, "command", boundary_kind="test")
+
+
+def test_validate_names_the_bad_event():
+    t = _traj()
+    t.events[2].index = 7
+    with pytest.raises(ValueError, match="position 2"):
+        t.validate()
+
+
+def test_frame_and_parquet_round_trip(tmp_path):
+    t = _traj()
+    assert from_frame(to_frame(t)) == [t]
+    write_parquet([t], tmp_path / "t.parquet")
+    assert read_parquet(tmp_path / "t.parquet") == [t]
+    assert not (tmp_path / "t.parquet.tmp").exists()
+
+
+def test_read_parquet_refuses_foreign_table(tmp_path):
+    import pandas as pd
+
+    pd.DataFrame({"a": [1]}).to_parquet(tmp_path / "x.parquet")
+    with pytest.raises(ValueError, match="x.parquet"):
+        read_parquet(tmp_path / "x.parquet")
+
+
+_opt_int = st.one_of(st.none(), st.integers(0, 2**40))
+_opt_float = st.one_of(st.none(), st.floats(0, 1e6, allow_nan=False))
+_paths = st.lists(st.text(min_size=1, max_size=8), max_size=3)
+
+
+@st.composite
+def _events(draw):
+    n = draw(st.integers(1, 6))
+    out, step = [], 1
+    for i in range(n):
+        step += draw(st.integers(0, 1))
+        safe = draw(st.booleans())
+        out.append(Event(
+            i, draw(st.sampled_from(list(EventKind))), step=step, start=draw(_opt_float),
+            duration=draw(_opt_float), input_tokens=draw(_opt_int), output_tokens=draw(_opt_int),
+            command=draw(st.one_of(st.none(), st.text(max_size=20))),
+            argv=draw(st.one_of(st.none(), st.lists(st.text(max_size=5), max_size=3))),
+            exit_code=draw(st.one_of(st.none(), st.integers(-9, 255))), paths_read=draw(_paths),
+            paths_written=draw(_paths), safe_boundary=safe,
+            boundary_kind=draw(st.sampled_from(["tool_return", "commit", "test"])) if safe else None,
+            is_error=draw(st.booleans()), text=draw(st.one_of(st.none(), st.text(max_size=10))),
+            extra=draw(st.dictionaries(st.text(max_size=4), st.one_of(st.integers(), st.text(max_size=4)), max_size=2)),
+        ))
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(events=_events())
+def test_round_trip_property(events):
+    t = Trajectory("task", "repo", "gen", events, {"n": len(events)})
+    t.validate()
+    back = from_frame(to_frame(t))[0]
+    assert back == t
+    for e in back.events:
+        for name in ("start", "duration"):
+            v = getattr(e, name)
+            assert v is None or math.isfinite(v)

@@ -1,0 +1,94 @@
+"""Label-set tables: schema checks, atomic save/load, hash, and the recovery-table API."""
+
+import pandas as pd
+import pytest
+
+from features.schema import Event, Trajectory
+from oracle.tables import LabelSet, LabelSetError, conform, labels_from_recovery
+
+
+def _recovery_row(r, f, role="table", pair=None, bid=None, cost=None, rep=0, q=False):
+    return dict(
+        task_id="a", restore_point=r, failure=f, repetition=rep, branch_id=bid or f"b{r}{f}{rep}{role}",
+        pair_id=pair, role=role, cost_s=cost if cost is not None else 10.0 * (f - r),
+        restore_latency_s=0.1, tokens=None, tool_calls=3, verified=True, capped=False, seed=7,
+        state_digest="d", obs_digest="o", quarantined=q, quarantine_reason="diverged" if q else None,
+    )
+
+
+def _label_set(extra_rows=()):
+    tasks = pd.DataFrame([dict(task_id="a", repo="r", family="x", verified=True, nominal_s=100.0,
+                               n_boundaries=2, granularity="turn")])
+    cps = pd.DataFrame([dict(task_id="a", boundary=b, event_index=b, step=b, nominal_t_s=40.0 * b,
+                             creation_s=1.5, size_bytes=100 * b, restore_latency_s=0.5) for b in (1, 2)])
+    rows = [_recovery_row(r, f) for f in (1, 2, 3) for r in range(f)]
+    rows += [_recovery_row(1, 2, "cp", "p1", "p1/1", cost=12.0), _recovery_row(0, 2, "skip", "p1", "p1/0", cost=30.0)]
+    rows += list(extra_rows)
+    rec = pd.DataFrame(rows)
+    labels = labels_from_recovery(tasks, cps, rec)
+    traj = Trajectory("a", "r", "test", [Event(i, "command", step=i + 1, safe_boundary=True,
+                                              boundary_kind="tool_return") for i in range(2)])
+    return LabelSet(tasks, cps, rec, labels, {"a": traj}, {"seed": 1})
+
+
+def test_pair_label_is_skip_minus_cp_net_of_creation():
+    ls = _label_set()
+    (lab,) = ls.labels.to_dict("records")
+    assert lab["j_cp"] == 12.0 + 1.5 and lab["j_skip"] == 30.0
+    assert lab["advantage"] == pytest.approx(30.0 - 13.5)
+    assert lab["stratum"] == "first" and lab["branch_order"] == "skip_first"
+    assert lab["protected_work_s"] == 40.0
+
+
+def test_recovery_table_costs_and_placement():
+    rt = _label_set().recovery_table("a")
+    assert rt.is_full()
+    assert rt.cost(0, 3) == 30.0
+    assert rt.cost(1, 2) == pytest.approx((10.0 + 12.0) / 2)  # mean over the table and the cp branch
+    assert rt.placement_cost([1, 2], 3) == pytest.approx(1.5 + 1.5 + 10.0)
+    assert rt.placement_cost([2], 2) == rt.cost(0, 2)  # a checkpoint at 2 does not exist before failure 2
+    with pytest.raises(ValueError):
+        rt.cost(2, 2)
+
+
+def test_quarantined_branches_are_kept_but_not_averaged():
+    ls = _label_set([_recovery_row(0, 1, cost=999.0, rep=1, q=True)])
+    assert (ls.recovery["quarantined"]).sum() == 1
+    assert ls.recovery_table("a").cost(0, 1) == 10.0
+
+
+def test_save_load_round_trip_and_hash(tmp_path):
+    ls = _label_set()
+    ls.save(tmp_path / "ls")
+    back = LabelSet.load(tmp_path / "ls")
+    assert back.content_hash() == ls.content_hash()
+    pd.testing.assert_frame_equal(back.labels, ls.labels)
+    assert back.trajectories == ls.trajectories
+
+
+def test_edited_table_is_detected(tmp_path):
+    ls = _label_set()
+    ls.save(tmp_path / "ls")
+    ls.recovery.loc[0, "cost_s"] = 1.0
+    from oracle.tables import write_table
+
+    write_table(ls.recovery, "recovery", tmp_path / "ls" / "recovery.parquet")
+    with pytest.raises(LabelSetError, match="hash mismatch"):
+        LabelSet.load(tmp_path / "ls")
+
+
+def test_schema_errors_name_table_and_column():
+    ls = _label_set()
+    bad = ls.recovery.drop(columns=["cost_s"])
+    with pytest.raises(LabelSetError, match="cost_s"):
+        conform(bad, "recovery")
+    bad = ls.recovery.assign(failure="late")
+    with pytest.raises(LabelSetError, match="'failure'"):
+        conform(bad, "recovery")
+
+
+def test_unpaired_branch_is_an_error():
+    ls = _label_set()
+    rec = pd.concat([ls.recovery, pd.DataFrame([_recovery_row(0, 3, "cp", "lonely", "l/0")])])
+    with pytest.raises(LabelSetError, match="lonely"):
+        labels_from_recovery(ls.tasks, ls.checkpoints, rec)
