@@ -1,0 +1,297 @@
+"""Reader for mini-SWE-agent trajectories (``*.traj.json``), formats ``mini-swe-agent-1``
+(mini 1.x) and ``mini-swe-agent-1.1`` (mini >= 2.0).
+
+Mapping:
+
+* ``system`` and the task ``user`` message → ``message`` events.
+* Each ``assistant`` message → a ``model_call`` event (``text`` = the THOUGHT + action as
+  written, tokens from the LiteLLM ``usage``: input = ``prompt_tokens``, cached =
+  ``prompt_tokens_details.cached_tokens``, output = ``completion_tokens``), followed by one
+  ``command`` (or ``test``) event per bash action: v1 parses the single ```` ```bash ````
+  block of the content as mini-swe-agent does; v1.1 reads ``extra.actions[].command``.
+* The observation that answers an action (v1: the next ``user`` message with
+  ``<returncode>N</returncode><output>…``; v1.1: ``user``/``tool`` messages, matched by
+  ``tool_call_id`` when present, else in order) is merged into the command event, which
+  is placed at the observation's position (a prefix never holds a result early):
+  ``exit_code``, the message in ``extra["observation"]`` and the output text (inside
+  ``<output>``, or v1.1's ``raw_output``) in ``extra["output"]``, test counts; it is a safe boundary.
+  The submission turn's observation (a bare diff, no returncode tag) leaves ``exit_code``
+  None. A user message that answers an assistant message without a usable action is the
+  agent's format-error feedback: a ``message`` event with ``is_error``.
+* ``exit`` messages (v1.1) → ``other``.
+
+Steps: mini-SWE-agent runs one user turn, so every event is step 1 (one step per model
+response would contradict the paper's logical steps); a later ``user`` message that is
+not an observation would open step 2.
+
+Times: v1 records only the response ``created`` second per model call (→ ``start`` of
+the ``model_call``); v1.1 records ``extra.timestamp`` on model and observation messages
+(→ ``end`` of the model call / command). Nothing else is timed, and nothing is invented.
+
+Run-level ``meta``: exit status, whether a submission is present, model stats, mini
+version, and the SWE-bench verdict from a ``<stem>.report.json`` sibling when one exists.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from features.readers.common import (
+    Loc,
+    apply_test_counts,
+    classify_command,
+    finish,
+    get,
+    load_json,
+    mark_tool_return,
+    repo_from_instance_id,
+    split_command,
+    stem,
+    to_float,
+    to_int,
+    warn_unknown,
+)
+from features.schema import Event, EventKind, Trajectory
+
+FORMAT = "mini-swe-agent"
+VERSIONS = ("mini-swe-agent-1", "mini-swe-agent-1.1")
+
+_ACTION_RE = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
+_RC_RE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+_OUT_RE = re.compile(r"<output>\n?(.*?)</output>", re.DOTALL)
+_ROLES = {"system", "user", "assistant", "tool", "exit"}
+
+
+def looks_like(doc: Any) -> bool:
+    """Whether a parsed JSON document is a mini-SWE-agent trajectory."""
+    if not isinstance(doc, dict):
+        return False
+    tf = doc.get("trajectory_format")
+    if isinstance(tf, str) and tf.startswith("mini-swe-agent"):
+        return True
+    return isinstance(doc.get("messages"), list) and isinstance(doc.get("info"), dict) and (
+        "mini_version" in doc["info"]
+    )
+
+
+def _text(content: Any, loc: Loc) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for j, c in enumerate(content):
+            if isinstance(c, dict) and isinstance(c.get("text"), str):
+                parts.append(c["text"])
+            elif isinstance(c, str):
+                parts.append(c)
+            elif not isinstance(c, dict):
+                raise (loc / j).error("expected object or string")
+        return "\n".join(parts)
+    if content is None:
+        return ""
+    raise loc.error(f"expected string or array, got {type(content).__name__}")
+
+
+def _usage(response: Any, loc: Loc) -> tuple[int | None, int | None, int | None]:
+    if not isinstance(response, dict):
+        return None, None, None
+    usage = response.get("usage")
+    if not isinstance(usage, dict):
+        return None, None, None
+    uloc = loc / "usage"
+    inp = to_int(usage.get("prompt_tokens"), uloc / "prompt_tokens")
+    out = to_int(usage.get("completion_tokens"), uloc / "completion_tokens")
+    details = usage.get("prompt_tokens_details")
+    cached = None
+    if isinstance(details, dict):
+        cached = to_int(details.get("cached_tokens"), uloc / "prompt_tokens_details" /
+                        "cached_tokens")
+    if cached is None and usage.get("cache_read_input_tokens") is not None:
+        cached = to_int(usage.get("cache_read_input_tokens"), uloc / "cache_read_input_tokens")
+    return inp, cached, out
+
+
+def _command_event(cmd: str, step: int, extra: dict[str, Any]) -> Event:
+    argv = split_command(cmd)
+    return Event(index=0, kind=classify_command(cmd, argv), step=step, command=cmd, argv=argv,
+                 extra=extra)
+
+
+def read_mini_swe_agent(
+    path: str | Path, *, task_id: str | None = None, repo: str | None = None
+) -> Trajectory:
+    """Read a mini-SWE-agent ``.traj.json`` into a :class:`Trajectory` (see module doc)."""
+    path = Path(path)
+    doc = load_json(path)
+    root = Loc(path)
+    if not isinstance(doc, dict):
+        raise root.error(f"expected a JSON object at top level, got {type(doc).__name__}")
+    version = get(doc, "trajectory_format", str, root)
+    if version is not None and version not in VERSIONS:
+        warn_unknown(path, "field trajectory_format", f"mini-swe-agent version {version!r}")
+    messages = get(doc, "messages", list, root, required=True)
+    info = get(doc, "info", dict, root, default={})
+    v11 = version == "mini-swe-agent-1.1"
+
+    events: list[Event] = []
+    step = 1
+    pending: list[Event] = []  # commands awaiting their observation, in order
+    by_call_id: dict[str, Event] = {}
+    seen_assistant = False
+    last_assistant_had_action = False
+    for i, m in enumerate(messages):
+        mloc = root / "messages" / i
+        if not isinstance(m, dict):
+            raise mloc.error(f"expected object, got {type(m).__name__}")
+        role = get(m, "role", str, mloc, required=True)
+        content = _text(m.get("content"), mloc / "content")
+        mextra = get(m, "extra", dict, mloc, default={})
+        base = {"message_index": i, "role": role,
+                **{k: v for k, v in m.items() if k not in ("role", "content", "extra")}}
+        if role == "assistant":
+            seen_assistant = True
+            eloc = mloc / "extra"
+            response = mextra.get("response")
+            inp, cached, out = _usage(response, eloc / "response")
+            created = response.get("created") if isinstance(response, dict) else None
+            ts = to_float(mextra.get("timestamp"), eloc / "timestamp") if v11 else None
+            mc = Event(index=0, kind=EventKind.MODEL_CALL, step=step,
+                       start=to_float(created, eloc / "response" / "created") if not v11
+                       else None,
+                       end=ts, input_tokens=inp, cached_tokens=cached, output_tokens=out,
+                       text=content, extra={**base, **mextra})
+            events.append(mc)
+            cmds: list[tuple[str, str | None]] = []
+            if v11 or "actions" in mextra:
+                actions = get(mextra, "actions", list, eloc, default=[])
+                for j, a in enumerate(actions):
+                    aloc = eloc / "actions" / j
+                    if not isinstance(a, dict):
+                        raise aloc.error("expected object")
+                    cmds.append((get(a, "command", str, aloc, required=True),
+                                 get(a, "tool_call_id", str, aloc)))
+            else:
+                found = _ACTION_RE.findall(content)
+                if len(found) == 1:
+                    cmds.append((found[0].strip(), None))
+            pending = []
+            for cmd, tcid in cmds:
+                ev = _command_event(cmd, step, {"message_index": i,
+                                                **({"tool_call_id": tcid} if tcid else {})})
+                events.append(ev)
+                pending.append(ev)
+                if tcid:
+                    by_call_id[tcid] = ev
+            last_assistant_had_action = bool(cmds)
+        elif role in ("user", "tool") and seen_assistant:
+            tcid = m.get("tool_call_id")
+            target = None
+            if isinstance(tcid, str) and tcid in by_call_id:
+                target = by_call_id.pop(tcid)
+                if target in pending:
+                    pending.remove(target)
+            elif pending:
+                target = pending.pop(0)
+            if target is not None:
+                _merge_observation(target, content, mextra, mloc, v11, i)
+            elif not last_assistant_had_action and role == "user":
+                events.append(Event(index=0, kind=EventKind.MESSAGE, step=step, text=content,
+                                    is_error=True,
+                                    extra={**base, "format_error_feedback": True, **mextra}))
+                last_assistant_had_action = True  # only the first reply is feedback
+            else:
+                # a fresh user input after the agent acted: a new logical step
+                step += 1
+                events.append(Event(index=0, kind=EventKind.MESSAGE, step=step, text=content,
+                                    extra={**base, **mextra}))
+                seen_assistant = False
+        elif role == "exit":
+            events.append(Event(index=0, kind=EventKind.OTHER, step=step, text=content,
+                                extra={**base, **mextra}))
+        else:
+            if role not in _ROLES:
+                warn_unknown(path, f"field messages[{i}].role", f"role {role!r}")
+                kind = EventKind.OTHER
+            else:
+                kind = EventKind.MESSAGE
+            events.append(Event(index=0, kind=kind, step=step, text=content,
+                                extra={**base, **mextra}))
+
+    for ev in pending:
+        ev.extra["incomplete"] = True
+    events.sort(key=_position)
+    sub = info.get("submission")
+    meta: dict[str, Any] = {
+        "trajectory_format": version,
+        "exit_status": info.get("exit_status"),
+        "submission_present": isinstance(sub, str) and bool(sub.strip()),
+        "model_stats": info.get("model_stats"),
+        "mini_version": info.get("mini_version"),
+        "info": {k: v for k, v in info.items() if k != "config"},
+        "config": info.get("config"),
+        "instance_id": doc.get("instance_id"),
+        **{f"top_{k}": v for k, v in doc.items()
+           if k not in ("messages", "info", "trajectory_format", "instance_id")},
+    }
+    report = _report_path(path)
+    if report is not None:
+        rep_doc = load_json(report)
+        if not isinstance(rep_doc, dict):
+            raise Loc(report).error("expected a JSON object")
+        iid = doc.get("instance_id")
+        if isinstance(iid, str) and isinstance(rep_doc.get(iid), dict):
+            rep_doc = rep_doc[iid]  # SWE-bench harness reports keyed by instance id
+        resolved = rep_doc.get("resolved")
+        if resolved is not None and not isinstance(resolved, bool):
+            raise (Loc(report) / "resolved").error("expected boolean")
+        meta["verdict"] = {"resolved": resolved, "report_path": report.name, **rep_doc}
+    iid = doc.get("instance_id")
+    tid = task_id or (iid if isinstance(iid, str) else None) or stem(path)
+    rep = repo or repo_from_instance_id(iid if isinstance(iid, str) else tid) or "unknown"
+    return finish(tid, rep, FORMAT, events, meta)
+
+
+def _position(ev: Event) -> tuple[int, int]:
+    """A command sits where its observation arrived; a model call before its commands."""
+    pos = ev.extra.get("observation_index", ev.extra["message_index"])
+    return pos, 0 if ev.kind == EventKind.MODEL_CALL else 1
+
+
+def _merge_observation(ev: Event, content: str, mextra: dict[str, Any], mloc: Loc, v11: bool,
+                       i: int) -> None:
+    ev.extra["observation_index"] = i
+    ev.extra["observation"] = content
+    if mextra:
+        ev.extra["observation_extra"] = mextra
+    rc = None
+    if "returncode" in mextra:
+        rc = to_int(mextra.get("returncode"), mloc / "extra" / "returncode")
+    else:
+        m = _RC_RE.search(content)
+        if m:
+            rc = int(m.group(1))
+    ev.exit_code = rc
+    if v11 and mextra.get("timestamp") is not None:
+        ev.end = to_float(mextra.get("timestamp"), mloc / "extra" / "timestamp")
+    if mextra.get("exception_info"):
+        ev.is_error = True
+    out = mextra.get("raw_output")
+    if not isinstance(out, str):
+        m2 = _OUT_RE.search(content)
+        out = m2.group(1) if m2 else content
+    ev.extra["output"] = out
+    apply_test_counts(ev, out)
+    mark_tool_return(ev)
+
+
+def _report_path(path: Path) -> Path | None:
+    name = path.name
+    for suf in (".traj.json", ".json"):
+        if name.endswith(suf):
+            cand = path.with_name(name[: -len(suf)] + ".report.json")
+            if cand.exists() and cand != path:
+                return cand
+    return None
+

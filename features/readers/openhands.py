@@ -1,0 +1,267 @@
+"""Reader for OpenHands (V0) event streams: a JSON list of serialised events, or an
+evaluation record (``output.jsonl`` line saved as JSON) holding them under ``history``.
+
+Mapping:
+
+* Each *action* becomes one event, placed where its observation arrived (a prefix never
+  holds a result early); the observation whose ``cause`` names the action's ``id`` is
+  merged into it (``end`` = the observation's timestamp, exit code from
+  ``extras.metadata.exit_code``, its content in ``extra["output"]``, the rest in
+  ``extra["observation"]``, ``extras.metadata.working_dir`` in ``extra["cwd"]``) and makes it a safe
+  boundary. ``run`` → ``command``/``test`` (argv by shlex), ``run_ipython`` →
+  ``command`` (the code as text, no argv), ``write`` and ``edit`` (create, str_replace,
+  insert, undo_edit) → ``file_change`` with ``paths_written=[path]`` as published and
+  ``bytes_written`` from the content written (``write.content``, ``file_text``,
+  ``new_str``, or the new content of a created file), ``read`` and ``edit view`` →
+  ``other`` with ``paths_read``; ``message``/``finish``/``think`` → ``message``; the other
+  known actions → ``other``.
+* Before an agent action whose ``tool_call_metadata.model_response`` carries ``usage`` a
+  ``model_call`` event is emitted, once per response id (several tool calls may share a
+  response): input = ``prompt_tokens``, cached = ``cache_read_input_tokens`` (or
+  ``prompt_tokens_details.cached_tokens``), output = ``completion_tokens``.
+* Observations without a matching action stay as their own events (``error`` ones with
+  ``is_error``); an ``error`` observation merged into its action marks it ``is_error``.
+* Timestamps are ISO-8601 without zone; they are read as UTC epoch seconds. A
+  ``model_call``'s ``start`` is the response's ``created`` second.
+
+Steps: a user ``message`` opens a new logical step when the agent acted since the last
+one, so a single-instruction run is step 1 throughout (not one step per model response).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from features.readers.common import (
+    Loc,
+    apply_test_counts,
+    classify_command,
+    finish,
+    get,
+    load_json,
+    mark_tool_return,
+    new_step_on_user_input,
+    parse_iso,
+    split_command,
+    stem,
+    to_int,
+    utf8_len,
+    warn_unknown,
+)
+from features.schema import Event, EventKind, Trajectory
+
+FORMAT = "openhands"
+
+ACTIONS = {"message", "system", "run", "run_ipython", "read", "write", "edit", "browse",
+           "browse_interactive", "call_tool_mcp", "think", "finish", "reject", "delegate",
+           "condensation", "condensation_request", "task_tracking", "recall",
+           "change_agent_state", "null", "mcp", "start", "pause", "resume", "stop"}
+OBSERVATIONS = {"run", "run_ipython", "read", "write", "edit", "browse", "error",
+                "agent_state_changed", "null", "delegate", "success", "user_rejected",
+                "think", "recall", "condense", "mcp", "task_tracking", "chat",
+                "download", "loop_detection"}
+_MESSAGE_ACTIONS = {"message", "finish", "think", "system"}
+
+
+def looks_like(doc: Any) -> bool:
+    """Whether a parsed JSON document is an OpenHands event list (or record with history)."""
+    events = doc.get("history") if isinstance(doc, dict) else doc
+    if not isinstance(events, list) or not events:
+        return False
+    first = events[0]
+    return isinstance(first, dict) and "id" in first and (
+        "action" in first or "observation" in first
+    )
+
+
+def _usage(mr: dict[str, Any], loc: Loc) -> tuple[int | None, int | None, int | None] | None:
+    usage = mr.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    uloc = loc / "usage"
+    inp = to_int(usage.get("prompt_tokens"), uloc / "prompt_tokens")
+    out = to_int(usage.get("completion_tokens"), uloc / "completion_tokens")
+    cached = None
+    if usage.get("cache_read_input_tokens") is not None:
+        cached = to_int(usage["cache_read_input_tokens"], uloc / "cache_read_input_tokens")
+    elif isinstance(usage.get("prompt_tokens_details"), dict):
+        cached = to_int(usage["prompt_tokens_details"].get("cached_tokens"),
+                        uloc / "prompt_tokens_details" / "cached_tokens")
+    return inp, cached, out
+
+
+def read_openhands(
+    path: str | Path, *, task_id: str | None = None, repo: str | None = None
+) -> Trajectory:
+    """Read an OpenHands event list into a :class:`Trajectory` (see module doc)."""
+    path = Path(path)
+    doc = load_json(path)
+    root = Loc(path)
+    record: dict[str, Any] = {}
+    if isinstance(doc, dict):
+        record = doc
+        items = get(doc, "history", list, root, required=True)
+        base_loc = root / "history"
+    elif isinstance(doc, list):
+        items = doc
+        base_loc = Loc(path, None, "")
+    else:
+        raise root.error(f"expected a JSON list of events, got {type(doc).__name__}")
+
+    events: list[Event] = []
+    by_id: dict[int, Event] = {}
+    seen_responses: set[str] = set()
+    state = {"step": 1, "agent_acted": False}
+    for i, raw in enumerate(items):
+        loc = base_loc / i
+        if not isinstance(raw, dict):
+            raise loc.error(f"expected object, got {type(raw).__name__}")
+        eid = to_int(raw.get("id"), loc / "id")
+        ts = parse_iso(raw["timestamp"], loc / "timestamp") if "timestamp" in raw else None
+        source = get(raw, "source", str, loc)
+        action = get(raw, "action", str, loc)
+        observation = get(raw, "observation", str, loc)
+        if action is None and observation is None:
+            raise loc.error("event has neither 'action' nor 'observation'")
+
+        if observation is not None:
+            cause = to_int(raw.get("cause"), loc / "cause")
+            target = by_id.get(cause) if cause is not None else None
+            if target is not None and "observation" not in target.extra:
+                _merge_observation(target, raw, observation, loc, ts)
+                target.extra["observation_index"] = i
+                target.step = state["step"]
+                continue
+            if observation not in OBSERVATIONS:
+                warn_unknown(path, f"field {loc.field}", f"observation {observation!r}")
+            content = raw.get("content")
+            events.append(Event(
+                index=0, kind=EventKind.OTHER, step=state["step"], start=ts,
+                is_error=observation == "error",
+                text=content if isinstance(content, str) else None,
+                extra={"event_index": i, **{k: v for k, v in raw.items() if k != "content"}}))
+            continue
+
+        assert action is not None
+        if action == "message" and source == "user":
+            new_step_on_user_input(state)
+        elif source == "agent" and action not in ("change_agent_state", "null"):
+            state["agent_acted"] = True
+        step = state["step"]
+
+        tcm = raw.get("tool_call_metadata")
+        if isinstance(tcm, dict) and isinstance(tcm.get("model_response"), dict):
+            mr = tcm["model_response"]
+            rid = mr.get("id")
+            u = _usage(mr, loc / "tool_call_metadata" / "model_response")
+            if u is not None and (not isinstance(rid, str) or rid not in seen_responses):
+                if isinstance(rid, str):
+                    seen_responses.add(rid)
+                created = mr.get("created")
+                created = None if isinstance(created, bool) else created
+                events.append(Event(
+                    index=0, kind=EventKind.MODEL_CALL, step=step,
+                    start=float(created) if isinstance(created, int | float) else None,
+                    input_tokens=u[0], cached_tokens=u[1], output_tokens=u[2],
+                    extra={"event_index": i, "response_id": rid, "model": mr.get("model"),
+                           "created": created, "usage": mr.get("usage"),
+                           "total_calls_in_response": tcm.get("total_calls_in_response")}))
+
+        args = get(raw, "args", dict, loc, default={})
+        aloc = loc / "args"
+        ev = Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
+                   extra={"event_index": i, **{k: v for k, v in raw.items()}})
+        thought = args.get("thought")
+        if isinstance(thought, str) and thought:
+            ev.text = thought
+        if action == "run":
+            cmd = get(args, "command", str, aloc, required=True)
+            ev.command, ev.argv = cmd, split_command(cmd)
+            ev.kind = classify_command(cmd, ev.argv)
+        elif action == "run_ipython":
+            ev.command = get(args, "code", str, aloc)
+            ev.kind = EventKind.COMMAND
+        elif action == "read":
+            p = get(args, "path", str, aloc, required=True)
+            ev.paths_read = [p]
+        elif action in ("write", "edit"):
+            p = get(args, "path", str, aloc, required=True)
+            sub = get(args, "command", str, aloc)
+            if action == "edit" and sub == "view":
+                ev.paths_read = [p]
+            else:
+                ev.kind = EventKind.FILE_CHANGE
+                ev.paths_written = [p]
+                ev.bytes_written = _bytes(action, sub, args, aloc)
+        elif action in _MESSAGE_ACTIONS:
+            ev.kind = EventKind.MESSAGE
+            content = args.get("content")
+            msg = raw.get("message")
+            if isinstance(content, str) and content:
+                ev.text = content
+            elif ev.text is None and isinstance(msg, str) and msg:
+                ev.text = msg
+        elif action not in ACTIONS:
+            warn_unknown(path, f"field {loc.field}", f"action {action!r}")
+        events.append(ev)
+        if eid is not None:
+            by_id[eid] = ev
+
+    events.sort(key=_position)
+    meta: dict[str, Any] = {
+        **{k: v for k, v in record.items() if k != "history"},
+        "n_events_in_log": len(items),
+        "n_observations_merged": sum(1 for e in events if "observation" in e.extra),
+    }
+    iid = record.get("instance_id")
+    tid = task_id or (iid if isinstance(iid, str) else None) or stem(path)
+    inst = record.get("instance")
+    logged_repo = inst.get("repo") if isinstance(inst, dict) else None
+    rep = repo or (logged_repo if isinstance(logged_repo, str) else None) or "unknown"
+    return finish(tid, rep, FORMAT, events, meta)
+
+
+def _position(ev: Event) -> tuple[int, int]:
+    """An action sits where its observation arrived; a model call just before its action."""
+    pos = ev.extra.get("observation_index", ev.extra["event_index"])
+    return pos, 0 if ev.kind == EventKind.MODEL_CALL else 1
+
+
+def _bytes(action: str, sub: str | None, args: dict[str, Any], loc: Loc) -> int | None:
+    if action == "write":
+        return utf8_len(get(args, "content", str, loc))
+    if sub == "create" and isinstance(args.get("file_text"), str):
+        return utf8_len(args["file_text"])
+    if sub in ("str_replace", "insert") and isinstance(args.get("new_str"), str):
+        return utf8_len(args["new_str"])
+    return None  # filled from the observation when it reports a created file
+
+
+def _merge_observation(ev: Event, raw: dict[str, Any], observation: str, loc: Loc,
+                       ts: float | None) -> None:
+    ev.end = ts
+    content = raw.get("content")
+    extras = raw.get("extras")
+    if extras is not None and not isinstance(extras, dict):
+        raise (loc / "extras").error("expected object")
+    extras = extras or {}
+    ev.extra["observation"] = {k: v for k, v in raw.items() if k != "content"}
+    ev.extra["output"] = content
+    if observation == "error" or observation == "user_rejected":
+        ev.is_error = True
+    md = extras.get("metadata")
+    if isinstance(md, dict) and isinstance(md.get("working_dir"), str):
+        ev.extra["cwd"] = md["working_dir"]
+    if isinstance(md, dict) and "exit_code" in md:
+        code = to_int(md.get("exit_code"), loc / "extras" / "metadata" / "exit_code")
+        ev.exit_code = None if code == -1 else code  # -1: OpenHands' "no exit code"
+    if ev.kind == EventKind.FILE_CHANGE and ev.bytes_written is None:
+        if extras.get("prev_exist") is False and isinstance(extras.get("new_content"), str):
+            ev.bytes_written = utf8_len(extras["new_content"])
+    if ev.kind == EventKind.FILE_CHANGE and ev.is_error:
+        ev.extra["attempted_paths"] = ev.paths_written
+        ev.paths_written = []
+        ev.bytes_written = None
+    apply_test_counts(ev, content if isinstance(content, str) else None)
+    mark_tool_return(ev)

@@ -1,0 +1,227 @@
+"""Reader for SWE-agent ``.traj`` files: v1 (``state`` a dict, ``execution_time`` per
+step) and the older 0.x (``state`` a JSON *string*, no ``execution_time``).
+
+Mapping:
+
+* History items before the first assistant message (system prompt, demonstrations, the
+  issue) → ``message`` events (``extra["is_demo"]`` kept). The rest of ``history``
+  re-tells ``trajectory``; its length is in ``meta["history_len"]``.
+* Each ``trajectory`` step → one action event, a safe boundary (the tool returned):
+  ``file_change`` for the editor tools (``edit``, ``insert``, ``append``, ``create``,
+  ``str_replace_editor create|str_replace|insert``), ``test`` for test commands, else
+  ``command`` (``submit``, ``open``, ``find_file`` and shell commands alike).
+  ``text`` = the thought, ``command`` = the action as written (``argv`` by shlex when
+  parseable), ``duration`` = ``execution_time`` (v1 only), ``exit_code`` None (not logged),
+  the observation in ``extra["output"]``, ``state.working_dir`` in ``extra["cwd"]``.
+  Written paths: the path argument of ``create``/``str_replace_editor``, else the open file
+  in the step's ``state`` (the state after the action), as published. An edit the tool
+  refused (``Your proposed edit has introduced new syntax error(s)``) is ``is_error`` and
+  writes nothing. ``bytes_written`` is the size of the inserted text when the action
+  carries it.
+* No per-step tokens or wall-clock times exist; run totals (``model_stats``:
+  ``tokens_sent``, ``tokens_received``, ``api_calls``, cost) are in ``meta``.
+
+Steps: SWE-agent runs one user turn, so every event is step 1 (one step per model
+response would contradict the paper's logical steps).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from features.readers.common import (
+    Loc,
+    apply_test_counts,
+    classify_command,
+    finish,
+    get,
+    load_json,
+    mark_tool_return,
+    repo_from_instance_id,
+    split_command,
+    stem,
+    to_float,
+    to_int,
+)
+from features.schema import Event, EventKind, Trajectory
+
+FORMAT = "swe-agent"
+
+_EDIT_TOOLS = {"edit", "insert", "append", "create", "edit_file", "write_file"}
+_STR_REPLACE_WRITES = {"create", "str_replace", "insert", "undo_edit"}
+_REFUSED = (
+    "Your proposed edit has introduced new syntax error",
+    "Your edit was not applied",
+    "No replacement was performed",
+)
+_WINDOW_EDIT = re.compile(r"^edit\s+\d+:\d+\s*\n(.*?)\nend_of_edit\s*$", re.DOTALL)
+
+
+def looks_like(doc: Any) -> bool:
+    """Whether a parsed JSON document is a SWE-agent trajectory."""
+    return (
+        isinstance(doc, dict)
+        and isinstance(doc.get("trajectory"), list)
+        and ("info" in doc or "history" in doc)
+    )
+
+
+def _state(raw: Any, loc: Loc) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}
+        try:
+            st = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise loc.error(f"state string is not valid JSON ({exc.msg})") from exc
+        if not isinstance(st, dict):
+            raise loc.error("state string does not hold a JSON object")
+        return st
+    raise loc.error(f"expected object or JSON string, got {type(raw).__name__}")
+
+
+def _edit_payload(action: str, argv: list[str] | None) -> str | None:
+    m = _WINDOW_EDIT.match(action.strip())
+    if m:
+        return m.group(1) + "\n"
+    if argv is None or not argv:
+        return None
+    if argv[0] == "edit" and len(argv) == 3:  # edit <search> <replace>
+        return argv[2]
+    if argv[0] in ("insert", "append") and len(argv) >= 2:
+        return argv[-1]
+    return None
+
+
+def read_swe_agent(
+    path: str | Path, *, task_id: str | None = None, repo: str | None = None
+) -> Trajectory:
+    """Read a SWE-agent ``.traj`` into a :class:`Trajectory` (see module doc)."""
+    path = Path(path)
+    doc = load_json(path)
+    root = Loc(path)
+    if not isinstance(doc, dict):
+        raise root.error(f"expected a JSON object at top level, got {type(doc).__name__}")
+    traj = get(doc, "trajectory", list, root, required=True)
+    history = get(doc, "history", list, root, default=[])
+    info = get(doc, "info", dict, root, default={})
+
+    events: list[Event] = []
+    for i, h in enumerate(history):
+        hloc = root / "history" / i
+        if not isinstance(h, dict):
+            raise hloc.error("expected object")
+        role = get(h, "role", str, hloc, required=True)
+        if role == "assistant":
+            break
+        content = h.get("content")
+        if isinstance(content, list):
+            content = "\n".join(c.get("text", "") for c in content if isinstance(c, dict))
+        elif content is not None and not isinstance(content, str):
+            raise (hloc / "content").error("expected string or array")
+        events.append(Event(index=0, kind=EventKind.MESSAGE, step=1, text=content,
+                            extra={"history_index": i,
+                                   **{k: v for k, v in h.items() if k != "content"}}))
+
+    versions = set()
+    for i, s in enumerate(traj):
+        sloc = root / "trajectory" / i
+        if not isinstance(s, dict):
+            raise sloc.error(f"expected object, got {type(s).__name__}")
+        action = get(s, "action", str, sloc, required=True)
+        obs = get(s, "observation", (str, type(None)), sloc, default=None)
+        thought = get(s, "thought", (str, type(None)), sloc, default=None)
+        raw_state = s.get("state")
+        versions.add("0.x" if isinstance(raw_state, str) else "v1")
+        state = _state(raw_state, sloc / "state")
+        et = to_float(s.get("execution_time"), sloc / "execution_time")
+        cmd = action.strip()
+        argv = split_command(cmd)
+        head = (argv[0] if argv else cmd.split(maxsplit=1)[0] if cmd else "")
+        kind = classify_command(cmd, argv)
+        paths: list[str] = []
+        payload: str | None = None
+        refused = obs is not None and any(r in obs for r in _REFUSED)
+        if head in _EDIT_TOOLS or (
+            head == "str_replace_editor" and argv is not None and len(argv) >= 3
+            and argv[1] in _STR_REPLACE_WRITES
+        ):
+            kind = EventKind.FILE_CHANGE
+            if head == "str_replace_editor" and argv is not None:
+                paths = [argv[2]]
+                if argv[1] == "create" and "--file_text" in argv:
+                    k = argv.index("--file_text")
+                    payload = argv[k + 1] if k + 1 < len(argv) else None
+                elif "--new_str" in argv:
+                    k = argv.index("--new_str")
+                    payload = argv[k + 1] if k + 1 < len(argv) else None
+            elif head == "create" and argv is not None and len(argv) >= 2:
+                opened = state.get("open_file")
+                paths = [opened if isinstance(opened, str) and opened.endswith(argv[1])
+                         else argv[1]]
+            else:
+                opened = state.get("open_file")
+                if isinstance(opened, str) and opened not in ("n/a", ""):
+                    paths = [opened]
+                payload = _edit_payload(action, argv)
+        ev = Event(
+            index=0, kind=kind, step=1, duration=et, command=cmd, argv=argv, text=thought,
+            is_error=refused,
+            paths_written=[] if refused else paths,
+            bytes_written=None if refused or payload is None else len(payload.encode()),
+            extra={"trajectory_index": i, "output": obs, "state": state,
+                   **({"cwd": state["working_dir"]}
+                      if isinstance(state.get("working_dir"), str) else {}),
+                   **({"attempted_paths": paths} if refused and paths else {}),
+                   **{k: v for k, v in s.items()
+                      if k not in ("action", "observation", "thought", "state",
+                                   "execution_time")}},
+        )
+        apply_test_counts(ev, obs)
+        mark_tool_return(ev)
+        events.append(ev)
+
+    model_stats = info.get("model_stats")
+    if model_stats is not None and not isinstance(model_stats, dict):
+        raise (root / "info" / "model_stats").error("expected object")
+    ms = model_stats or {}
+    sub = info.get("submission")
+    replay = doc.get("replay_config")
+    iid = None
+    rc: Any = replay
+    if isinstance(replay, str):
+        try:
+            rc = json.loads(replay)
+        except json.JSONDecodeError:
+            rc = None
+    ps = rc.get("problem_statement") if isinstance(rc, dict) else None
+    if isinstance(ps, dict) and isinstance(ps.get("id"), str):
+        iid = ps["id"]
+    meta: dict[str, Any] = {
+        "format_version": "/".join(sorted(versions)) if versions else None,
+        "exit_status": info.get("exit_status"),
+        "submission_present": isinstance(sub, str) and bool(sub.strip()),
+        "model_stats": ms,
+        "tokens_sent": to_int(ms.get("tokens_sent"), root / "info" / "model_stats" /
+                              "tokens_sent"),
+        "tokens_received": to_int(ms.get("tokens_received"), root / "info" / "model_stats" /
+                                  "tokens_received"),
+        "api_calls": to_int(ms.get("api_calls"), root / "info" / "model_stats" / "api_calls"),
+        "info": info,
+        "environment": doc.get("environment"),
+        "replay_config": replay,
+        "instance_id": iid,
+        "history_len": len(history),
+        **{f"top_{k}": v for k, v in doc.items()
+           if k not in ("trajectory", "history", "info", "environment", "replay_config")},
+    }
+    tid = task_id or iid or stem(path)
+    rep = repo or repo_from_instance_id(iid) or "unknown"
+    return finish(tid, rep, FORMAT, events, meta)
