@@ -1,0 +1,1116 @@
+"""Shell command parser: which files a command reads, writes and deletes.
+
+The provenance graph (``features.graph``) needs observable file effects of each agent
+command. :func:`parse_command` parses the command with bashlex (falling back to shlex plus
+rules when bashlex cannot parse it) and applies per-program rules: ``cat``/``sed -n``/
+``grep``/``rg``/``ls``/``find``/``git diff`` read, redirections/``tee``/``sed -i``/``cp``/
+``mv`` write, ``rm`` deletes, ``apply_patch``/``git apply``/``patch`` write the paths named
+in their patch headers. Test and build commands are flagged; their file inputs are the
+whole workspace, which the graph adds (``build_io``).
+
+A command is ``interpreted=False`` when any part of it has file effects the rules cannot pin
+down (an unknown program, a script run, a path behind ``$VAR`` or a glob that is written
+or deleted, ``git reset --hard``...). What was understood is still returned.
+
+Paths stay relative to the command's working directory (``cd`` inside the command is
+followed); ``./x`` becomes ``x``; a read of a directory (``ls src``, ``grep -r x src``,
+``rg x`` = ``.``) is returned as that directory and the graph expands it to the files
+under it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import bashlex
+import bashlex.errors
+
+__all__ = ["ShellEffects", "parse_command", "patch_paths"]
+
+
+@dataclass(frozen=True)
+class ShellEffects:
+    """File effects of one command. Tuples keep first-occurrence order, no duplicates."""
+
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    deletes: tuple[str, ...] = ()
+    is_test: bool = False
+    is_build: bool = False
+    interpreted: bool = True
+    is_commit: bool = False
+
+
+# ---------------------------------------------------------------------------------------
+# Accumulator
+# ---------------------------------------------------------------------------------------
+
+_SPECIAL_FILES = re.compile(r"^(/dev/(null|stdout|stderr|stdin|tty|zero|random|urandom|fd/\d+)|-)$")
+_GLOB = re.compile(r"[*?\[]")
+
+
+@dataclass
+class _Acc:
+    ops: list[tuple[str, str]] = field(default_factory=list)  # (r|w|d, path) in order
+    is_test: bool = False
+    is_build: bool = False
+    is_commit: bool = False
+    interpreted: bool = True
+    cwd: str = ""
+    cwd_known: bool = True
+    src: str = ""  # text bashlex positions refer to
+
+    def _norm(self, path: str) -> str | None:
+        if not path or _SPECIAL_FILES.match(path):
+            return None
+        if not self.cwd_known and not path.startswith(("/", "~")):
+            self.interpreted = False
+        if self.cwd and not path.startswith(("/", "~")):
+            path = posixpath.join(self.cwd, path)
+        path = posixpath.normpath(path)
+        if path.startswith("//"):
+            path = path[1:]
+        return path
+
+    def read(self, path: str, dynamic: bool = False) -> None:
+        if dynamic or "$" in path or "`" in path:
+            return  # a read we cannot resolve: not a file effect we can name
+        if _GLOB.search(path):
+            head = _GLOB.split(path, 1)[0]
+            path = head.rsplit("/", 1)[0] if "/" in head else "."
+        p = self._norm(path)
+        if p is not None:
+            self.ops.append(("r", p))
+
+    def write(self, path: str, dynamic: bool = False) -> None:
+        if dynamic or "$" in path or "`" in path or _GLOB.search(path):
+            self.interpreted = False
+            return
+        p = self._norm(path)
+        if p is not None:
+            self.ops.append(("w", p))
+
+    def delete(self, path: str, dynamic: bool = False) -> None:
+        if dynamic or "$" in path or "`" in path or _GLOB.search(path):
+            self.interpreted = False
+            return
+        p = self._norm(path)
+        if p is not None:
+            self.ops.append(("d", p))
+
+    def result(self) -> ShellEffects:
+        reads: dict[str, None] = {}
+        final: dict[str, str] = {}
+        written_here: set[str] = set()
+        for op, p in self.ops:
+            if op == "r":
+                if p not in written_here:
+                    reads.setdefault(p, None)
+            else:
+                final[p] = op
+                if op == "w":
+                    written_here.add(p)
+        return ShellEffects(
+            reads=tuple(reads),
+            writes=tuple(p for p, op in final.items() if op == "w"),
+            deletes=tuple(p for p, op in final.items() if op == "d"),
+            is_test=self.is_test,
+            is_build=self.is_build,
+            interpreted=self.interpreted,
+            is_commit=self.is_commit,
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# Patches
+# ---------------------------------------------------------------------------------------
+
+_APPLY_PATCH_HDR = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$", re.M)
+_APPLY_PATCH_MOVE = re.compile(r"^\*\*\* Move to: (.+?)\s*$", re.M)
+_UNIFIED_OLD = re.compile(r"^--- (\S+)", re.M)
+_UNIFIED_NEW = re.compile(r"^\+\+\+ (\S+)", re.M)
+_GIT_DIFF_HDR = re.compile(r"^diff --git a/(\S+) b/(\S+)", re.M)
+
+
+def patch_paths(text: str) -> tuple[list[str], list[str]]:
+    """Paths a patch writes and deletes, from its headers (apply_patch or unified diff)."""
+    writes: list[str] = []
+    deletes: list[str] = []
+    for kind, path in _APPLY_PATCH_HDR.findall(text):
+        (deletes if kind == "Delete" else writes).append(path)
+    for m in _APPLY_PATCH_MOVE.finditer(text):
+        # the moved-from path is the Update header just before it
+        before = [p for k, p in _APPLY_PATCH_HDR.findall(text[: m.start()]) if k == "Update"]
+        if before and before[-1] in writes:
+            writes.remove(before[-1])
+            deletes.append(before[-1])
+        writes.append(m.group(1))
+    if writes or deletes:
+        return writes, deletes
+    olds = _UNIFIED_OLD.findall(text)
+    news = _UNIFIED_NEW.findall(text)
+    for old, new in zip(olds, news, strict=False):
+        if new == "/dev/null":
+            deletes.append(_strip_ab(old))
+        else:
+            writes.append(_strip_ab(new))
+    if not writes and not deletes:
+        for a, _b in _GIT_DIFF_HDR.findall(text):
+            writes.append(a)
+    return writes, deletes
+
+
+def _strip_ab(p: str) -> str:
+    return p[2:] if p.startswith(("a/", "b/")) else p
+
+
+# ---------------------------------------------------------------------------------------
+# Program rules
+# ---------------------------------------------------------------------------------------
+
+# program -> options that take a separate value
+_READERS: dict[str, set[str]] = {
+    "cat": set(), "nl": {"-b", "-n", "-s", "-v", "-w", "-i"}, "head": {"-n", "-c"},
+    "tail": {"-n", "-c", "-s"}, "less": set(), "more": set(), "wc": set(), "stat": {"-c", "-f"},
+    "file": set(), "diff": {"-U", "-C", "-x", "-X", "-I"}, "cmp": set(), "md5sum": set(),
+    "sha1sum": set(), "sha256sum": set(), "du": {"-d"}, "tac": set(), "strings": set(),
+    "xxd": set(), "hexdump": set(), "od": set(), "bat": {"-r", "--line-range", "-l"},
+    "sort": {"-k", "-t", "-o"}, "uniq": set(), "cut": {"-d", "-f", "-c", "-b"},
+    "column": {"-t", "-s"}, "realpath": set(), "readlink": set(), "tree": {"-L", "-I", "-P"},
+    "source": set(), ".": set(), "jq": {"--arg", "--argjson"}, "wc-l": set(), "view": set(),
+    "cloc": set(), "pygmentize": {"-l", "-f"}, "iconv": {"-f", "-t"}, "diff3": set(),
+}
+_NO_EFFECT = {
+    "echo", "printf", "true", "false", "pwd", "export", "set", "unset", "which", "type",
+    "sleep", "date", "whoami", "env", "alias", "exit", "clear", "history", "uname", "id",
+    "hostname", "nproc", "free", "df", "ps", "kill", "jobs", "wait", "read", "shift", "local",
+    "declare", "test", "[", "[[", "basename", "dirname", "seq", "yes", "tr", "mkdir", "pushd",
+    "popd", "umask", "ulimit", "trap", "return", "break", "continue", "hash", "command",
+    "shopt", "printenv", "locale", "lsb_release", "top", "uptime", "expr", "bc", "tput",
+    "stty", "ss", "netstat", "lsof", "pgrep", "pip-list", "conda", "tty", "getconf", ":",
+}
+_WRAPPERS = {"sudo", "time", "nohup", "nice", "stdbuf", "unbuffer", "exec", "builtin"}
+_SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
+_INTERPRETERS = re.compile(r"^(python[0-9.]*|pypy[0-9.]*|node|ruby|perl|php|Rscript|deno|bun|ts-node|lua)$")
+
+_TEST_PROGRAMS = {
+    "pytest", "py.test", "tox", "nox", "jest", "vitest", "mocha", "ava", "karma", "rspec",
+    "phpunit", "ctest", "bats", "nosetests", "trial", "unittest",
+}
+_BUILD_PROGRAMS = {
+    "cmake", "ninja", "meson", "tsc", "webpack", "gcc", "g++", "clang", "clang++", "cc", "c++",
+    "javac", "rustc", "esbuild", "rollup", "scons", "autoreconf", "configure", "./configure",
+    "maturin", "poetry", "pdm", "hatch", "flit",
+}
+_TEST_SCRIPT = re.compile(r"(^|/)(runtests|run_tests|run-tests|test_[^/]*|[^/]*_test)\.(py|sh)$|(^|/)bin/test$")
+_PM = {"npm", "yarn", "pnpm", "bun"}
+_TEST_WORDS = {"test", "tests", "check", "verify", "spec", "unittest"}
+
+_GREP_VALUE_OPTS = {
+    "-e", "-f", "-m", "-A", "-B", "-C", "-g", "-t", "-T", "--max-count", "--context",
+    "--glob", "--type", "--type-not", "-d", "-D", "--include", "--exclude", "-M",
+    "--max-columns", "--regexp", "--file", "-j", "--threads", "--sort", "--sortr", "-E",
+}
+
+
+def _positionals(args: list[str], value_opts: set[str]) -> list[str]:
+    out: list[str] = []
+    it = iter(range(len(args)))
+    skip = False
+    ddash = False
+    for i in it:
+        a = args[i]
+        if skip:
+            skip = False
+            continue
+        if ddash:
+            out.append(a)
+        elif a == "--":
+            ddash = True
+        elif a.startswith("-") and a != "-":
+            if a in value_opts:
+                skip = True
+        else:
+            out.append(a)
+    return out
+
+
+class _Word:
+    __slots__ = ("text", "dynamic")
+
+    def __init__(self, text: str, dynamic: bool = False) -> None:
+        self.text = text
+        self.dynamic = dynamic
+
+
+def _simple(words: list[_Word], redirects: list[tuple[str, str | None, str | None]], acc: _Acc) -> None:
+    """Apply the rules of one simple command. redirects: (op, target word, heredoc body)."""
+    heredoc = None
+    for op, target, body in redirects:
+        if body is not None:
+            heredoc = body
+        elif target is None:
+            continue
+        elif op in ("<",):
+            acc.read(target)
+        elif op in (">", ">>", ">|", "&>", "&>>", ">&"):
+            acc.write(target)
+        elif op == "<<<":
+            continue
+    # strip env assignments and wrappers
+    while words and ("=" in words[0].text and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0].text)):
+        words = words[1:]
+    while words and words[0].text in _WRAPPERS:
+        words = words[1:]
+        while words and words[0].text.startswith("-"):
+            words = words[1:]
+    if words and words[0].text == "timeout":
+        words = words[1:]
+        while words and words[0].text.startswith("-"):
+            words = words[1:]
+        words = words[1:]  # the duration
+    if words and words[0].text == "env":
+        rest = words[1:]
+        while rest and (rest[0].text.startswith("-") or "=" in rest[0].text):
+            rest = rest[1:]
+        if rest:
+            words = rest
+    if not words:
+        return
+    if words[0].dynamic:
+        acc.interpreted = False
+        return
+    prog_path = words[0].text
+    prog = posixpath.basename(prog_path)
+    args = [w.text for w in words[1:]]
+    dyn = {w.text for w in words[1:] if w.dynamic}
+
+    def rd(p: str) -> None:
+        acc.read(p, p in dyn)
+
+    def wr(p: str) -> None:
+        acc.write(p, p in dyn)
+
+    def dl(p: str) -> None:
+        acc.delete(p, p in dyn)
+
+    if prog in _SHELLS:
+        if any(a.startswith("-") and "c" in a[1:] and not a.startswith("--") for a in args):
+            idx = next(i for i, a in enumerate(args) if a.startswith("-") and "c" in a[1:] and not a.startswith("--"))
+            if idx + 1 < len(args):
+                _parse_into(args[idx + 1], acc)
+            return
+        pos = _positionals(args, {"-o", "+o", "-O"})
+        if pos:
+            rd(pos[0])
+            if _TEST_SCRIPT.search(pos[0]):
+                acc.is_test = True
+            else:
+                acc.interpreted = False
+        elif heredoc is not None:
+            _parse_into(heredoc, acc)
+        return
+    if prog == "cd":
+        pos = [a for a in args if not a.startswith("-")]
+        if not pos or pos[0] in ("~", "-") or pos[0] in dyn or "$" in pos[0]:
+            acc.cwd_known = False
+        else:
+            target = pos[0]
+            acc.cwd = posixpath.normpath(target if target.startswith("/") else posixpath.join(acc.cwd, target))
+            if acc.cwd == ".":
+                acc.cwd = ""
+        return
+    if "/" in prog_path and _TEST_SCRIPT.search(prog_path):
+        acc.is_test = True  # ./runtests.py, bin/test, tests/run_tests.sh
+        return
+    if prog in _NO_EFFECT:
+        return
+    if prog in _TEST_PROGRAMS:
+        acc.is_test = True
+        return
+    if prog in _BUILD_PROGRAMS:
+        acc.is_build = True
+        return
+    if prog in ("runtests.py", "run_tests.py"):
+        acc.is_test = True
+        return
+    if prog == "apply_patch" or prog == "applypatch":
+        text = args[0] if args else (heredoc or "")
+        if not text:
+            acc.interpreted = False
+            return
+        w, d = patch_paths(text)
+        for p in w:
+            acc.write(p)
+        for p in d:
+            acc.delete(p)
+        return
+    if prog == "patch":
+        text = heredoc
+        pos = _positionals(args, {"-p", "-d", "-i", "-o", "-B", "-F", "-z", "-V", "-D", "-r"})
+        if "-i" in args:
+            i = args.index("-i")
+            if i + 1 < len(args):
+                rd(args[i + 1])
+        if pos:
+            wr(pos[0])
+        elif text:
+            w, d = patch_paths(text)
+            for p in w:
+                acc.write(p)
+            for p in d:
+                acc.delete(p)
+        else:
+            acc.interpreted = False
+        return
+    if prog in _READERS:
+        for p in _positionals(args, _READERS[prog]):
+            rd(p)
+        if prog == "tree" and not _positionals(args, _READERS[prog]):
+            acc.read(".")
+        return
+    if prog in ("grep", "egrep", "fgrep", "rg", "ag", "ack", "git-grep"):
+        pos = _positionals(args, _GREP_VALUE_OPTS)
+        has_pattern_opt = any(a in ("-e", "-f", "--regexp", "--file") or a.startswith(("--regexp=", "--file=")) for a in args)
+        files_only = prog == "rg" and "--files" in args
+        paths = pos if (has_pattern_opt or files_only) else pos[1:]
+        recursive = prog != "grep" and prog != "egrep" and prog != "fgrep" or any(
+            a in ("-r", "-R", "--recursive") or (a.startswith("-") and not a.startswith("--") and ("r" in a or "R" in a)) for a in args
+        )
+        for p in paths:
+            rd(p)
+        if not paths and recursive:
+            acc.read(".")
+        return
+    if prog == "ls":
+        pos = _positionals(args, {"-I", "--ignore", "-w", "-T"})
+        for p in pos or ["."]:
+            rd(p)
+        return
+    if prog == "find":
+        roots: list[str] = []
+        i = 0
+        while i < len(args) and not args[i].startswith(("-", "(", "!")):
+            roots.append(args[i])
+            i += 1
+        expr = args[i:]
+        for p in roots or ["."]:
+            rd(p)
+        if "-delete" in expr:
+            acc.interpreted = False
+        if any(a in ("-exec", "-execdir", "-ok", "-okdir") for a in expr):
+            j = next(k for k, a in enumerate(expr) if a in ("-exec", "-execdir", "-ok", "-okdir"))
+            sub = expr[j + 1 : j + 2]
+            if not sub or posixpath.basename(sub[0]) not in set(_READERS) | {"grep", "egrep", "rg", "wc", "ls", "echo", "stat"}:
+                acc.interpreted = False
+        return
+    if prog == "sed":
+        inplace = any(a == "-i" or a.startswith("-i") and not a.startswith("--") and len(a) > 1 or a.startswith("--in-place") for a in args)
+        # -i may carry a suffix (-i.bak); -e/-f take values
+        has_script_opt = any(a in ("-e", "-f", "--expression", "--file") for a in args)
+        pos = _positionals(args, {"-e", "-f", "--expression", "--file", "-l"})
+        files = pos if has_script_opt else pos[1:]
+        for p in files:
+            rd(p)
+            if inplace:
+                wr(p)
+        return
+    if prog in ("awk", "gawk", "mawk", "nawk"):
+        inplace = "inplace" in args
+        has_prog_file = "-f" in args
+        pos = _positionals(args, {"-F", "-v", "-f", "-i", "--include"})
+        files = [p for p in (pos if has_prog_file else pos[1:]) if not re.match(r"^[A-Za-z_]\w*=", p)]
+        for p in files:
+            rd(p)
+            if inplace:
+                wr(p)
+        return
+    if prog == "perl" and any(a.startswith("-") and "i" in a and not a.startswith("--") for a in args) and ("-e" in args or any(a.startswith("-") and a.endswith("e") for a in args)):
+        pos = _positionals(args, {"-e", "-E", "-M", "-I"})
+        for p in pos:
+            rd(p)
+            wr(p)
+        return
+    if prog == "tee":
+        for p in _positionals(args, set()):
+            wr(p)
+        return
+    if prog in ("cp", "mv", "ln", "install", "rsync"):
+        value_opts = {"-t", "--target-directory", "-S", "--suffix", "-m", "-o", "-g", "-e"}
+        pos = _positionals(args, value_opts)
+        target_dir = None
+        for k, a in enumerate(args):
+            if a in ("-t", "--target-directory") and k + 1 < len(args):
+                target_dir = args[k + 1]
+            elif a.startswith("--target-directory="):
+                target_dir = a.split("=", 1)[1]
+        if target_dir is not None:
+            srcs, dst, is_dir = pos, target_dir, True
+        elif len(pos) >= 2:
+            srcs, dst = pos[:-1], pos[-1]
+            is_dir = len(srcs) > 1 or dst.endswith("/") or dst in (".", "..")
+        else:
+            acc.interpreted = False
+            return
+        if prog == "ln":
+            for s in srcs:
+                wr(posixpath.join(dst, posixpath.basename(s)) if is_dir else dst)
+            return
+        for s in srcs:
+            rd(s)
+            if prog == "mv":
+                dl(s)
+            if s in dyn or dst in dyn:
+                acc.interpreted = False
+                continue
+            wr(posixpath.join(dst, posixpath.basename(s.rstrip("/"))) if is_dir else dst)
+        return
+    if prog in ("rm", "rmdir", "unlink", "shred"):
+        for p in _positionals(args, set()):
+            dl(p)
+        return
+    if prog in ("touch", "truncate", "chmod", "chown", "chgrp"):
+        vopts = {"-s", "--size", "-r", "--reference", "-d", "-t"}
+        pos = _positionals(args, vopts)
+        if prog in ("chmod", "chown", "chgrp") and pos:
+            pos = pos[1:]
+        for p in pos:
+            wr(p)
+        return
+    if prog == "dd":
+        for a in args:
+            if a.startswith("if="):
+                rd(a[3:])
+            elif a.startswith("of="):
+                wr(a[3:])
+        return
+    if prog == "git":
+        _git(args, dyn, heredoc, acc)
+        return
+    if prog in _PM:
+        sub = _positionals(args, {"--filter", "-F", "--prefix", "-C", "--dir", "-w", "--workspace", "--cwd"})
+        if not sub:
+            if any(a in ("-v", "--version", "-h", "--help") for a in args):
+                return
+            acc.is_build = True  # bare `npm`/`yarn`/`pnpm` installs
+            return
+        script = sub[1] if sub[0] in ("run", "run-script") and len(sub) > 1 else sub[0]
+        if sub[0] in ("exec", "x", "dlx") and len(sub) > 1:
+            _simple([_Word(s) for s in sub[1:]], [], acc)
+        elif script in ("t",) or "test" in script or "spec" in script:
+            acc.is_test = True
+        elif sub[0] in ("view", "info", "ls", "list", "outdated", "why", "config", "whoami", "help", "version"):
+            return
+        else:
+            acc.is_build = True  # install, build, lint, check-types, any package script
+        return
+    if prog in ("npx", "pnpx", "bunx"):
+        rest = [w for w in words[1:] if not w.text.startswith("-")]
+        _simple(rest, [], acc)
+        return
+    if prog in ("make", "gmake"):
+        targets = [a for a in _positionals(args, {"-C", "-f", "-j", "-l", "-o", "-W"}) if "=" not in a]
+        if any(t in _TEST_WORDS or t.startswith("test") for t in targets):
+            acc.is_test = True
+        else:
+            acc.is_build = True
+        return
+    if prog in ("go", "cargo", "dotnet", "mix", "bazel", "bazelisk", "sbt", "mvn", "gradle", "gradlew", "./gradlew", "deno", "swift", "zig", "stack", "cabal"):
+        sub = [a for a in args if not a.startswith("-")]
+        if sub and (sub[0] in _TEST_WORDS or sub[0] in ("nextest", "vet") and prog == "cargo" and sub[0] == "nextest"):
+            acc.is_test = True
+        elif sub and sub[0] in ("build", "install", "compile", "package", "check", "clippy", "vet", "run", "generate", "fmt", "restore", "publish", "get", "mod"):
+            if prog in ("mvn",) and sub[0] in ("verify",):
+                acc.is_test = True
+            else:
+                acc.is_build = True
+        elif sub and sub[0] in ("verify", "integration-test"):
+            acc.is_test = True
+        else:
+            acc.interpreted = False
+        return
+    if prog in ("pip", "pip3", "uv", "conda", "mamba", "pipx"):
+        sub = [a for a in args if not a.startswith("-")]
+        if sub and sub[0] in ("install", "sync", "pip", "add", "uninstall", "remove", "create", "lock", "build"):
+            acc.is_build = True
+        elif sub and sub[0] == "run" and len(sub) > 1:
+            _simple([_Word(s) for s in args[args.index("run") + 1 :]], [], acc)
+        # pip list/show/freeze: no file effects
+        return
+    if prog in _ACI:
+        _aci(prog, args, dyn, acc)
+        return
+    if _INTERPRETERS.match(prog):
+        _interpreter(prog, args, dyn, heredoc, acc)
+        return
+    if prog_path.startswith(("./", "/")) or "/" in prog_path:
+        # running a local script or binary: effects unknown
+        rd(prog_path)
+        acc.interpreted = False
+        return
+    acc.interpreted = False
+
+
+# SWE-agent's agent-computer interface commands and its str_replace_editor tool
+_ACI = {"open", "goto", "scroll_down", "scroll_up", "create", "find_file", "search_dir",
+        "search_file", "submit", "edit", "str_replace_editor", "view_file", "insert"}
+
+
+def _aci(prog: str, args: list[str], dyn: set[str], acc: _Acc) -> None:
+    if prog in ("open", "view_file") and args:
+        acc.read(args[0], args[0] in dyn)
+    elif prog == "create" and args:
+        acc.write(args[0], args[0] in dyn)
+    elif prog == "find_file" and args:
+        acc.read(args[1] if len(args) > 1 else ".")
+    elif prog == "search_dir" and args:
+        acc.read(args[1] if len(args) > 1 else ".")
+    elif prog == "search_file" and len(args) > 1:
+        acc.read(args[1], args[1] in dyn)
+    elif prog == "submit":
+        acc.read(".")  # produces the diff of the workspace
+    elif prog == "str_replace_editor" and len(args) >= 2:
+        if args[0] == "view":
+            acc.read(args[1], args[1] in dyn)
+        else:  # create, str_replace, insert, undo_edit
+            acc.write(args[1], args[1] in dyn)
+    elif prog in ("goto", "scroll_down", "scroll_up"):
+        return  # moves the window over the already-open file
+    else:
+        acc.interpreted = False  # edit/insert/search_file without a file: the open file is unknown
+
+
+def _interpreter(prog: str, args: list[str], dyn: set[str], heredoc: str | None, acc: _Acc) -> None:
+    if prog.startswith(("python", "pypy")):
+        if "-m" in args:
+            i = args.index("-m")
+            mod = args[i + 1] if i + 1 < len(args) else ""
+            rest = args[i + 2 :]
+            if mod in ("pytest", "unittest", "test", "nose", "nose2", "tox", "nox", "doctest", "xdist"):
+                acc.is_test = True
+            elif mod == "django" and rest and rest[0] == "test":
+                acc.is_test = True
+            elif mod in ("pip", "build", "compileall", "py_compile", "setup", "installer", "maturin"):
+                acc.is_build = True
+                if mod == "py_compile":
+                    for p in rest:
+                        acc.read(p, p in dyn)
+            elif mod in ("json.tool",):
+                for p in _positionals(rest, set())[:1]:
+                    acc.read(p, p in dyn)
+            elif mod in ("venv", "virtualenv", "http.server", "site", "this", "timeit", "platform"):
+                return
+            else:
+                acc.interpreted = False
+            return
+        if any(a in ("-V", "--version") for a in args):
+            return
+        if "-c" in args or (args and args[0] == "-") or (not args and heredoc is not None):
+            acc.interpreted = False
+            return
+        pos = _positionals(args, {"-W", "-X", "-Q"})
+        if not pos:
+            acc.interpreted = False
+            return
+        script = pos[0]
+        acc.read(script, script in dyn)
+        base = posixpath.basename(script)
+        if base in ("manage.py",) and len(pos) > 1 and pos[1] == "test":
+            acc.is_test = True
+        elif base == "setup.py" and len(pos) > 1:
+            if pos[1] == "test":
+                acc.is_test = True
+            else:
+                acc.is_build = True
+        elif _TEST_SCRIPT.search(script):
+            acc.is_test = True
+        else:
+            acc.interpreted = False
+        return
+    if any(a in ("-v", "--version", "-V") for a in args) and len(args) == 1:
+        return
+    pos = _positionals(args, {"-e", "-E", "-r", "-I", "-M"})
+    if pos and "-e" not in args:
+        acc.read(pos[0], pos[0] in dyn)
+    acc.interpreted = False
+
+
+def _git(args: list[str], dyn: set[str], heredoc: str | None, acc: _Acc) -> None:
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        if args[i] in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") and i + 1 < len(args):
+            if args[i] == "-C":
+                _simple([_Word("cd"), _Word(args[i + 1], args[i + 1] in dyn)], [], acc)
+            i += 2
+        else:
+            i += 1
+    if i >= len(args):
+        return
+    sub, rest = args[i], args[i + 1 :]
+    if "--" in rest:
+        k = rest.index("--")
+        before, after = rest[:k], rest[k + 1 :]
+    else:
+        before, after = rest, None
+
+    def pathlike(a: str) -> bool:
+        return not a.startswith("-") and ".." not in a and ":" not in a and "@" not in a and (
+            "/" in a or "." in a
+        ) and not a.startswith(("HEAD", "origin/"))
+
+    if sub in ("diff", "status", "grep", "ls-files", "difftool", "blame", "annotate"):
+        if sub == "grep":
+            pos = _positionals(before, {"-e", "-f", "-A", "-B", "-C", "-m"})
+            paths = after if after is not None else [p for p in pos[1:] if pathlike(p)]
+        elif sub == "blame":
+            paths = after if after is not None else [p for p in before if pathlike(p)][-1:]
+        else:
+            paths = after if after is not None else [p for p in before if pathlike(p)]
+        if sub == "diff" and any(a in ("--cached", "--staged") for a in before) and not paths:
+            return
+        for p in paths or ["."]:
+            acc.read(p, p in dyn)
+        return
+    if sub in ("show", "log", "shortlog", "rev-parse", "rev-list", "branch", "tag", "remote", "fetch",
+               "config", "describe", "reflog", "show-ref", "cat-file", "ls-tree", "init", "help",
+               "version", "--version", "worktree-list", "count-objects", "var", "for-each-ref", "push",
+               "notes", "bisect-log", "check-ignore", "name-rev", "merge-base"):
+        if sub == "show" and after:
+            for p in after:
+                acc.read(p, p in dyn)
+        return
+    if sub in ("add", "commit"):
+        if sub == "commit":
+            acc.is_commit = True
+        return
+    if sub == "apply" or sub == "am":
+        flags = [a for a in before if a.startswith("-")]
+        pos = _positionals(before, {"-p", "-C", "--directory", "--exclude", "--include"})
+        for p in pos:
+            acc.read(p, p in dyn)
+        if any(f in ("--check", "--stat", "--numstat", "--summary") for f in flags):
+            return
+        if heredoc and not pos:
+            w, d = patch_paths(heredoc)
+            for p in w:
+                acc.write(p)
+            for p in d:
+                acc.delete(p)
+            if w or d:
+                return
+        acc.interpreted = False
+        return
+    if sub in ("checkout", "restore"):
+        if after is not None:
+            for p in after:
+                acc.write(p, p in dyn)
+            return
+        opts_with_value = {"-b", "-B", "--orphan", "-s", "--source", "--conflict"}
+        pos = _positionals(before, opts_with_value)
+        if sub == "checkout" and any(a in ("-b", "-B", "--orphan") for a in before):
+            return
+        if sub == "restore":
+            if "--staged" in before and "--worktree" not in before and "-W" not in before:
+                return
+            for p in pos:
+                acc.write(p, p in dyn)
+            return
+        if len(pos) >= 2:
+            for p in pos[1:]:
+                acc.write(p, p in dyn)
+            return
+        if len(pos) == 1 and pathlike(pos[0]):
+            acc.write(pos[0], pos[0] in dyn)
+            return
+        acc.interpreted = False  # branch switch: rewrites arbitrary files
+        return
+    if sub == "mv":
+        _simple([_Word("mv")] + [_Word(a, a in dyn) for a in rest], [], acc)
+        return
+    if sub == "rm":
+        pos = _positionals(before, set()) if after is None else after
+        if "--cached" in before:
+            return
+        for p in pos:
+            acc.delete(p, p in dyn)
+        return
+    acc.interpreted = False  # stash, reset, pull, merge, rebase, clean, cherry-pick, ...
+
+
+# ---------------------------------------------------------------------------------------
+# bashlex walk
+# ---------------------------------------------------------------------------------------
+
+_QUOTED_HEREDOC = re.compile(r"<<(-?)\s*(['\"])([A-Za-z_][A-Za-z0-9_]*)\2")
+
+
+def _word_of(node: bashlex.ast.node, acc: _Acc) -> _Word:
+    """A bashlex word, unquoted from the source (bashlex keeps the quotes of mixed-quoted
+    words such as 'a'"'"'b')."""
+    dynamic = False
+    for part in getattr(node, "parts", []) or []:
+        if part.kind in ("commandsubstitution", "processsubstitution"):
+            _walk(part.command, acc)
+            dynamic = True
+        elif part.kind in ("parameter", "tilde"):
+            dynamic = dynamic or part.kind == "parameter"
+    word = node.word
+    if ("'" in word or '"' in word) and acc.src:
+        raw = acc.src[node.pos[0] : node.pos[1]]
+        try:
+            parts = shlex.split(raw)
+        except ValueError:
+            parts = []
+        if len(parts) == 1:
+            word = parts[0]
+    return _Word(word, dynamic)
+
+
+def _walk(node: bashlex.ast.node, acc: _Acc) -> None:
+    kind = node.kind
+    if kind == "command":
+        words: list[_Word] = []
+        redirects: list[tuple[str, str | None, str | None]] = []
+        for part in node.parts:
+            if part.kind == "word":
+                words.append(_word_of(part, acc))
+            elif part.kind == "assignment":
+                if not words:
+                    continue
+                words.append(_Word(part.word))
+            elif part.kind == "redirect":
+                body = None
+                target: str | None = None
+                heredoc = getattr(part, "heredoc", None)
+                if heredoc is not None:
+                    body = heredoc.value.rsplit("\n", 1)[0] if "\n" in heredoc.value else ""
+                    redirects.append((part.type, None, body))
+                    continue
+                out = part.output
+                if isinstance(out, int) or out is None:
+                    continue
+                w = _word_of(out, acc)
+                target = w.text
+                if w.dynamic:
+                    if part.type != "<":
+                        acc.interpreted = False
+                    continue
+                redirects.append((part.type, target, None))
+            elif part.kind in ("commandsubstitution", "processsubstitution"):
+                _walk(part.command, acc)
+            else:
+                acc.interpreted = False
+        _simple(words, redirects, acc)
+    elif kind in ("list", "pipeline"):
+        for part in node.parts:
+            _walk(part, acc)
+    elif kind == "compound":
+        saved = (acc.cwd, acc.cwd_known)  # a subshell's cd does not leak out
+        for part in node.list:
+            _walk(part, acc)
+        acc.cwd, acc.cwd_known = saved
+        for r in getattr(node, "redirects", []) or []:
+            out = getattr(r, "output", None)
+            if out is not None and not isinstance(out, int):
+                if r.type == "<":
+                    acc.read(out.word)
+                else:
+                    acc.write(out.word)
+    elif kind in ("operator", "pipe", "reservedword", "word"):
+        return
+    elif kind in ("if", "while", "until"):
+        for part in node.parts:
+            _walk(part, acc)
+    elif kind == "for":
+        # the loop variable is dynamic: commands using it get dynamic args
+        for part in node.parts:
+            if part.kind not in ("word", "reservedword"):
+                _walk(part, acc)
+    elif kind == "function":
+        _walk(node.body, acc)
+    elif kind in ("commandsubstitution", "processsubstitution"):
+        _walk(node.command, acc)
+    else:
+        acc.interpreted = False
+
+
+def _parse_into(text: str, acc: _Acc) -> None:
+    """Parse ``text`` into ``acc``: fast tokenizer for plain commands, else bashlex, else
+    shlex plus rules. All three feed the same per-program rules (:func:`_simple`)."""
+    if not text.strip():
+        return
+    saved_cwd, saved_known = acc.cwd, acc.cwd_known
+    try:
+        stripped, bodies = _cut_heredocs(text)
+        tokens = _fast_tokens(stripped)
+        if tokens is not None:
+            _run_tokens(tokens, bodies, acc)
+            return
+        _parse_bashlex(text, stripped, bodies, acc)
+    finally:
+        acc.cwd, acc.cwd_known = saved_cwd, saved_known
+
+
+def _parse_bashlex(text: str, stripped: str, bodies: list[str], acc: _Acc) -> None:
+    prepared = _QUOTED_HEREDOC.sub(r"<<\1\3", text)
+    try:
+        trees = bashlex.parse(prepared)
+    except (bashlex.errors.ParsingError, NotImplementedError, IndexError, AttributeError,
+            TypeError, ValueError, AssertionError, KeyError, RecursionError):
+        _fallback(stripped, bodies, text, acc)
+        return
+    saved = acc.src
+    acc.src = prepared
+    try:
+        for tree in trees:
+            _walk(tree, acc)
+    finally:
+        acc.src = saved
+
+
+# ---------------------------------------------------------------------------------------
+# Token-level path: fast tokenizer and shlex fallback
+# ---------------------------------------------------------------------------------------
+
+_HEREDOC_START = re.compile(r"<<-?[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+_SEPARATORS = {";", "&&", "||", "|", "&", "\n", "(", ")", ";;", "|&"}
+_KEYWORDS = {"for", "while", "until", "if", "case", "function", "select", "do", "then", "else",
+             "elif", "done", "fi", "esac", "{", "}", "!", "[[", "coproc"}
+_REDIR_RE = re.compile(r"^(\d*)(>>|>\||>&|>|<&|<>|<|&>>|&>|<<<)(\d*)$")
+# plain commands only: no expansions, substitutions, subshells, escapes
+_FAST_BAD = re.compile(r"[$`\\(){}]")
+_FAST_TOKEN = re.compile(
+    r"[ \t\r]*(?:(?P<op>&&|\|\||;;|\|&|\d*>>|\d*>\||\d*>&\d*|&>>|&>|\d*>|<<<|\d*<|[|;&\n])"
+    r"|(?P<word>(?:[^\s'\"|&;<>]+|'[^']*'|\"[^\"]*\")+))"
+)
+_WORD_PIECES = re.compile(r"[^'\"]+|'[^']*'|\"[^\"]*\"")
+_PLACEHOLDER = re.compile(r"__HEREDOC(\d+)__")
+
+
+def _cut_heredocs(text: str) -> tuple[str, list[str]]:
+    """Replace each heredoc operator and delimiter by a placeholder word and cut its body.
+
+    Quote-aware: a ``<<`` inside quotes (e.g. in the script of ``bash -lc '...'``) is not a
+    heredoc of this level; the script is parsed on its own when unwrapped."""
+    if "<<" not in text:
+        return text, []
+    bodies: list[str] = []
+    out: list[str] = []
+    pending: list[str] = []  # delimiters whose bodies start at the next newline
+    i = 0
+    n = len(text)
+    quote = ""
+    seg_start = 0
+    while i < n:
+        c = text[i]
+        if quote:
+            if c == quote:
+                quote = ""
+            elif c == "\\" and quote == '"':
+                i += 1
+            i += 1
+            continue
+        if c in "'\"":
+            quote = c
+            i += 1
+            continue
+        if c == "\\":
+            i += 2
+            continue
+        if c == "<" and text.startswith("<<", i) and not text.startswith("<<<", i):
+            m = _HEREDOC_START.match(text, i)
+            if m:
+                out.append(text[seg_start:i])
+                out.append(f" __HEREDOC{len(bodies) + len(pending)}__ ")
+                pending.append(m.group(2))
+                i = seg_start = m.end()
+                continue
+        if c == "\n" and pending:
+            out.append(text[seg_start : i + 1])
+            j = i + 1
+            for delim in pending:
+                body: list[str] = []
+                while j < n:
+                    end = text.find("\n", j)
+                    line = text[j:] if end < 0 else text[j:end]
+                    j = n if end < 0 else end + 1
+                    if line.strip() == delim:
+                        break
+                    body.append(line)
+                bodies.append("\n".join(body))
+            pending = []
+            i = seg_start = j
+            continue
+        i += 1
+    out.append(text[seg_start:])
+    for _ in pending:  # heredoc without a body (end of text)
+        bodies.append("")
+    return "".join(out), bodies
+
+
+def _fast_tokens(text: str) -> list[str] | None:
+    """Tokens of a plain command line, or None when it needs a real parser."""
+    # characters that need a real parser, outside single quotes, send the line to bashlex
+    check = _FAST_BAD.search(text) is not None
+    tokens: list[str] = []
+    pos = 0
+    n = len(text)
+    first = True
+    while pos < n:
+        m = _FAST_TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            if text[pos:].strip(" \t\r") == "":
+                break
+            return None  # unbalanced quote or odd character
+        pos = m.end()
+        op = m.group("op")
+        if op is not None:
+            tokens.append(op)
+            first = op in _SEPARATORS
+            continue
+        word = m.group("word")
+        if word is None:
+            break
+        if word[0] == "#":  # a comment runs to the end of the line
+            nl = text.find("\n", m.start("word"))
+            pos = n if nl < 0 else nl
+            continue
+        if first and word in _KEYWORDS:
+            return None
+        first = False
+        if check:
+            for piece in _WORD_PIECES.findall(word):
+                if piece[0] != "'" and _FAST_BAD.search(piece):
+                    return None
+        if "'" in word or '"' in word:
+            word = "".join(p[1:-1] if p[0] in "'\"" else p for p in _WORD_PIECES.findall(word))
+            tokens.append("\x00" + word)  # quoted: never an operator or placeholder
+        else:
+            tokens.append(word)
+    return tokens
+
+
+def _run_tokens(tokens: list[str], bodies: list[str], acc: _Acc) -> None:
+    """Split tokens into simple commands at operators and apply the program rules."""
+    words: list[_Word] = []
+    redirects: list[tuple[str, str | None, str | None]] = []
+    k = 0
+    n = len(tokens)
+    while k <= n:
+        tok = tokens[k] if k < n else ";"
+        if tok in _SEPARATORS:
+            if words or redirects:
+                if words and words[0].text in _KEYWORDS:
+                    acc.interpreted = False
+                else:
+                    _simple(words, redirects, acc)
+            words, redirects = [], []
+        elif (m := _REDIR_RE.match(tok)) is not None:
+            op, fd_to = m.group(2), m.group(3)
+            if not fd_to:  # not a 2>&1 style duplication
+                tgt = tokens[k + 1] if k + 1 < n else None
+                k += 1
+                if tgt is not None:
+                    tgt = tgt.lstrip("\x00")
+                    if not (op in (">&", "<&") and tgt.isdigit()) and op != "<<<":
+                        redirects.append((op, tgt, None))
+        elif (m2 := _PLACEHOLDER.fullmatch(tok)) is not None:
+            redirects.append(("<<", None, bodies[int(m2.group(1))]))
+        else:
+            text = tok[1:] if tok.startswith("\x00") else tok
+            words.append(_Word(text, "$" in text or "`" in text))
+        k += 1
+
+
+def _fallback(stripped: str, bodies: list[str], original: str, acc: _Acc) -> None:
+    """shlex plus rules, for what bashlex rejects; heredoc bodies were cut out first."""
+    try:
+        lex = shlex.shlex(stripped, posix=True, punctuation_chars=";&|<>\n")
+        lex.whitespace = " \t\r"
+        lex.whitespace_split = True
+        raw = list(lex)
+    except ValueError:
+        acc.interpreted = False
+        _keyword_flags(original, acc)
+        return
+    # shlex splits "2>&1" into "2", ">&", "1": glue fd numbers back onto redirections
+    tokens: list[str] = []
+    k = 0
+    while k < len(raw):
+        tok = raw[k]
+        nxt = raw[k + 1] if k + 1 < len(raw) else None
+        if tok.isdigit() and nxt in (">", ">>", "<", ">&", "<&"):
+            k += 1
+            continue
+        if tok in (">&", "<&") and nxt is not None and nxt.isdigit():
+            tokens.append(tok + nxt)
+            k += 2
+            continue
+        if tok.startswith("(") or tok.endswith(")"):
+            acc.interpreted = False  # a subshell or function: not followed
+        tokens.append(tok)
+        k += 1
+    _run_tokens(tokens, bodies, acc)
+
+
+_TEST_RE = re.compile(r"\b(pytest|py\.test|tox|unittest|runtests|go test|cargo test|npm test|jest|vitest|mocha|make (test|check))\b")
+_BUILD_RE = re.compile(r"\b(make|cmake|ninja|cargo build|go build|npm (install|ci|run build)|pip install|tsc|gcc|g\+\+|clang)\b")
+
+
+def _keyword_flags(text: str, acc: _Acc) -> None:
+    if _TEST_RE.search(text):
+        acc.is_test = True
+    elif _BUILD_RE.search(text):
+        acc.is_build = True
+
+
+# ---------------------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=65536)
+def _parse_cached(command: str | None, argv: tuple[str, ...] | None) -> ShellEffects:
+    acc = _Acc()
+    if command:
+        _parse_into(command, acc)
+    elif argv:
+        # argv as executed (e.g. rollout ["bash", "-lc", "..."] or ["apply_patch", patch])
+        _simple([_Word(a) for a in argv], [], acc)
+    else:
+        return ShellEffects(interpreted=False)
+    return acc.result()
+
+
+def parse_command(command: str | None = None, argv: list[str] | tuple[str, ...] | None = None) -> ShellEffects:
+    """File effects of one shell command. The command string is parsed when given (an argv
+    split from it loses its operators and quoting); ``argv`` is used only without one, as
+    the exact argument vector executed. Cached by input."""
+    if command:
+        return _parse_cached(command, None)
+    return _parse_cached(None, tuple(argv) if argv else None)
+
+
+def _effects_via(text: str, engine: str) -> ShellEffects:
+    """Parse with one engine only ("fast", "bashlex" or "shlex"); for equivalence tests."""
+    acc = _Acc()
+    stripped, bodies = _cut_heredocs(text)
+    if engine == "fast":
+        tokens = _fast_tokens(stripped)
+        if tokens is None:
+            raise ValueError(f"not a plain command: {text!r}")
+        _run_tokens(tokens, bodies, acc)
+    elif engine == "bashlex":
+        prepared = _QUOTED_HEREDOC.sub(r"<<\1\3", text)
+        acc.src = prepared
+        for tree in bashlex.parse(prepared):
+            _walk(tree, acc)
+    elif engine == "shlex":
+        _fallback(stripped, bodies, text, acc)
+    else:
+        raise ValueError(f"unknown engine {engine!r}")
+    return acc.result()

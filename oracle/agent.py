@@ -1,0 +1,218 @@
+"""The agent protocol the oracle harness drives (contract: helper brief ``agent_protocol.md``).
+
+An :class:`Agent` starts a task from a pristine workspace or resumes it from a
+:class:`RestorePoint` (a restored workspace plus the preserved transcript and facts). A
+run (:class:`AgentRun`) yields :class:`AgentReport` objects live: events in the canonical
+schema (``features.schema.Event``), candidate boundaries reached (numbered 1..B from the
+pristine start, also on a resumed run), and side effects for the durable effect log.
+
+Time comes from a :class:`Clock`: :class:`WallClock` for real agents, :class:`VirtualClock`
+for simulated ones (sleep advances time instantly), so the same harness measures both.
+
+Agents are found by name through a small registry (:func:`register_agent`,
+:func:`get_agent`) so the CLI can run the scripted agent, the simulator or the repair agent.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from features.schema import Event
+
+__all__ = [
+    "Agent",
+    "AgentReport",
+    "AgentRun",
+    "Clock",
+    "RestorePoint",
+    "TaskSpec",
+    "VirtualClock",
+    "WallClock",
+    "agent_names",
+    "get_agent",
+    "register_agent",
+]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Seconds source used for every measured duration."""
+
+    kind: str  # "wall" | "virtual"
+
+    def now(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class WallClock:
+    """Real time: ``time.monotonic`` and ``time.sleep``."""
+
+    kind = "wall"
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
+
+class VirtualClock:
+    """Simulated time starting at 0.0; ``sleep``/``advance`` move it forward instantly.
+
+    Thread-safe, so a simulated agent's reader thread and the harness can share it.
+    """
+
+    kind = "virtual"
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._t = float(start)
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        with self._lock:
+            return self._t
+
+    def advance(self, dt: float) -> float:
+        """Move time forward by ``dt`` seconds (must be >= 0); returns the new time."""
+        if dt < 0:
+            raise ValueError(f"VirtualClock.advance: negative step {dt}")
+        with self._lock:
+            self._t += float(dt)
+            return self._t
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self.advance(seconds)
+
+
+@dataclass
+class TaskSpec:
+    """One task the oracle runs: where its pristine state comes from and how it is verified."""
+
+    task_id: str
+    repo: str  # "repository" for leave-one-repository-out splits
+    family: str
+    workspace_template: Path | None  # copied into a fresh workspace for a pristine start
+    verifier: list[str] | None  # argv run in the workspace; exit 0 = verified
+    params: dict[str, Any] = field(default_factory=dict)  # agent-specific
+
+
+@dataclass
+class RestorePoint:
+    """What a resumed run starts from: a restored workspace plus preserved agent state."""
+
+    boundary: int  # 0 = pristine, b >= 1 = checkpoint at candidate boundary b
+    workspace: Path  # the restored workspace (already written by the harness)
+    transcript: list[dict]  # preserved agent-visible transcript at that boundary
+    facts: dict[str, Any]  # preserved discovered facts at that boundary
+
+
+@dataclass
+class AgentReport:
+    """One thing a running agent reports: an event, a boundary reached, or a side effect."""
+
+    kind: str  # "event" | "boundary" | "effect"
+    event: Event | None = None
+    boundary: int | None = None  # 1-based from the pristine start, also on resumed runs;
+    #   a parser inside an adapter may leave it None ("a boundary passed"): the adapter numbers it
+    effect: dict | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind == "event" and self.event is None:
+            raise ValueError("AgentReport(kind='event') needs an event")
+        if self.kind == "boundary" and self.boundary is not None and self.boundary < 1:
+            raise ValueError(f"AgentReport(kind='boundary') needs boundary >= 1, got {self.boundary}")
+        if self.kind == "effect" and self.effect is None:
+            raise ValueError("AgentReport(kind='effect') needs an effect dict")
+        if self.kind not in ("event", "boundary", "effect"):
+            raise ValueError(f"AgentReport.kind must be event|boundary|effect, got {self.kind!r}")
+
+
+@runtime_checkable
+class AgentRun(Protocol):
+    """A running agent: live reports, preserved state, fail-stop kill, exit status."""
+
+    usage: dict  # running totals: tokens, tool_calls
+
+    def reports(self) -> Iterator[AgentReport]: ...
+
+    def preserved(self) -> tuple[list[dict], dict[str, Any]]: ...
+
+    def kill(self) -> None: ...
+
+    def wait(self) -> int: ...
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """A coding agent the harness can start, resume and verify.
+
+    Simulated agents may also define ``simulated_checkpoint_cost(task, boundary, workspace)
+    -> (creation_s, size_bytes)`` and ``simulated_restore_latency(task, boundary) -> float``;
+    the harness then uses them instead of measuring the checkpoint store.
+
+    Optional attributes the command line uses: ``make_tasks(n, seed, root, **opts) ->
+    list[TaskSpec]`` (so ``python -m oracle plan`` can generate tasks), ``granularity``
+    (``"turn"`` | ``"tool_call"``) and ``clock_kind`` (``"wall"`` | ``"virtual"``; default
+    ``"virtual"`` when the agent has ``simulated_checkpoint_cost``, else ``"wall"``).
+    """
+
+    name: str
+
+    def start(self, task: TaskSpec, workspace: Path, seed: int, clock: Clock) -> AgentRun: ...
+
+    def resume(
+        self, task: TaskSpec, restore: RestorePoint, workspace: Path, seed: int, clock: Clock
+    ) -> AgentRun: ...
+
+    def verify(self, task: TaskSpec, workspace: Path) -> bool: ...
+
+
+# ---------------------------------------------------------------------------------------
+# Registry
+# ---------------------------------------------------------------------------------------
+
+AgentFactory = Callable[..., Agent]
+_REGISTRY: dict[str, AgentFactory] = {}
+# Built-in agents whose module registers them on import (lazy, to keep import direction).
+_BUILTIN_MODULES = {
+    "scripted": "oracle.scripted",
+    "simulated": "oracle.simulator",
+    "simulator": "oracle.simulator",
+    "repair": "oracle.repair",
+    "codex": "oracle.cli_agent",
+}
+
+
+def register_agent(name: str, factory: AgentFactory) -> None:
+    """Make ``factory(**options) -> Agent`` available as ``get_agent(name, **options)``."""
+    if not name or not isinstance(name, str):
+        raise ValueError(f"agent name must be a non-empty string, got {name!r}")
+    _REGISTRY[name] = factory
+
+
+def get_agent(name: str, **options: Any) -> Agent:
+    """Build the agent registered under ``name`` (built-in modules are imported on demand)."""
+    module = _BUILTIN_MODULES.get(name) or ("oracle.simulator" if name.startswith("sim:") else None)
+    if name not in _REGISTRY and module is not None:
+        import importlib
+
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise KeyError(f"agent {name!r}: module {module} unavailable: {exc}") from exc
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown agent {name!r}; registered: {sorted(_REGISTRY)}")
+    return _REGISTRY[name](**options)
+
+
+def agent_names() -> list[str]:
+    """Names currently registered (built-ins appear once their module was imported)."""
+    return sorted(_REGISTRY)

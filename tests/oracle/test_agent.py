@@ -1,0 +1,99 @@
+"""Agent protocol: clocks, reports, registry, and the scripted agent as a protocol implementation."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from oracle.agent import (
+    Agent,
+    AgentReport,
+    AgentRun,
+    Clock,
+    RestorePoint,
+    VirtualClock,
+    WallClock,
+    agent_names,
+    get_agent,
+    register_agent,
+)
+from oracle.scripted import ScriptedAgent, make_scripted_tasks
+
+
+def test_virtual_clock_advances_instantly_and_rejects_negative_steps() -> None:
+    c = VirtualClock()
+    assert c.kind == "virtual" and c.now() == 0.0
+    t0 = time.monotonic()
+    c.sleep(3600.0)
+    c.advance(0.5)
+    assert c.now() == 3600.5 and time.monotonic() - t0 < 1.0
+    with pytest.raises(ValueError):
+        c.advance(-1)
+    assert isinstance(c, Clock) and isinstance(WallClock(), Clock)
+
+
+def test_wall_clock_measures_real_time() -> None:
+    c = WallClock()
+    t0 = c.now()
+    c.sleep(0.02)
+    assert c.kind == "wall" and c.now() - t0 >= 0.02
+
+
+def test_agent_report_validation() -> None:
+    with pytest.raises(ValueError):
+        AgentReport("event")
+    with pytest.raises(ValueError):
+        AgentReport("boundary", boundary=0)
+    with pytest.raises(ValueError):
+        AgentReport("effect")
+    with pytest.raises(ValueError):
+        AgentReport("nonsense")
+    assert AgentReport("boundary").boundary is None  # adapters number it
+
+
+def test_registry() -> None:
+    register_agent("unit-test-agent", lambda granularity="turn": ScriptedAgent(granularity))
+    a = get_agent("unit-test-agent", granularity="tool_call")
+    assert isinstance(a, Agent) and a.granularity == "tool_call"
+    assert "unit-test-agent" in agent_names()
+    assert get_agent("scripted").name == "scripted"  # built-in, imported on demand
+    with pytest.raises(KeyError, match="unknown agent"):
+        get_agent("no-such-agent")
+    with pytest.raises(ValueError):
+        register_agent("", ScriptedAgent)
+
+
+def test_scripted_agent_start_resume_rederives(tmp_path: Path) -> None:
+    """A resumed run numbers boundaries from the pristine start and re-derives lost work."""
+    (task,) = make_scripted_tasks(1, 3, tmp_path / "t", n_steps=3, n_files=3, time_scale=0.1)
+    agent = ScriptedAgent("turn")
+    ws = tmp_path / "ws"
+    shutil.copytree(task.workspace_template, ws)
+    run = agent.start(task, ws, 1, WallClock())
+    assert isinstance(run, AgentRun)
+    snaps = {}
+    for r in run.reports():
+        if r.kind == "boundary":
+            snaps[r.boundary] = (run.preserved(), sorted(p.name for p in ws.iterdir()))
+    assert run.wait() == 0 and agent.verify(task, ws)
+    assert list(snaps) == [1, 2, 3]
+    (transcript, facts), _ = snaps[1]
+    assert "magic" in facts
+    # resume at boundary 1 on a copy of the state there (the solution file not yet written)
+    ws2 = tmp_path / "ws2"
+    shutil.copytree(task.workspace_template, ws2)
+    run2 = agent.resume(task, RestorePoint(1, ws2, transcript, facts), ws2, 2, WallClock())
+    reps = list(run2.reports())
+    assert run2.wait() == 0 and agent.verify(task, ws2)
+    assert [r.boundary for r in reps if r.kind == "boundary"] == [2, 3]
+    phases = [r.event.extra.get("phase") for r in reps if r.kind == "event"]
+    assert "probe" not in phases and phases.count("orient") == 1  # fact preserved: no search
+    # from pristine with no preserved facts the search is redone
+    ws3 = tmp_path / "ws3"
+    shutil.copytree(task.workspace_template, ws3)
+    run3 = agent.resume(task, RestorePoint(0, ws3, [], {}), ws3, 2, WallClock())
+    phases3 = [r.event.extra.get("phase") for r in run3.reports() if r.kind == "event"]
+    assert run3.wait() == 0 and "probe" in phases3

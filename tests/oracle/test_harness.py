@@ -1,0 +1,292 @@
+"""Harness: nominal runs, branches, fail-stop, replay validation, durable fork points, studies."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from features.schema import Event
+from oracle.agent import AgentReport, Clock, RestorePoint, TaskSpec, register_agent
+from oracle.checkpoint import CheckpointStore, state_digest
+from oracle.effects import ForkBarrierError
+from oracle.harness import (
+    BranchSpec,
+    HarnessConfig,
+    StudyContext,
+    run_branch,
+    run_nominal,
+    run_nominal_job,
+    run_study,
+)
+from oracle.plan import full_table_plan, stratified_pilot_plan
+from oracle.scripted import ScriptedAgent, make_scripted_tasks
+from oracle.tables import LabelSet
+
+# ---------------------------------------------------------------------------------------
+# a small simulated agent on the virtual clock (the protocol's other side)
+# ---------------------------------------------------------------------------------------
+
+STEP_S = [5.0, 2.0, 1.0]
+
+
+class _ToyRun:
+    def __init__(self, ws: Path, clock: Clock, seed: int, start_b: int, transcript: list[dict],
+                 facts: dict, noise: float) -> None:
+        self.ws, self.clock, self.rng = ws, clock, random.Random(seed * 31 + start_b)
+        self.start_b, self.noise = start_b, noise
+        self.transcript, self.facts = list(transcript), dict(facts)
+        self._pres = (list(transcript), dict(facts))
+        self.killed = False
+        self.usage = {"tokens": 0, "tool_calls": 0}
+
+    def reports(self) -> Iterator[AgentReport]:
+        if self.start_b > 0:
+            # re-orientation after a restore, with a random detour when noisy
+            self.clock.sleep(0.5 + self.noise * 4 * self.rng.random())
+            yield AgentReport("event", event=Event(index=0, kind="model_call", input_tokens=10))
+        for b in range(self.start_b + 1, len(STEP_S) + 1):
+            if self.killed:
+                return
+            self.clock.sleep(STEP_S[b - 1] * (1 + self.noise * self.rng.uniform(-1, 1)))
+            (self.ws / f"step{b}.txt").write_text(f"step {b}\n")
+            self.usage["tool_calls"] += 1
+            self.usage["tokens"] += 100
+            yield AgentReport("event", event=Event(
+                index=0, kind="command", step=b, safe_boundary=True, boundary_kind="tool_return",
+                turn_end=True, extra={"source": "api", "payload_digest": f"d{b}"}))
+            if self.killed:
+                return
+            self.transcript.append({"done": b})
+            self._pres = (list(self.transcript), dict(self.facts))
+            yield AgentReport("boundary", boundary=b)
+        (self.ws / "done").write_text("ok")
+
+    def preserved(self) -> tuple[list[dict], dict[str, Any]]:
+        return list(self._pres[0]), dict(self._pres[1])
+
+    def kill(self) -> None:
+        self.killed = True
+
+    def wait(self) -> int:
+        return -9 if self.killed else 0
+
+
+class ToyAgent:
+    name = "toy-virtual"
+
+    def __init__(self, noise: float = 0.0) -> None:
+        self.noise = noise
+
+    def start(self, task: TaskSpec, workspace: Path, seed: int, clock: Clock) -> _ToyRun:
+        return _ToyRun(workspace, clock, seed, 0, [], {}, self.noise)
+
+    def resume(self, task: TaskSpec, restore: RestorePoint, workspace: Path, seed: int,
+               clock: Clock) -> _ToyRun:
+        return _ToyRun(workspace, clock, seed, restore.boundary, restore.transcript,
+                       restore.facts, self.noise)
+
+    def verify(self, task: TaskSpec, workspace: Path) -> bool:
+        return (workspace / "done").exists()
+
+    def simulated_checkpoint_cost(self, task: TaskSpec, boundary: int, workspace: Path) -> tuple[float, int]:
+        return 0.25, 1000 * boundary
+
+    def simulated_restore_latency(self, task: TaskSpec, boundary: int) -> float:
+        return 0.125
+
+
+register_agent("toy-virtual", ToyAgent)
+
+
+def _toy_tasks(n: int) -> list[TaskSpec]:
+    return [TaskSpec(f"toy{i}", f"repo{i}", "toy", None, None, {}) for i in range(n)]
+
+
+# ---------------------------------------------------------------------------------------
+# scripted (real, wall clock) fixtures
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory: pytest.TempPathFactory) -> StudyContext:
+    root = tmp_path_factory.mktemp("scripted")
+    tasks = make_scripted_tasks(1, 11, root / "tasks", n_steps=3, n_files=3, time_scale=0.2)
+    ctx = StudyContext("scripted", {"granularity": "turn"}, {t.task_id: t for t in tasks},
+                       HarnessConfig(), root / "study", "test-plan")
+    rec = run_nominal_job(tasks[0].task_id, ctx, seed=5)
+    ctx.nominal[tasks[0].task_id] = rec
+    return ctx
+
+
+def _spec(ctx: StudyContext, role: str, r: int, f: int, d: int, **kw: Any) -> BranchSpec:
+    tid = next(iter(ctx.tasks))
+    return BranchSpec(branch_id=kw.pop("branch_id", f"{tid}:{role}:r{r}:f{f}"), task_id=tid,
+                      role=role, restore_point=r, failure=f, drive_from=d, repetition=1,
+                      seed=kw.pop("seed", 3), **kw)
+
+
+def test_nominal_checkpoints_every_boundary(scripted: StudyContext) -> None:
+    rec = next(iter(scripted.nominal.values()))
+    assert rec["verified"] and rec["exit_code"] == 0 and rec["warnings"] == []
+    assert rec["n_boundaries"] == 3 == len(rec["checkpoints"])
+    cps = rec["checkpoints"]
+    assert [c["boundary"] for c in cps] == [1, 2, 3]
+    assert [c["event_index"] for c in cps] == rec["boundary_events"]
+    ts = [c["nominal_t_s"] for c in cps]
+    assert ts == sorted(ts) and ts[-1] <= rec["nominal_s"]
+    assert all(c["creation_s"] > 0 and c["size_bytes"] > 0 and c["restore_latency_s"] > 0 for c in cps)
+    # every checkpoint restores to its recorded state
+    store = CheckpointStore(scripted.store_dir)
+    info = store.restore(cps[1]["checkpoint_id"], scripted.study_dir / "chk")
+    assert state_digest(scripted.study_dir / "chk") == cps[1]["state_digest"]
+    assert any(t.get("type") == "step_done" for t in info.transcript)
+    assert "magic" in info.facts
+    shutil.rmtree(scripted.study_dir / "chk")
+    # the external config read is an observation; the test step's effect went through the log
+    assert [o["source"] for o in rec["observations"]] == ["config"]
+    assert rec["effects"] == 1
+    outbox = scripted.study_dir / "nominal" / next(iter(scripted.tasks)) / "outbox.jsonl"
+    assert len(outbox.read_text().splitlines()) == 1
+
+
+def test_cp_and_skip_branches_fail_stop_and_rederive(scripted: StudyContext) -> None:
+    cp = run_branch(_spec(scripted, "cp", 1, 2, 1, candidate=1, fallback=0), scripted)
+    sk = run_branch(_spec(scripted, "skip", 0, 2, 1, candidate=1, fallback=0), scripted)
+    nom = next(iter(scripted.nominal.values()))
+    for rec in (cp, sk):
+        assert rec["drive_struck"] and rec["drive_boundary"] == 1  # killed in segment 2
+        assert rec["drive_exit_code"] == -9
+        assert rec["verified"] and not rec["quarantined"], rec["quarantine_reason"]
+        assert rec["cost_s"] > 0 and rec["restore_latency_s"] >= 0
+        # the recovery's test step emitted one effect, attributed to this branch and drained
+        assert rec["effects_emitted"] == 1 and rec["effects_undrained_at_kill"] == 0
+    assert cp["state_digest"] == nom["checkpoints"][0]["state_digest"]
+    assert sk["state_digest"] == nom["pristine_digest"]
+    assert cp["cp_creation_s"] > 0 and sk["cp_creation_s"] is None
+    # SKIP restarts from pristine: it must search again (more tool calls and tokens)
+    assert sk["tool_calls"] > cp["tool_calls"] and sk["tokens"] > cp["tokens"]
+    # every attempt's workspaces are cleaned up
+    assert list((scripted.study_dir / "branches").iterdir()) == []
+
+
+def test_observation_divergence_is_quarantined(scripted: StudyContext) -> None:
+    task = next(iter(scripted.tasks.values()))
+    cfg = Path(task.params["external_config"])
+    orig = cfg.read_text()
+    try:  # the "config service" changed since the nominal run
+        cfg.write_text(json.dumps({"format": "CHANGED[{magic}]\n"}))
+        rec = run_branch(_spec(scripted, "table", 1, 2, 1), scripted)
+    finally:
+        cfg.write_text(orig)
+    assert rec["quarantined"] and "observation divergence in recovery" in rec["quarantine_reason"]
+    m = rec["divergence"]["recovery_obs"]  # the divergence record: which read, what changed
+    assert m["expected"][1] == m["got"][1] == "config" and m["expected"][2] != m["got"][2]
+    ok = run_branch(_spec(scripted, "table", 1, 2, 1), scripted)
+    assert not ok["quarantined"] and ok["obs_digest"] != rec["obs_digest"]
+    lenient = dataclasses.replace(scripted, config=HarnessConfig(require_obs_determinism=False))
+    try:
+        cfg.write_text(json.dumps({"format": "CHANGED[{magic}]\n"}))
+        rec2 = run_branch(_spec(lenient, "table", 1, 2, 1), lenient)
+    finally:
+        cfg.write_text(orig)
+    assert not rec2["quarantined"] and rec2["obs_digest"] == rec["obs_digest"]
+
+
+def test_restored_state_divergence_is_quarantined(scripted: StudyContext) -> None:
+    task = next(iter(scripted.tasks.values()))
+    extra = task.workspace_template / "late_addition.txt"
+    extra.write_text("the pristine state changed after the nominal run\n")
+    try:
+        rec = run_branch(_spec(scripted, "skip", 0, 2, 1, candidate=1, fallback=0), scripted)
+    finally:
+        extra.unlink()
+    assert rec["quarantined"]
+    assert "restored state of restore point 0 diverges" in rec["quarantine_reason"]
+    assert rec["divergence"]["restore_state"]["boundary"] == 0
+
+
+def test_unpinned_nondeterministic_read_and_cap(tmp_path: Path) -> None:
+    tasks = make_scripted_tasks(1, 4, tmp_path / "tasks", n_steps=2, n_files=2, time_scale=0.2)
+    tasks[0].params["clock_read_step"] = 2
+    ctx = StudyContext("scripted", {}, {tasks[0].task_id: tasks[0]}, HarnessConfig(),
+                       tmp_path / "study", "p")
+    ctx.nominal[tasks[0].task_id] = run_nominal_job(tasks[0].task_id, ctx, seed=1)
+    rec = run_branch(_spec(ctx, "table", 1, 2, 1), ctx)
+    assert rec["quarantined"] and "unpinned nondeterministic read: clock at step 2" in rec["quarantine_reason"]
+    capped_ctx = dataclasses.replace(ctx, config=HarnessConfig(branch_cap_s=0.05))
+    rec = run_branch(_spec(capped_ctx, "table", 0, 1, 0, branch_id="capped"), capped_ctx)
+    assert rec["capped"] and not rec["verified"] and rec["cost_s"] < 2.0
+
+
+def test_fork_barrier_refuses_checkpoint_with_undrained_effects(tmp_path: Path) -> None:
+    tasks = make_scripted_tasks(1, 4, tmp_path / "tasks", n_steps=3, n_files=2, time_scale=0.2)
+    store = CheckpointStore(tmp_path / "store")
+    with pytest.raises(ForkBarrierError, match="drain the log"):
+        run_nominal(ScriptedAgent(), tasks[0], store=store, work_dir=tmp_path / "nom", seed=1,
+                    config=HarnessConfig(drain_effects=False))
+
+
+def test_virtual_clock_study_costs_are_exact(tmp_path: Path) -> None:
+    tasks = _toy_tasks(2)
+    cfg = HarnessConfig(clock="virtual")
+    plan = full_table_plan(tasks, {t.task_id: 3 for t in tasks}, seed=1, agent="toy-virtual",
+                           config=cfg, repetitions=1)
+    ls = run_study(plan, tmp_path / "study")
+    rt = ls.recovery_table("toy0")
+    assert rt.is_full() and len(ls.recovery) == 2 * 6 and len(ls.labels) == 0
+    # noise-free: J(r, f) = 0.5 re-orientation (r > 0) + the nominal work from r to the end
+    for r, f in [(0, 1), (0, 3), (1, 2), (2, 3)]:
+        want = (0.5 if r else 0.0) + sum(STEP_S[r:])
+        assert rt.cost(r, f) == pytest.approx(want)
+    assert rt.creation_s(2) == 0.25 and rt.size_bytes(2) == 2000
+    assert rt.nominal_t(2) == pytest.approx(7.0)
+    assert (ls.recovery["restore_latency_s"] == 0.125).all()  # the simulated latency
+    assert ls.recovery["verified"].all() and not ls.recovery["quarantined"].any()
+    again = LabelSet.load(tmp_path / "study" / "labelset")
+    assert again.content_hash() == ls.content_hash()
+
+
+def test_pilot_study_labels_and_third_repetition_rule(tmp_path: Path) -> None:
+    register_agent("toy-noisy", lambda: ToyAgent(noise=0.9))
+    tasks = _toy_tasks(4)
+    plan = stratified_pilot_plan(tasks, {t.task_id: 3 for t in tasks}, seed=3, agent="toy-noisy",
+                                 config=HarnessConfig(clock="virtual"))
+    ls = run_study(plan, tmp_path / "study")
+    labels = ls.labels
+    assert set(labels["stratum"]) == {"first", "additional"}
+    # the predeclared rule, checked against the recorded first two repetitions
+    n_third = 0
+    for cell_id, g in labels.groupby("cell_id"):
+        adv = dict(zip(g["repetition"], g["advantage"], strict=True))
+        unstable = np.sign(adv[1]) != np.sign(adv[2])
+        assert (3 in adv) == unstable, cell_id
+        n_third += unstable
+    assert n_third >= 1  # the noisy agent makes some cells sign-unstable
+    assert len(ls.recovery) == 2 * len(labels)
+    # j_cp is charged the checkpoint's creation cost
+    row = labels.iloc[0]
+    assert row["j_cp"] == pytest.approx(
+        float(ls.recovery.set_index("branch_id").loc[
+            ls.recovery[(ls.recovery["pair_id"] == f"{row['cell_id']}:rep{row['repetition']}")
+                        & (ls.recovery["role"] == "cp")]["branch_id"].iloc[0], "cost_s"]) + 0.25)
+    # resuming a finished study runs nothing new and yields the same tables
+    again = run_study(plan, tmp_path / "study")
+    assert again.content_hash() == ls.content_hash()
+
+
+def test_tool_call_granularity_nominal(tmp_path: Path) -> None:
+    (task,) = make_scripted_tasks(1, 6, tmp_path / "tasks", n_steps=3, n_files=3, time_scale=0.1)
+    res = run_nominal(ScriptedAgent("tool_call"), task, store=CheckpointStore(tmp_path / "store"),
+                      work_dir=tmp_path / "nom", seed=2, config=HarnessConfig(granularity="tool_call"))
+    assert res.warnings == [] and res.verified
+    assert res.boundary_events == res.trajectory.boundaries("tool_call")
+    assert res.n_boundaries > 3  # finer than the three turns
+    assert [c["step"] for c in res.checkpoints] == sorted(c["step"] for c in res.checkpoints)

@@ -1,0 +1,70 @@
+"""``python -m oracle plan|run|audit``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from oracle.__main__ import audit_summary, main
+from oracle.audit import AuditLog
+from oracle.plan import Plan, PlanError
+from oracle.tables import LabelSet
+
+
+def test_plan_run_audit_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan_path = tmp_path / "p.json"
+    assert main(["plan", "--agent", "scripted", "--tasks", "1", "--design", "pilot", "--seed", "5",
+                 "--out", str(plan_path), "--task-opt", "time_scale=0.1", "--task-opt",
+                 "n_files=2", "--task-opt", "n_steps=3"]) == 0
+    plan = Plan.load(plan_path)
+    assert plan.design == "pilot" and len(plan.cells) == 2 and plan.nominal
+    assert "sha256" in capsys.readouterr().out
+    out = tmp_path / "labels"
+    assert main(["run", str(plan_path), "--out", str(out), "--executor", "inline"]) == 0
+    err = capsys.readouterr().err
+    assert "branch" in err and "quarantined=" in err  # tqdm progress bar with its postfix
+    ls = LabelSet.load(out)
+    assert len(ls.labels) >= 4 and ls.provenance["plan_hash"] == plan.hash
+    study = tmp_path / "p.study"
+    assert main(["audit", str(study)]) == 0
+    text = capsys.readouterr().out
+    assert "nominal runs: 1" in text and "sign-unstable cells" in text
+    assert main(["audit", str(study / "audit.jsonl"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["branches"] == len(ls.recovery) and summary["complete_pairs"] == len(ls.labels)
+    # a tampered plan is refused
+    doc = json.loads(plan_path.read_text())
+    doc["study_seed"] = 6
+    plan_path.write_text(json.dumps(doc))
+    with pytest.raises(PlanError, match="hash mismatch"):
+        main(["run", str(plan_path)])
+
+
+def test_audit_summary_flags_quarantine_and_sign_instability() -> None:
+    nominal = {"key": "nominal/t", "kind": "nominal", "task_id": "t",
+               "checkpoints": [{"boundary": 1, "creation_s": 0.5}]}
+
+    def br(rep: int, pos: int, role: str, cost: float, q: str | None = None) -> dict:
+        pid = f"t:t1:c0:f2:rep{rep}"
+        return {"key": f"{pid}/{pos}", "kind": "branch", "task_id": "t", "pair_id": pid,
+                "cell_id": "t:t1:c0:f2", "role": role, "restore_point": 1 if role == "cp" else 0,
+                "repetition": rep, "cost_s": cost, "quarantined": q is not None,
+                "quarantine_reason": q, "verified": True, "capped": False, "plan_hash": "h"}
+
+    recs = [nominal, br(1, 0, "cp", 1.0), br(1, 1, "skip", 3.0),
+            br(2, 0, "skip", 1.0, "observation divergence in recovery"), br(2, 1, "cp", 2.0)]
+    s = audit_summary(recs)
+    assert s["branches"] == 4 and s["complete_pairs"] == 2 and s["quarantined_branches"] == 1
+    assert s["quarantined_pairs"] == [{"pair_id": "t:t1:c0:f2:rep2",
+                                       "reasons": ["observation divergence in recovery"]}]
+    (u,) = s["sign_unstable_cells"]
+    assert u["advantages"] == [1.5, -1.5] and u["third_repetition"] is False
+
+
+def test_audit_of_missing_log_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="no audit log"):
+        main(["audit", str(tmp_path)])
+    AuditLog(tmp_path / "audit.jsonl").append({"key": "x", "kind": "other"})
+    assert main(["audit", str(tmp_path)]) == 0

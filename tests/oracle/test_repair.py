@@ -1,0 +1,92 @@
+"""The LLM-free repair agent on a real stdlib module: real mutant, real repair, real re-derivation."""
+
+import json
+import shutil
+import sys
+
+import pytest
+
+from oracle.agent import RestorePoint, WallClock
+from oracle.repair import RepairAgent
+from oracle.repair.mutants import Mutation, candidate_mutations, run_suite, stdlib_source
+from oracle.repair.tasks import make_repair_tasks
+
+
+def test_mutation_is_a_one_token_edit_with_an_inverse():
+    src = stdlib_source("textwrap").read_text()
+    muts = candidate_mutations(src)
+    assert len(muts) > 50
+    m = muts[len(muts) // 2]
+    mutated = m.apply(src)
+    diff = [(a, b) for a, b in zip(src.splitlines(), mutated.splitlines(), strict=True) if a != b]
+    assert len(diff) == 1 and m.new in diff[0][1]
+    assert m.inverse().apply(mutated) == src
+    with pytest.raises(ValueError, match="does not hold"):
+        Mutation(m.line, m.col, "@@", "x").apply(src)
+
+
+def test_candidate_mutations_skip_strings_and_comments():
+    src = 'x = "a < b"  # 1 + 2\ny = 3 < 4\n'
+    muts = candidate_mutations(src)
+    assert {m.line for m in muts} == {2}
+
+
+def _run(agent, run):
+    events, boundaries = [], []
+    for rep in run.reports():
+        if rep.kind == "event":
+            events.append(rep.event)
+        elif rep.kind == "boundary":
+            boundaries.append(rep.boundary)
+    assert run.wait() == 0
+    return events, boundaries
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    root = tmp_path_factory.mktemp("repair")
+    (t,) = make_repair_tasks(1, seed=0, root=root)
+    return t, root
+
+
+def test_mutant_is_detected_by_the_modules_own_tests(task):
+    t, root = task
+    mod = t.params["module"]
+    _, failed, code = run_suite(mod, t.workspace_template)
+    assert code == 1 and failed, "the injected bug must be detected by test.test_" + mod
+    pristine = root / "pristine"
+    pristine.mkdir()
+    shutil.copy(stdlib_source(mod), pristine / f"{mod}.py")
+    assert run_suite(mod, pristine)[2] == 0
+
+
+def test_repair_end_to_end_and_resume_skips_localisation(task, tmp_path):
+    t, _ = task
+    agent = RepairAgent()
+    ws = tmp_path / "ws"
+    shutil.copytree(t.workspace_template, ws)
+    assert not agent.verify(t, ws)
+    run = agent.start(t, ws, seed=3, clock=WallClock())
+    events, boundaries = _run(agent, run)
+    assert agent.verify(t, ws), "the agent must repair the detected mutant"
+    assert boundaries == list(range(1, len(boundaries) + 1)) and len(boundaries) >= 3
+    timed = [e for e in events if e.kind in ("command", "test", "file_change")]
+    assert timed and all(e.end is not None and e.duration is not None for e in timed)
+    assert all(e.argv[0] == sys.executable for e in events if e.kind == "test")
+    phases = [e.extra.get("phase") for e in events]
+    assert "localise" in phases and phases.index("localise") < phases.index("try")
+
+    # resume from the state after localisation: the preserved fact makes it skip localising
+    transcript = [{"type": "step_done", "step": 1}, {"type": "step_done", "step": 2}]
+    name = f"{t.params['module']}.py"
+    ws2 = tmp_path / "ws2"
+    shutil.copytree(t.workspace_template, ws2)
+    facts = json.loads(json.dumps(run.preserved()[1]))
+    facts = {k: facts[k] for k in ("failing_tests", "suspicious_lines")}
+    run2 = agent.resume(t, RestorePoint(2, ws2, transcript, facts), ws2, seed=3, clock=WallClock())
+    events2, boundaries2 = _run(agent, run2)
+    phases2 = [e.extra.get("phase") for e in events2]
+    assert "localise" not in phases2 and phases2[0] == "orient"
+    assert boundaries2 and boundaries2[0] == 3
+    assert agent.verify(t, ws2)
+    assert (ws2 / name).read_text() != (t.workspace_template / name).read_text()
