@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 if TYPE_CHECKING:
-    from oracle.tables import LabelSet
+    from oracle.tables import LabelSet, RecoveryTable
 
 BudgetKind = Literal["count", "seconds", "bytes"]
 
@@ -81,8 +81,14 @@ class PlacementPolicy(BaseEstimator):
     stochastic policy is deterministic for a seed.
     """
 
-    #: offline policies see the measured table (oracle, clairvoyant optimum): unattainable
+    #: offline policies see the measured table (oracle, clairvoyant optimum): unattainable;
+    #: the runner calls :meth:`place` instead of :meth:`decide`
     offline: bool = False
+    #: False for policies that ignore features (the runner then skips feature extraction)
+    uses_features: bool = True
+    #: False for reference policies run without a budget cap (every boundary); a
+    #: comparison refuses to give them a verdict
+    budget_matched: bool = True
 
     def fit(self, data: LabelSet, budget: Budget | None = None) -> PlacementPolicy:
         """Learn or tune on training tasks only; the default learns nothing."""
@@ -96,6 +102,10 @@ class PlacementPolicy(BaseEstimator):
     def decide(self, obs: BoundaryObservation) -> bool:
         """True to checkpoint at this boundary (subject to the runner's budget check)."""
         raise NotImplementedError
+
+    def place(self, table: RecoveryTable, budget: Budget) -> list[int]:
+        """Offline policies only: the boundaries to checkpoint, chosen from the measured table."""
+        raise NotImplementedError(f"{type(self).__name__} is an online policy; use decide()")
 
     @property
     def name(self) -> str:

@@ -1,0 +1,645 @@
+"""Every placement policy at matched budgets, against first-boundary and the clairvoyant optimum.
+
+    python -m experiments.matched_budget            # the embedded default study
+    python -m experiments.matched_budget --quick    # a CI-sized version of the same study
+    python -m experiments.matched_budget --labels path/to/label_set --budgets count:1 seconds:2x
+
+The study (paper, Section 6 and Appendices D and F): the simulated workload families are
+run through the fast path of the harness (full recovery tables, every J(r, f)); each
+family is split leave-one-repository-out; every baseline and every learned policy is
+fitted (tuned) on the training repositories at the budget it will be evaluated at, then
+walked online over the held-out repository's tasks; every placement is priced exactly from
+the recovery table. Budgets: 1, 2 and 3 checkpoints and the creation seconds of 2 average
+checkpoints. Per family it prints a table (policy x budget: TotalFailureCost with a task
+bootstrap interval, regret to the optimum, difference to first-boundary with interval,
+spend) and one verdict line per learned policy: does it beat first-boundary at a matched
+budget? It writes budget-cost curves (PNG) and per-task results (CSV) into ``--out`` and
+logs the study to MLflow: one parent run, one child run per (family, policy, budget, fold).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import re
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.base import clone
+from tqdm.auto import tqdm
+
+from baselines import all_baselines
+from oracle.tables import LabelSet
+from ripplecp_policy.evaluation import Verdict, compare, evaluator_for
+from ripplecp_policy.learned import default_learned_policies
+from ripplecp_policy.policy import Budget, PlacementPolicy
+from ripplecp_policy.splits import leave_one_repo_out
+from ripplecp_policy.stats import task_bootstrap
+
+FAMILIES = ("swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon")
+REFERENCE = "first-boundary"
+OFFLINE = ("oracle", "optimum")
+
+
+@dataclass
+class Args:
+    labels: str | None = None
+    """an existing label-set directory (e.g. from a real agent) instead of the simulator"""
+    families: tuple[str, ...] = FAMILIES
+    """workload families to simulate (or to select from --labels by the tasks' family)"""
+    budgets: tuple[str, ...] = ("count:1", "count:2", "count:3", "seconds:2x")
+    """budgets: count:N, seconds:S or seconds:Kx (K x mean creation s), bytes:B or bytes:Kx"""
+    seed: int = 0
+    """one seed for the simulator, the policies and the random baseline's seeds"""
+    quick: bool = False
+    """a CI-sized study: fewer tasks, families, budgets, resamples and smaller learned models"""
+    out: str = "out/matched_budget"
+    """where the PNG curves, per-task CSV and summary go"""
+    mlruns: str | None = None
+    """MLflow store root (default: $RIPPLECP_MLRUNS or ./mlruns)"""
+    no_mlflow: bool = False
+    """do not log to MLflow"""
+    tasks_per_repo: int | None = None
+    """simulated tasks per repository (default: the family's own; --quick: 2)"""
+    repetitions: int = 2
+    """repetitions of every recovery branch in the simulated tables"""
+    hazard: str = "uniform"
+    """failure distribution: uniform over measured failures, or duration (per nominal second)"""
+    random_seeds: int = 10
+    """seeds the random baseline is averaged over (>= 10 in a full study)"""
+    tolerance: float = 0.05
+    """a verdict is refused when a policy outspends first-boundary by more than this x budget"""
+    n_resamples: int = 10_000
+    """task-bootstrap resamples for every interval"""
+    learned: bool = True
+    """include the learned policies (ripplecp_policy.learned.default_learned_policies)"""
+    experiment: str = "matched-budget"
+    """MLflow experiment name"""
+    jobs: int = 2
+    """worker processes for the folds (results do not depend on it)"""
+
+
+#: --quick: the same study on one family (the one with the most boundaries), 2 tasks per
+#: repository, two count budgets and the seconds budget, fewer bootstrap resamples.
+QUICK = dict(
+    families=("long-horizon",), budgets=("count:1", "count:2", "seconds:2x"),
+    tasks_per_repo=2, n_resamples=2_000,
+)
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    """argparse built from :class:`Args` (field docstrings are the help)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.matched_budget", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    docs = _field_docs()
+    for f in dataclasses.fields(Args):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default
+        if f.type in ("bool", bool):
+            if default:
+                parser.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name,
+                                    action="store_false", help=docs.get(f.name, ""))
+            else:
+                parser.add_argument(flag, action="store_true", help=docs.get(f.name, ""))
+        elif str(f.type).startswith("tuple"):
+            parser.add_argument(flag, nargs="+", default=argparse.SUPPRESS,
+                                help=f"{docs.get(f.name, '')} (default: {' '.join(default)})")
+        elif f.name == "hazard":
+            parser.add_argument(flag, choices=("uniform", "duration"), default=default,
+                                help=docs.get(f.name, ""))
+        else:
+            kind = {"int": int, "float": float, "int | None": int}.get(str(f.type), str)
+            parser.add_argument(flag, type=kind, default=default, help=docs.get(f.name, ""))
+    ns = parser.parse_args(argv)
+    values = vars(ns)
+    explicit = {k for k, v in values.items() if v is not None and v != getattr(Args, k, None)}
+    for f in dataclasses.fields(Args):
+        if str(f.type).startswith("tuple"):
+            v = values.get(f.name)
+            values[f.name] = tuple(x for item in v for x in item.split(",") if x) if v else f.default
+    args = Args(**values)
+    if args.quick:
+        for k, v in QUICK.items():
+            if k not in explicit:
+                setattr(args, k, v)
+    return args
+
+
+def _field_docs() -> dict[str, str]:
+    """The string under each field of Args, used as argparse help."""
+    import inspect
+
+    src = inspect.getsource(Args).splitlines()
+    out, last = {}, None
+    for line in src:
+        m = re.match(r"\s+(\w+): ", line)
+        if m:
+            last = m.group(1)
+            continue
+        m = re.match(r'\s+"""(.*)"""', line)
+        if m and last:
+            out[last] = m.group(1)
+    return out
+
+
+def resolve_budget(spec: str, data: LabelSet) -> Budget:
+    """``count:2`` | ``seconds:9.5`` | ``seconds:2x`` (2 x mean creation s) | ``bytes:...``; a
+    bare number is a count. Relative budgets use the family's mean checkpoint cost."""
+    kind, _, amount = spec.partition(":") if ":" in spec else ("count", "", spec)
+    if kind not in ("count", "seconds", "bytes"):
+        raise SystemExit(f"--budgets: {spec!r}: kind must be count, seconds or bytes")
+    try:
+        if amount.endswith("x"):
+            if kind == "count":
+                raise ValueError
+            col = "creation_s" if kind == "seconds" else "size_bytes"
+            value = float(amount[:-1]) * float(data.checkpoints[col].astype(float).mean())
+        else:
+            value = float(amount)
+    except ValueError:
+        raise SystemExit(f"--budgets: {spec!r}: amount must be a number (or Kx for seconds/bytes)") from None
+    return Budget(kind, round(value, 3) if kind != "count" else value)
+
+
+def safe_key(s: str) -> str:
+    """An MLflow-legal metric/param key (alphanumerics, _ - . / and space)."""
+    return re.sub(r"[^A-Za-z0-9_\-./ ]", "_", s)
+
+
+def load_label_sets(args: Args) -> dict[str, LabelSet]:
+    """One label set per family: simulated, or the tasks of --labels grouped by family."""
+    out: dict[str, LabelSet] = {}
+    if args.labels:
+        full = LabelSet.load(args.labels)
+        present = sorted(str(f) for f in full.tasks["family"].unique())
+        fams = [f for f in present if f in args.families]
+        if not fams:  # the simulated family names do not apply to this set: take all of it
+            fams = present
+        for fam in fams:
+            ids = full.tasks.loc[full.tasks["family"] == fam, "task_id"]
+            out[str(fam)] = full.subset(ids)
+        return out
+    from oracle.simulator import simulate_label_set
+
+    for fam in tqdm(args.families, desc="simulate", leave=False):
+        out[fam] = simulate_label_set(
+            fam, tasks_per_repo=args.tasks_per_repo, design="full",
+            repetitions=args.repetitions, seed=args.seed,
+        )
+    return out
+
+
+def priceable(data: LabelSet, hazard: str) -> tuple[LabelSet, list[str]]:
+    """Keep the tasks whose recovery table prices every placement; name the dropped ones."""
+    ev = evaluator_for(data, hazard=hazard)
+    keep = [t for t in data.task_ids if ev.costs(t).is_full() and ev.costs(t).n_boundaries > 0]
+    dropped = sorted(set(data.task_ids) - set(keep))
+    return (data if not dropped else data.subset(keep)), dropped
+
+
+def policies_for(args: Args) -> tuple[list[PlacementPolicy], list[str]]:
+    """Every baseline and (unless ``--no-learned``) every learned policy, unfitted."""
+    pols = list(all_baselines(args.seed, hazard=args.hazard))
+    learned: list[str] = []
+    if args.learned:
+        extra = list(default_learned_policies(seed=args.seed, quick=args.quick))
+        pols += extra
+        learned = [p.name for p in extra]
+    return pols, learned
+
+
+def summarise(res: pd.DataFrame, verdicts: list[Verdict], args: Args) -> pd.DataFrame:
+    """One row per (policy, budget): metrics side by side, never folded into one scalar."""
+    vmap = {(v.policy, v.budget): v for v in verdicts}
+    rows = []
+    for (budget, policy), g in res.groupby(["budget", "policy"], sort=False):
+        tfc = g["total_failure_cost"].astype(float)
+        if len(g) >= 2 and np.isfinite(tfc).all():
+            iv = task_bootstrap(tfc.to_numpy(), g["task_id"].to_numpy(), weighting="task",
+                                n_resamples=args.n_resamples, seed=20260818)
+            low, high = iv.low, iv.high
+        else:
+            low = high = math.nan
+        over = g["checkpoint_latency_s"].sum()
+        v = vmap.get((policy, budget))
+        rows.append(dict(
+            policy=policy, budget=budget, budget_matched=bool(g["budget_matched"].all()),
+            n_tasks=len(g), tfc=tfc.mean(), tfc_low=low, tfc_high=high,
+            regret=g["regret_s"].mean(), lost_work=g["lost_work_s"].mean(),
+            recovery_efficiency=g["redo_avoided_s"].sum() / over if over > 0 else math.nan,
+            completion=g["completion"].mean(), tokens=g["tokens"].mean(),
+            tool_calls=g["tool_calls"].mean(), bytes_written=g["bytes_written"].mean(),
+            checkpoint_latency=g["checkpoint_latency_s"].mean(),
+            restore_latency=g["restore_latency_s"].mean(), spend=g["spend"].mean(),
+            n_checkpoints=g["n_checkpoints"].mean(),
+            diff=v.diff if v else (0.0 if policy == REFERENCE else math.nan),
+            diff_low=v.low if v else math.nan, diff_high=v.high if v else math.nan,
+            iqm_repo_diff=v.iqm_repo_diff if v else math.nan,
+            p_improvement=v.p_improvement if v else math.nan,
+            verdict=v.status if v else ("reference" if policy == REFERENCE else ""),
+        ))
+    return pd.DataFrame(rows)
+
+
+def format_table(summary: pd.DataFrame) -> str:
+    """The per-family table: one block per budget, one row per policy."""
+    def iv(m: float, lo: float, hi: float) -> str:
+        if not math.isfinite(m):
+            return "-"
+        return f"{m:8.1f} [{lo:7.1f}, {hi:7.1f}]" if math.isfinite(lo) else f"{m:8.1f}"
+
+    lines = []
+    for budget, g in summary.groupby("budget", sort=False):
+        table = pd.DataFrame({
+            "policy": g["policy"] + np.where(g["budget_matched"], "", " (reference, not budget-matched)"),
+            "TotalFailureCost s [95% CI]": [iv(*x) for x in zip(g["tfc"], g["tfc_low"], g["tfc_high"], strict=True)],
+            "regret s": g["regret"].map(lambda x: f"{0.0 if abs(x) < 0.05 else x:7.1f}"),
+            f"vs {REFERENCE} s [95% CI]": [
+                ("refused" if vd == "refused" else iv(d, lo, hi)) if p != REFERENCE else "reference"
+                for p, d, lo, hi, vd in zip(g["policy"], g["diff"], g["diff_low"], g["diff_high"], g["verdict"], strict=True)
+            ],
+            "IQM repos": g["iqm_repo_diff"].map(lambda x: "-" if not math.isfinite(x) else f"{x:+.1f}"),
+            "P(impr)": g["p_improvement"].map(lambda x: "-" if not math.isfinite(x) else f"{x:.2f}"),
+            "spend": g["spend"].map(lambda x: f"{x:.3g}"),
+            "lost work s": g["lost_work"].map(lambda x: f"{x:.1f}"),
+            "completion": g["completion"].map(lambda x: f"{x:.2f}"),
+        })
+        lines.append(f"  budget {budget} (per task; {int(g['n_tasks'].max())} held-out tasks)")
+        lines.append("    " + table.to_string(index=False).replace("\n", "\n    "))
+    return "\n".join(lines)
+
+
+def verdict_line(policy: str, verdicts: list[Verdict]) -> str:
+    """One line: does ``policy`` beat first-boundary at matched budgets? Plainly."""
+    mine = [v for v in verdicts if v.policy == policy]
+    parts = []
+    for v in mine:
+        if v.status == "refused":
+            parts.append(f"{v.budget}: refused ({v.reason})")
+        else:
+            parts.append(f"{v.budget}: {v.status}, {v.diff:+.1f} s, interval [{v.low:+.1f}, {v.high:+.1f}]")
+    yes = [v for v in mine if v.status == "yes"]
+    decided = [v for v in mine if v.status != "refused"]
+    if decided and len(yes) == len(decided):
+        head = "yes"
+    elif yes:
+        head = "yes at " + ", ".join(v.budget for v in yes) + " only"
+    else:
+        head = "no"
+    line = f"  {policy}: beats {REFERENCE} at matched budget: {head} — " + "; ".join(parts)
+    if head == "no":
+        line += (f". It does not beat the simpler rule: keep {REFERENCE} "
+                 "(Appendix D: a model that does not beat it has not shown learning is necessary).")
+    return line
+
+
+def plot_curves(summary: pd.DataFrame, family: str, out: Path) -> Path:
+    """Left: budget-cost curves (mean TotalFailureCost per policy over the count budgets).
+    Right: paired difference to first-boundary with its interval, at every budget."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    counts = summary[summary["budget"].str.endswith("ckpt")].copy()
+    counts["k"] = counts["budget"].str.replace("ckpt", "").astype(float)
+    policies = list(dict.fromkeys(summary["policy"]))
+    cmap = plt.get_cmap("tab20")
+    colour = {p: cmap(i % 20) for i, p in enumerate(policies)}
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [1.2, 1]})
+    ax = axes[0]
+    for i, policy in enumerate(policies):
+        g = counts[counts["policy"] == policy].sort_values("k")
+        if g.empty:
+            continue
+        style: dict[str, Any] = dict(color=colour[policy], marker="o", lw=1.4)
+        if policy == REFERENCE:
+            style.update(color="black", lw=2.8)
+        elif policy == "optimum":
+            style.update(color="grey", ls="--", lw=2)
+        elif not g["budget_matched"].all():
+            style.update(ls=":", marker="")
+        elif i >= 12:  # learned policies
+            style.update(ls="-.", lw=2, marker="s")
+        ax.plot(g["k"], g["tfc"], label=policy, **style)
+    if len(counts):
+        ax.set_xticks(sorted(counts["k"].unique()))
+    ax.set_xlabel("budget (checkpoints per task)")
+    ax.set_ylabel("expected TotalFailureCost per task (s)")
+    ax.set_title(f"{family}: budget-cost curves (held-out repositories)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    ax = axes[1]
+    d = summary[summary["budget_matched"] & (summary["policy"] != REFERENCE)
+                & np.isfinite(summary["diff"].astype(float))]
+    budgets = list(dict.fromkeys(summary["budget"]))
+    step = 1.0 / (len(budgets) + 1)
+    for j, budget in enumerate(budgets):
+        g = d[d["budget"] == budget]
+        y = np.array([policies.index(p) for p in g["policy"]]) + j * step
+        ax.errorbar(g["diff"], y, xerr=[g["diff"] - g["diff_low"], g["diff_high"] - g["diff"]],
+                    fmt="o", ms=3, capsize=2, label=budget)
+    ax.axvline(0, color="black", lw=1)
+    shown = [p for p in policies if p in set(d["policy"])]
+    ax.set_yticks([policies.index(p) + step for p in shown], shown, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"policy - {REFERENCE} (s), 95% task-bootstrap interval")
+    ax.set_title("difference at matched budget (left of 0: policy cheaper)", fontsize=10)
+    ax.grid(alpha=0.3, axis="x")
+    ax.legend(fontsize=7, title="budget", title_fontsize=7)
+    fig.tight_layout()
+    path = out / f"budget_cost_{safe_key(family).replace('/', '_')}.png"
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def _atomic_csv(df: pd.DataFrame, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    df.to_csv(tmp, index=False)
+    tmp.replace(path)
+
+
+def _fast_sqlite() -> None:
+    """Let the MLflow SQLite store commit without an fsync per statement (synchronous=OFF).
+
+    Hundreds of child runs otherwise spend most of the study in fsync. Registered after the
+    store exists (its creation and migrations run with SQLite's defaults), on every pool
+    checkout of an SQLite connection. A crash of this process cannot corrupt the store;
+    only an OS crash mid-study could (then rerun the study)."""
+    from sqlalchemy import event
+    from sqlalchemy.pool import Pool
+
+    @event.listens_for(Pool, "checkout")
+    def _pragma(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:  # pragma: no cover
+        if type(dbapi_conn).__module__.startswith("sqlite3"):
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA synchronous=OFF")
+            cur.close()
+
+
+# ---------------------------------------------------------------------------------------
+# The study
+# ---------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    t0 = time.perf_counter()
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    # 1. Label sets (simulated families or --labels), restricted to priceable tasks.
+    data = load_label_sets(args)
+    hashes: dict[str, str] = {}
+    for fam in list(data):
+        data[fam], dropped = priceable(data[fam], args.hazard)
+        if dropped:
+            print(f"note: {fam}: {len(dropped)} task(s) without a full recovery table left out: {dropped[:5]}")
+        if data[fam].tasks["repo"].nunique() < 2:
+            print(f"note: {fam}: fewer than 2 repositories, no leave-one-repository-out; skipped")
+            del data[fam]
+            continue
+        hashes[fam] = data[fam].content_hash()
+    if not data:
+        raise SystemExit(
+            "no family has >= 2 repositories whose tasks have full recovery tables (every J(r, f), "
+            "r < f); a pilot-design label set prices only some placements"
+        )
+
+    # 2. Policies: every baseline and every learned policy that exists.
+    protos, learned = policies_for(args)
+
+    # 3. Leave-one-repository-out: one job per (family, fold), run on --jobs processes; each
+    #    job fits every policy on the training repositories at every budget and walks the
+    #    held-out repository's tasks. Results come back in order, so the report and the
+    #    MLflow log are deterministic; a family is reported once its last fold is back.
+    budgets = {fam: [resolve_budget(s, ls) for s in args.budgets] for fam, ls in data.items()}
+    jobs = [(fam, fold) for fam, ls in data.items() for fold in leave_one_repo_out(ls)]
+    results_iter = _run_jobs(jobs, data, protos, budgets, args)  # workers start now
+
+    # 4. MLflow (initialised while the workers run): one parent run for the study.
+    client = parent_id = None
+    exp_id = ""
+    if not args.no_mlflow:
+        from mlflow.tracking import MlflowClient
+
+        from ripplecp_policy.tracking import ensure_experiment, tracking_uri
+
+        exp_id = ensure_experiment(args.experiment, args.mlruns)
+        _fast_sqlite()
+        client = MlflowClient(tracking_uri=tracking_uri(args.mlruns))
+        parent = client.create_run(
+            exp_id, run_name=f"matched-budget {time.strftime('%Y-%m-%d %H:%M:%S')}",
+            tags={
+                "ripplecp.kind": "study", "ripplecp.study": "matched_budget",
+                "ripplecp.families": ",".join(data), "ripplecp.quick": str(args.quick),
+                "ripplecp.label_set_hash": ";".join(f"{f}={h[:16]}" for f, h in hashes.items()),
+                **{f"ripplecp.label_set_hash.{safe_key(f)}": h for f, h in hashes.items()},
+            },
+        )
+        parent_id = parent.info.run_id
+        from mlflow.entities import Param
+
+        client.log_batch(parent_id, params=[
+            Param(k, json.dumps(v) if not isinstance(v, str) else v)
+            for k, v in dataclasses.asdict(args).items()
+        ])
+
+    try:
+        return _study(args, data, hashes, learned, client, exp_id, parent_id, jobs,
+                      results_iter, t0, out)
+    except BaseException:
+        if client is not None:
+            client.set_terminated(parent_id, status="FAILED")
+        raise
+
+
+def _study(
+    args: Args, data: dict[str, LabelSet], hashes: dict[str, str], learned: list[str],
+    client: Any, exp_id: str, parent_id: str | None, jobs: list[tuple[str, Any]],
+    results_iter: Any, t0: float, out: Path,
+) -> int:
+    """Collect the folds, report and log each family (split out of :func:`main` so a
+    failure marks the parent run FAILED)."""
+    n_folds = {fam: sum(1 for f, _ in jobs if f == fam) for fam in data}
+    done: dict[str, list[pd.DataFrame]] = {fam: [] for fam in data}
+    all_results, all_summaries, all_verdicts, lines = [], [], [], []
+    for (fam, _fold), fold_res in tqdm(zip(jobs, results_iter, strict=True), total=len(jobs),
+                                       desc="folds (family x held-out repo)"):
+        done[fam].append(fold_res)
+        if len(done[fam]) < n_folds[fam]:
+            continue
+        ls = data[fam]
+        res = pd.concat(done.pop(fam), ignore_index=True)
+        verdicts = compare(res, REFERENCE, tolerance=args.tolerance, n_resamples=args.n_resamples)
+        summary = summarise(res, verdicts, args)
+        summary.insert(0, "family", fam)
+        all_results.append(res)
+        all_summaries.append(summary)
+        all_verdicts += [dict(v.as_dict(), family=fam) for v in verdicts]
+        png = plot_curves(summary, fam, out)
+
+        # 5. Report the family.
+        n_tasks, n_repos = len(ls.tasks), ls.tasks["repo"].nunique()
+        block = [
+            "",
+            f"== {fam}: {n_tasks} tasks, {n_repos} repositories, leave-one-repository-out "
+            f"(label set {hashes[fam][:12]}, hazard {args.hazard}) ==",
+            format_table(summary),
+            "  verdicts (difference = policy - first-boundary TotalFailureCost; negative favours the policy):",
+        ]
+        judged = learned or _best_online(summary)
+        if not learned:
+            block.append("  (no learned policies: the verdict is for the best online baseline)")
+        block += [verdict_line(p, verdicts) for p in judged]
+        block.append(f"  curves: {png}")
+        text = "\n".join(block)
+        print(text)
+        lines.append(text)
+
+        # 6. MLflow: a child run per (policy, budget, fold) of this family.
+        if client is not None:
+            _log_children(client, exp_id, parent_id, res, fam, hashes[fam])
+            _log_summary(client, parent_id, summary, fam)
+            client.log_artifact(parent_id, str(png), artifact_path="curves")
+
+    results = pd.concat(all_results, ignore_index=True)
+    summary = pd.concat(all_summaries, ignore_index=True)
+    _atomic_csv(results, out / "per_task.csv")
+    _atomic_csv(summary, out / "summary.csv")
+    _atomic_csv(pd.DataFrame(all_verdicts), out / "verdicts.csv")
+    report = out / "report.txt"
+    tmp = report.with_name("report.txt.tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(report)
+    elapsed = time.perf_counter() - t0
+    if client is not None:
+        from mlflow.entities import Metric
+
+        client.log_batch(parent_id, metrics=[Metric("study_seconds", elapsed, int(time.time() * 1000), 0)])
+        for p in ("per_task.csv", "summary.csv", "verdicts.csv", "report.txt"):
+            client.log_artifact(parent_id, str(out / p))
+        client.set_terminated(parent_id)
+        from ripplecp_policy.tracking import tracking_uri
+
+        print(f"\nMLflow: parent run {parent_id} in experiment {args.experiment!r} "
+              f"({tracking_uri(args.mlruns)}); compare with `python -m experiments.compare`")
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"outputs in {out}/ ; study took {elapsed:.1f} s wall, "
+          f"{own.ru_utime + own.ru_stime:.1f} s CPU here + {kids.ru_utime + kids.ru_stime:.1f} s in workers")
+    return 0
+
+
+def run_fold(
+    fam: str, ls: LabelSet, fold: Any, protos: list[PlacementPolicy], budgets: list[Budget],
+    args: Args,
+) -> pd.DataFrame:
+    """One fold: fit every policy on the training repositories at every budget (tuning
+    sees only them), then evaluate it on the held-out repository's tasks."""
+    ev = evaluator_for(ls, hazard=args.hazard)
+    train = ls.subset(fold.train_tasks)  # one object per fold: fits share its caches
+    rows = []
+    for proto in protos:
+        for budget in budgets:
+            t_fit = time.perf_counter()
+            pol = clone(proto).fit(train, budget)
+            fit_s = time.perf_counter() - t_fit
+            audit = getattr(pol, "audit_", None)
+            if audit is not None and hasattr(audit, "check"):
+                audit.check([fold.held_out])  # the held-out repository was never seen
+            seeds = (range(args.seed, args.seed + args.random_seeds)
+                     if pol.name == "random" else (args.seed,))
+            df = ev.evaluate(pol, list(fold.test_tasks), budget, seeds=seeds)
+            df["family"], df["fold"], df["fit_s"] = fam, fold.held_out, fit_s
+            rows.append(df)
+    return pd.concat(rows, ignore_index=True)
+
+
+def _run_jobs(
+    jobs: list[tuple[str, Any]], data: dict[str, LabelSet], protos: list[PlacementPolicy],
+    budgets: dict[str, list[Budget]], args: Args,
+) -> Any:
+    """Results of :func:`run_fold` per job, in job order (a generator)."""
+    n = min(max(1, args.jobs), len(jobs))
+    if n == 1:
+        return (run_fold(fam, data[fam], fold, protos, budgets[fam], args) for fam, fold in jobs)
+    from joblib import Parallel, delayed
+
+    return Parallel(n_jobs=n, return_as="generator")(
+        delayed(run_fold)(fam, data[fam], fold, protos, budgets[fam], args) for fam, fold in jobs
+    )
+
+
+def _best_online(summary: pd.DataFrame) -> list[str]:
+    """The online, budget-matched policy (not the reference) with the lowest mean cost."""
+    cand = summary[summary["budget_matched"] & ~summary["policy"].isin([REFERENCE, *OFFLINE])]
+    if cand.empty:
+        return []
+    return [str(cand.groupby("policy")["tfc"].mean().idxmin())]
+
+
+_CHILD_METRICS = [
+    "total_failure_cost", "lost_work_s", "regret_s", "redo_avoided_s", "checkpoint_latency_s",
+    "restore_latency_s", "completion", "tokens", "tool_calls", "bytes_written", "n_checkpoints",
+    "spend", "spend_count", "spend_seconds", "spend_bytes", "n_refused", "objective_s",
+]
+
+
+def _log_children(client: Any, exp_id: str, parent_id: str, res: pd.DataFrame, fam: str, h: str) -> None:
+    from mlflow.entities import Metric
+
+    groups = list(res.groupby(["policy", "budget", "fold"], sort=False))
+    for (policy, budget, fold), g in tqdm(groups, desc=f"mlflow {fam}", leave=False):
+        run = client.create_run(exp_id, run_name=f"{fam}/{policy}/{budget}/{fold}", tags={
+            "mlflow.parentRunId": parent_id, "ripplecp.kind": "fold",
+            "ripplecp.family": fam, "ripplecp.policy": str(policy), "ripplecp.budget": str(budget),
+            "ripplecp.budget_kind": str(g["budget_kind"].iloc[0]),
+            "ripplecp.split": str(fold), "ripplecp.label_set_hash": h,
+            "ripplecp.budget_matched": str(bool(g["budget_matched"].all())),
+            "ripplecp.budget_amount": f"{g['budget_amount'].iloc[0]:g}",
+            "ripplecp.test_tasks": ",".join(g["task_id"])[:4000],
+        })
+        ts = int(time.time() * 1000)
+        metrics = [Metric(k, float(g[k].mean()), ts, 0) for k in _CHILD_METRICS
+                   if k in g and np.isfinite(g[k].astype(float).mean())]
+        metrics.append(Metric("n_tasks", float(len(g)), ts, 0))
+        metrics.append(Metric("fit_seconds", float(g["fit_s"].iloc[0]), ts, 0))
+        client.log_batch(run.info.run_id, metrics=metrics)
+        client.set_terminated(run.info.run_id)
+
+
+def _log_summary(client: Any, parent_id: str, summary: pd.DataFrame, fam: str) -> None:
+    from mlflow.entities import Metric
+
+    ts = int(time.time() * 1000)
+    metrics = []
+    for r in summary.itertuples():
+        base = safe_key(f"{fam}/{r.policy}/{r.budget}")
+        for name in ("tfc", "tfc_low", "tfc_high", "regret", "diff", "diff_low", "diff_high",
+                     "p_improvement", "iqm_repo_diff", "spend", "completion", "lost_work"):
+            v = float(getattr(r, name))
+            if math.isfinite(v):
+                metrics.append(Metric(f"{base}/{name}", v, ts, 0))
+    for i in range(0, len(metrics), 900):
+        client.log_batch(parent_id, metrics=metrics[i : i + 900])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,315 @@
+"""Training tables for the learned policies, built from a label set by trace replay.
+
+Two things are built here, both from the *measured* tables of a :class:`LabelSet`:
+
+- the advantage table: one row per decision cell (task, candidate t, fallback c-), with the
+  online features at t computed with c- as the placement so far (exactly what a runtime
+  that checkpointed c- would see at t), and the measured advantage averaged over the
+  cell's failures and repetitions (the policy decides at t without knowing the failure);
+- replays: :class:`TaskReplay` walks a task's boundaries under any placement, building the
+  :class:`BoundaryObservation` a runner would hand a policy and pricing the placement with
+  the measured recovery table (``RecoveryTable.placement_cost``), never a cost model.
+
+Features come from ``features.online.OnlineFeatureExtractor`` walked exactly as the
+evaluation runner walks it (so a policy is trained on the features it will be shown); a
+different prefix-causal function with ``boundary_features``' signature can be passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from features.schema import Trajectory
+from oracle.tables import LabelSet, RecoveryTable
+from ripplecp_policy.evaluation import HazardSpec, TaskCosts, placement_objective
+from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+
+#: prefixes of the online feature families (paper, Appendix C)
+FEATURE_PREFIXES: tuple[str, ...] = ("cost__", "state__", "progress__", "ripple__", "context__")
+
+#: placement-state features every learned policy adds; all are known online
+POLICY_FEATURES: tuple[str, ...] = ("policy__boundary", "policy__since_last_cp", "policy__has_cp")
+
+FeatureFn = Callable[..., pd.DataFrame]
+
+
+def feature_columns(frame: pd.DataFrame) -> list[str]:
+    """The online feature columns of a boundary-feature frame, in frame order."""
+    return [c for c in frame.columns if c.startswith(FEATURE_PREFIXES)]
+
+
+def policy_features(boundary: int, last_checkpoint: int) -> dict[str, float]:
+    """Placement-state features at ``boundary`` given the last checkpoint (0 = none)."""
+    return {
+        "policy__boundary": float(boundary),
+        "policy__since_last_cp": float(boundary - last_checkpoint),
+        "policy__has_cp": float(last_checkpoint > 0),
+    }
+
+
+def observation_vector(obs: BoundaryObservation, names: Sequence[str]) -> np.ndarray:
+    """The model input for an observation: ``names`` looked up in features + policy state."""
+    extra = policy_features(obs.boundary, obs.last_checkpoint)
+    out = np.empty(len(names), dtype=np.float64)
+    feats = obs.features
+    for i, n in enumerate(names):
+        v = extra[n] if n in extra else feats.get(n, np.nan)
+        out[i] = np.nan if v is None else float(v)
+    return out
+
+
+_CACHE: dict[tuple[int, str, int], tuple[Trajectory, FeatureFn | None, dict[tuple[int, ...], Any]]] = {}
+_CACHE_MAX = 20_000
+
+
+def _frames_for(
+    traj: Trajectory, granularity: str, feature_fn: FeatureFn | None
+) -> dict[tuple[int, ...], Any]:
+    """Per-trajectory feature frames, shared by every replay of the same trajectory object.
+
+    Splits and tuning build many :class:`TaskReplay` objects over subsets of one label set
+    (``LabelSet.subset`` keeps the trajectory objects), so features are computed once per
+    (trajectory, placement history).
+    """
+    key = (id(traj), granularity, id(feature_fn))
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is traj and hit[1] is feature_fn:
+        return hit[2]
+    if len(_CACHE) >= _CACHE_MAX:
+        _CACHE.clear()
+    frames: dict[tuple[int, ...], Any] = {}
+    _CACHE[key] = (traj, feature_fn, frames)
+    return frames
+
+
+class TaskReplay:
+    """One task's trajectory and measured tables, replayable under any placement.
+
+    Features at boundary b depend only on checkpoints before b (prefix causality), so a
+    frame computed for a history serves every boundary after its last checkpoint; frames
+    are cached by history.
+    """
+
+    def __init__(
+        self,
+        data: LabelSet,
+        task_id: str,
+        feature_fn: FeatureFn | None = None,
+        hazard: HazardSpec = "uniform",
+    ):
+        self.task_id = task_id
+        row = data.tasks.set_index("task_id").loc[task_id]
+        self.repo = str(row["repo"])
+        self.granularity = str(row["granularity"])
+        self.trajectory: Trajectory = data.trajectories[task_id]
+        self.table: RecoveryTable = data.recovery_table(task_id)
+        cps = data.checkpoints[data.checkpoints["task_id"] == task_id].sort_values("boundary")
+        self.n_boundaries = int(len(cps))
+        self.event_index = {int(b): int(e) for b, e in zip(cps["boundary"], cps["event_index"], strict=True)}
+        self.costs = TaskCosts.build(
+            task_id, self.table.recovery, self.table.checkpoints, hazard, float(row["nominal_s"])
+        )
+        self.failures = [int(f) for f in self.costs.failures]
+        self._feature_fn = feature_fn
+        self._frames = _frames_for(self.trajectory, self.granularity, feature_fn)
+        self.feature_names: list[str] | None = None
+
+    def _frame(self, history: tuple[int, ...]) -> tuple[list[str], np.ndarray]:
+        frame = self._frames.get(history)
+        if frame is None:
+            frame = self._compute(history)
+            self._frames[history] = frame
+        if self.feature_names is None:
+            self.feature_names = frame[0]
+        return frame
+
+    def _compute(self, history: tuple[int, ...]) -> tuple[list[str], np.ndarray]:
+        """Features at every boundary with checkpoints ``history``: row b = boundary b."""
+        if self._feature_fn is None:
+            # the evaluation runner's own walk: one extractor, events up to each boundary's
+            # event, checkpoints marked after the decision (identical features by construction)
+            from features.online import OnlineFeatureExtractor
+
+            ex = OnlineFeatureExtractor()
+            names = list(ex.feature_names)
+            arr = np.full((self.n_boundaries + 1, len(names)), np.nan)
+            events, pos, marks = self.trajectory.events, 0, set(history)
+            for b in range(1, self.n_boundaries + 1):
+                idx = self.event_index[b]
+                while pos < len(events) and events[pos].index <= idx:
+                    ex.observe(events[pos])
+                    pos += 1
+                arr[b] = list(ex.features().values())
+                if b in marks:
+                    ex.mark_checkpoint()
+            return names, arr
+        raw = self._feature_fn(self.trajectory, granularity=self.granularity, checkpoints=history)
+        if "boundary" not in raw.columns:
+            raise ValueError(f"{self.task_id}: feature frame lacks a 'boundary' column")
+        names = feature_columns(raw)
+        if len(raw) < self.n_boundaries:
+            raise ValueError(
+                f"{self.task_id}: feature frame has {len(raw)} boundaries, "
+                f"checkpoints table has {self.n_boundaries} (granularity {self.granularity!r})"
+            )
+        arr = np.full((self.n_boundaries + 1, len(names)), np.nan)
+        b = raw["boundary"].to_numpy(dtype=int)
+        keep = (b >= 1) & (b <= self.n_boundaries)
+        arr[b[keep]] = raw.loc[keep, names].to_numpy(dtype=float)
+        return names, arr
+
+    def features_at(self, boundary: int, history: Iterable[int]) -> dict[str, float]:
+        """Online features at ``boundary`` with checkpoints ``history`` (those before it)."""
+        key = tuple(sorted(h for h in history if h < boundary))
+        names, arr = self._frame(key)
+        return dict(zip(names, arr[boundary].tolist(), strict=True))
+
+    def observation(
+        self, boundary: int, history: Sequence[int], budget: Budget, remaining: float
+    ) -> BoundaryObservation:
+        """What a runner hands a policy at ``boundary`` (costs from the measured table)."""
+        return BoundaryObservation(
+            task_id=self.task_id,
+            repo=self.repo,
+            boundary=boundary,
+            event_index=self.event_index[boundary],
+            features=self.features_at(boundary, history),
+            budget=budget,
+            remaining=remaining,
+            n_checkpoints=len(history),
+            last_checkpoint=max(history, default=0),
+            elapsed_s=self.table.nominal_t(boundary),
+            checkpoint_cost=self.charge(boundary, budget),
+            history=list(history),
+        )
+
+    def charge(self, boundary: int, budget: Budget) -> float:
+        return budget.charge(self.table.creation_s(boundary), self.table.size_bytes(boundary))
+
+    def expected_cost(self, placement: Iterable[int]) -> float:
+        """E_f[creation before f + J(last, f) + restore latency] from the measured table.
+
+        The same objective the matched-budget evaluation and the clairvoyant optimum use
+        (``evaluation.placement_objective``); NaN when a needed cell was never measured.
+        """
+        return float(placement_objective(self.costs, sorted(set(placement))))
+
+    def replay(
+        self,
+        decide: Callable[[BoundaryObservation], bool],
+        budget: Budget,
+        *,
+        trace: list[BoundaryObservation] | None = None,
+    ) -> list[int]:
+        """Walk boundaries 1..B in order, asking ``decide``; the budget is enforced here."""
+        history: list[int] = []
+        remaining = float(budget.amount)
+        for b in range(1, self.n_boundaries + 1):
+            obs = self.observation(b, history, budget, remaining)
+            if trace is not None:
+                trace.append(obs)
+            if obs.checkpoint_cost <= remaining + 1e-9 and decide(obs):
+                history.append(b)
+                remaining -= obs.checkpoint_cost
+        return history
+
+
+def replays(
+    data: LabelSet, feature_fn: FeatureFn | None = None, hazard: HazardSpec = "uniform"
+) -> dict[str, TaskReplay]:
+    """A :class:`TaskReplay` per task of ``data``, keyed by task id, in task order."""
+    return {t: TaskReplay(data, t, feature_fn, hazard) for t in data.task_ids}
+
+
+def run_policy(
+    policy: PlacementPolicy, task: TaskReplay, budget: Budget, seed: int = 0
+) -> list[int]:
+    """The placement ``policy`` chooses on ``task`` (reset with ``seed``) under ``budget``."""
+    policy.reset(task.task_id, seed)
+    return task.replay(policy.decide, budget)
+
+
+def first_boundary_placement(task: TaskReplay, budget: Budget) -> list[int]:
+    """The rule the decomposition implies: spend the budget on the earliest boundaries."""
+    return task.replay(lambda obs: True, budget)
+
+
+@dataclass
+class AdvantageTable:
+    """Decision cells with features, target and groups: what the advantage models fit."""
+
+    frame: pd.DataFrame
+    feature_names: list[str]
+    repos: set[str] = field(default_factory=set)
+
+    @property
+    def X(self) -> np.ndarray:
+        return self.frame[self.feature_names].to_numpy(dtype=np.float64)
+
+    @property
+    def y(self) -> np.ndarray:
+        return self.frame["advantage"].to_numpy(dtype=np.float64)
+
+    @property
+    def groups(self) -> np.ndarray:
+        return self.frame["repo"].to_numpy()
+
+    def subset_repos(self, repos: Iterable[str]) -> AdvantageTable:
+        keep = set(repos)
+        sub = self.frame[self.frame["repo"].isin(keep)].reset_index(drop=True)
+        return AdvantageTable(sub, self.feature_names, set(sub["repo"]))
+
+
+def advantage_table(
+    data: LabelSet,
+    tasks: dict[str, TaskReplay] | None = None,
+    *,
+    feature_fn: FeatureFn | None = None,
+    verified_only: bool = False,
+) -> AdvantageTable:
+    """One row per (task, candidate, fallback): features at the candidate, mean advantage.
+
+    Quarantined pairs are excluded (they stay in the label set, never used as targets).
+    """
+    labels = data.labels
+    ok = ~labels["quarantined"].fillna(False).astype(bool)
+    if verified_only:
+        ok &= labels["verified"].fillna(False).astype(bool)
+    labels = labels[ok]
+    if labels.empty:
+        raise ValueError("labels: no usable (non-quarantined) pairs to train on")
+    tasks = tasks if tasks is not None else replays(data, feature_fn)
+    cells = (
+        labels.groupby(["task_id", "candidate", "fallback"], sort=True)
+        .agg(
+            repo=("repo", "first"),
+            stratum=("stratum", "first"),
+            advantage=("advantage", "mean"),
+            n_labels=("advantage", "size"),
+            creation_s=("creation_s", "mean"),
+            protected_work_s=("protected_work_s", "mean"),
+        )
+        .reset_index()
+    )
+    rows = []
+    names: list[str] | None = None
+    for rec in cells.to_dict("records"):
+        task = tasks[rec["task_id"]]
+        t, c = int(rec["candidate"]), int(rec["fallback"])
+        hist = (c,) if c > 0 else ()
+        feats = task.features_at(t, hist)
+        if names is None:
+            names = list(feats) + list(POLICY_FEATURES)
+        rows.append({**rec, **feats, **policy_features(t, c)})
+    assert names is not None
+    frame = pd.DataFrame(rows)
+    missing = [n for n in names if n not in frame.columns]
+    if missing:
+        raise ValueError(f"feature frames disagree across tasks: {missing[:5]} missing")
+    frame[names] = frame[names].astype(float)
+    return AdvantageTable(frame, names, set(frame["repo"]))

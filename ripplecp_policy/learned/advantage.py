@@ -1,0 +1,527 @@
+"""Local advantage policies: predict measured checkpoint advantage, checkpoint above a threshold.
+
+The paper's primary model (Appendix D): gradient-boosted trees beside a ridge regression,
+predicting measured A_CP from online features; optionally a classifier for A_CP > 0
+(unbalanced: 17 of 24 pilot cells positive). Online, the policy checkpoints when the
+score exceeds a threshold and the budget allows. The threshold is chosen on validation
+repositories inside the training data: each training repository in turn is scored by a
+model fitted on the others, its tasks are replayed under every candidate threshold with
+the measured recovery tables, and the threshold with the lowest mean measured cost wins
+(``-inf`` reproduces the first-boundary rule, so the validation choice can fall back to it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from scipy.stats import spearmanr
+from sklearn.impute import SimpleImputer
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+
+from oracle.tables import LabelSet
+from ripplecp_policy.datasets import (
+    AdvantageTable,
+    FeatureFn,
+    TaskReplay,
+    advantage_table,
+    observation_vector,
+    replays,
+)
+from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.splits import SplitAudit, inner_splits
+
+Scorer = Callable[[np.ndarray], np.ndarray]
+
+
+def rank_report(y_true: np.ndarray, y_pred: np.ndarray, strata: np.ndarray) -> dict[str, float]:
+    """Error and rank quality: RMSE, MAE and within-stratum Spearman (never pooled).
+
+    Pooling the strata would manufacture a correlation from the first/additional split
+    alone (paper, Table 2), so rank quality is reported per stratum and as their mean.
+    """
+    y_true, y_pred, strata = np.asarray(y_true, float), np.asarray(y_pred, float), np.asarray(strata)
+    out: dict[str, float] = {
+        "rmse": float(np.sqrt(np.mean((y_true - y_pred) ** 2))) if len(y_true) else math.nan,
+        "mae": float(np.mean(np.abs(y_true - y_pred))) if len(y_true) else math.nan,
+        "n": float(len(y_true)),
+    }
+    rhos = []
+    for s in ("first", "additional"):
+        m = strata == s
+        rho = math.nan
+        if m.sum() >= 3 and np.ptp(y_true[m]) > 0 and np.ptp(y_pred[m]) > 0:
+            rho = float(spearmanr(y_true[m], y_pred[m]).statistic)
+        out[f"spearman_{s}"] = rho
+        if not math.isnan(rho):
+            rhos.append(rho)
+    out["spearman_within"] = float(np.mean(rhos)) if rhos else math.nan
+    return out
+
+
+class _ScoredPolicy(PlacementPolicy):
+    """Shared machinery: fit a scorer on decision cells, pick a threshold on validation repos."""
+
+    _default_threshold: float = 0.0
+
+    # -- subclass hooks -------------------------------------------------------------------
+    def _fit_model(self, X: np.ndarray, y: np.ndarray) -> Any:
+        raise NotImplementedError
+
+    def _scorer_for(self, model: Any) -> Scorer:
+        raise NotImplementedError
+
+    def _fit_scorer(self, X: np.ndarray, y: np.ndarray) -> tuple[Any, Scorer]:
+        model = self._fit_model(X, y)
+        return model, self._scorer_for(model)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(super().__getstate__())  # a copy: Python returns the live __dict__
+        state.pop("_scorer", None)  # closures do not pickle; rebuilt from model_ on load
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        if "model_" in state:
+            self._scorer = self._scorer_for(self.model_)
+
+    # -- fitting --------------------------------------------------------------------------
+    def fit(self, data: LabelSet, budget: Budget | None = None) -> _ScoredPolicy:
+        """Fit on ``data`` (training repositories only); threshold from inner validation."""
+        if self.budget_fill != "threshold":
+            raise ValueError(f"budget_fill must be 'threshold', got {self.budget_fill!r}")
+        tasks = replays(data, self.feature_fn)
+        table = advantage_table(data, tasks, verified_only=self.verified_only)
+        self.audit_ = SplitAudit()
+        self.feature_names_ = list(table.feature_names)
+        self.repos_ = sorted(table.repos)
+        self.budget_ = budget
+        if self.threshold is not None:
+            self.threshold_ = float(self.threshold)
+            self.threshold_source_ = "given"
+            self.validation_costs_ = pd.DataFrame()
+        elif budget is None:
+            self.threshold_ = float(self._default_threshold)
+            self.threshold_source_ = "default (no budget given)"
+            self.validation_costs_ = pd.DataFrame()
+        else:
+            self._select_threshold(table, tasks, budget)
+        self.model_, self._scorer = self._fit_scorer(table.X, self._target(table))
+        self.audit_.record("scaler", table.repos)
+        self.audit_.record("model", table.repos)
+        self.train_report_ = rank_report(
+            table.y, self._scorer(table.X), table.frame["stratum"].to_numpy()
+        )
+        self.is_fitted_ = True
+        return self
+
+    def _target(self, table: AdvantageTable) -> np.ndarray:
+        return table.y
+
+    def _select_threshold(
+        self, table: AdvantageTable, tasks: dict[str, TaskReplay], budget: Budget
+    ) -> None:
+        task_repo = {t: r.repo for t, r in tasks.items()}
+        splits = list(inner_splits(table.repos, task_repo, max_splits=self.max_inner_splits))
+        if not splits:
+            self.threshold_ = float(self._default_threshold)
+            self.threshold_source_ = "default (one training repository: no validation split)"
+            self.validation_costs_ = pd.DataFrame()
+            return
+        scored: list[tuple[TaskReplay, Scorer]] = []
+        oof: list[np.ndarray] = []
+        for tr, va in splits:
+            tr_repos = {task_repo[t] for t in tr}
+            va_repos = {task_repo[t] for t in va}
+            sub = table.subset_repos(tr_repos)
+            if sub.frame.empty:
+                continue
+            _, scorer = self._fit_scorer(sub.X, self._target(sub))
+            self.audit_.record("threshold_inner_model", tr_repos)
+            self.audit_.record("threshold", tr_repos | va_repos)
+            val = table.subset_repos(va_repos)
+            if not val.frame.empty:
+                oof.append(scorer(val.X))
+            scored.extend((tasks[t], scorer) for t in va)
+        preds = np.concatenate(oof) if oof else np.array([self._default_threshold])
+        qs = np.quantile(preds, np.linspace(0.0, 1.0, self.n_thresholds))
+        cands = sorted({-math.inf, math.inf, float(self._default_threshold), *map(float, qs)})
+        names = self.feature_names_
+        cache: dict[tuple[int, str, int, tuple[int, ...]], float] = {}
+
+        def score_of(i: int, scorer: Scorer, obs: BoundaryObservation) -> float:
+            key = (i, obs.task_id, obs.boundary, tuple(obs.history))
+            if key not in cache:
+                cache[key] = float(scorer(observation_vector(obs, names)[None, :])[0])
+            return cache[key]
+
+        rows = []
+        for theta in cands:
+            costs, counts = [], []
+            for i, (task, scorer) in enumerate(scored):
+                place = task.replay(
+                    lambda o, i=i, s=scorer, th=theta: score_of(i, s, o) > th, budget
+                )
+                cost = task.expected_cost(place)
+                if not math.isnan(cost):
+                    costs.append(cost)
+                    counts.append(len(place))
+            rows.append(
+                {
+                    "threshold": theta,
+                    "mean_cost": float(np.mean(costs)) if costs else math.nan,
+                    "mean_checkpoints": float(np.mean(counts)) if counts else math.nan,
+                    "n_tasks": len(costs),
+                }
+            )
+        vc = pd.DataFrame(rows)
+        self.validation_costs_ = vc
+        best = vc["mean_cost"].min()
+        if not np.isfinite(best):
+            self.threshold_ = float(self._default_threshold)
+            self.threshold_source_ = "default (validation tasks could not be priced)"
+            return
+        tied = vc[np.isclose(vc["mean_cost"], best, rtol=0, atol=1e-9)]
+        # the largest tied threshold: checkpoint only where validation shows it pays
+        self.threshold_ = float(tied["threshold"].max())
+        self.threshold_source_ = "validation repositories (min mean measured cost)"
+
+    # -- inference ------------------------------------------------------------------------
+    def score(self, obs: BoundaryObservation) -> float:
+        """The model's score for checkpointing at ``obs`` (advantage seconds or P(A>0))."""
+        return float(self._scorer(observation_vector(obs, self.feature_names_)[None, :])[0])
+
+    def score_frame(self, X: np.ndarray) -> np.ndarray:
+        return self._scorer(np.asarray(X, dtype=np.float64))
+
+    def decide(self, obs: BoundaryObservation) -> bool:
+        if obs.checkpoint_cost > obs.remaining + 1e-9:
+            return False
+        return self.score(obs) > self.threshold_
+
+    def report(self, table: AdvantageTable) -> dict[str, float]:
+        """Error and within-stratum rank quality of the advantage scores on ``table``."""
+        return rank_report(table.y, self.score_frame(table.X), table.frame["stratum"].to_numpy())
+
+    def feature_importances(self) -> pd.Series:
+        """Gain importances (trees) or |standardized coefficient| (linear), summing to 1."""
+        m = self.model_
+        if hasattr(m, "feature_importances_"):
+            imp = np.asarray(m.feature_importances_, dtype=float)
+        elif isinstance(m, Pipeline):
+            imp = np.abs(np.ravel(m[-1].coef_)).astype(float)
+        else:
+            imp = np.zeros(len(self.feature_names_))
+        total = imp.sum()
+        imp = imp / total if total > 0 else imp
+        return pd.Series(imp, index=self.feature_names_, name="importance")
+
+    @property
+    def name(self) -> str:
+        return f"{type(self).__name__}[{self.model}]"
+
+
+class PackedTrees:
+    """Every tree of a fitted ensemble as flat arrays, walked level by level for all trees at once.
+
+    One boundary is one row: numpy walks all trees in ~depth vectorized steps, an order of
+    magnitude under a library call's fixed overhead (xgboost ``inplace_predict``, sklearn
+    ``predict``) — what keeps per-boundary inference well under a millisecond. Exact: the
+    same comparisons (xgboost ``x < t`` in float32, sklearn ``x <= t`` on float32 inputs)
+    and the same missing-value routing as the library.
+    """
+
+    def __init__(
+        self, feature: Any, threshold: Any, left: Any, right: Any, default_left: Any, value: Any,
+        roots: Any, base: float, mean: bool, strict: bool, link: str,
+    ) -> None:
+        self.feature = np.asarray(feature, np.int64)
+        self.threshold = threshold
+        self.left = np.asarray(left, np.int64)
+        self.right = np.asarray(right, np.int64)
+        self.default_left = np.asarray(default_left, bool)
+        self.value = np.asarray(value, np.float64)
+        self.roots = np.asarray(roots, np.int64)
+        self.base = float(base)
+        self.mean = mean
+        self.strict = strict
+        self.link = link
+
+    @classmethod
+    def from_xgboost(cls, model: Any) -> PackedTrees:
+        booster = model.get_booster() if hasattr(model, "get_booster") else model
+        cfg = json.loads(booster.save_raw("json"))
+        learner = cfg["learner"]
+        trees = learner["gradient_booster"]["model"]["trees"]
+        base = float(str(learner["learner_model_param"]["base_score"]).strip("[]"))
+        obj = learner["objective"]["name"]
+        feat, thr, lo, hi, dl, val, roots = [], [], [], [], [], [], []
+        off = 0
+        for t in trees:
+            lc = np.asarray(t["left_children"], np.int64)
+            rc = np.asarray(t["right_children"], np.int64)
+            leaf = lc < 0
+            sc = np.asarray(t["split_conditions"], np.float32)
+            feat.append(np.where(leaf, -1, np.asarray(t["split_indices"], np.int64)))
+            thr.append(sc)
+            lo.append(np.where(leaf, 0, lc) + off)
+            hi.append(np.where(leaf, 0, rc) + off)
+            dl.append(np.asarray(t["default_left"], bool))
+            val.append(np.where(leaf, sc, 0.0))
+            roots.append(off)
+            off += len(lc)
+        link = "identity"
+        if obj == "binary:logistic":
+            link = "logistic"
+            base = float(np.log(base / (1 - base)))
+        elif obj != "reg:squarederror":
+            raise ValueError(f"unsupported xgboost objective {obj!r}")
+        return cls(np.concatenate(feat), np.concatenate(thr).astype(np.float32), np.concatenate(lo),
+                   np.concatenate(hi), np.concatenate(dl), np.concatenate(val), roots, base, False, True, link)
+
+    @classmethod
+    def from_sklearn_forest(cls, model: Any) -> PackedTrees:
+        feat, thr, lo, hi, dl, val, roots = [], [], [], [], [], [], []
+        off = 0
+        for est in model.estimators_:
+            tr = est.tree_
+            leaf = tr.children_left < 0
+            feat.append(np.where(leaf, -1, tr.feature))
+            thr.append(tr.threshold)
+            lo.append(np.where(leaf, 0, tr.children_left) + off)
+            hi.append(np.where(leaf, 0, tr.children_right) + off)
+            dl.append(np.asarray(tr.missing_go_to_left, bool))
+            val.append(tr.value.reshape(tr.node_count, -1)[:, 0])
+            roots.append(off)
+            off += tr.node_count
+        return cls(np.concatenate(feat), np.concatenate(thr), np.concatenate(lo), np.concatenate(hi),
+                   np.concatenate(dl), np.concatenate(val), roots, 0.0, True, False, "identity")
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        X = np.atleast_2d(np.asarray(X, dtype=np.float32))
+        if not self.strict:
+            X = X.astype(np.float64)  # sklearn: float32 inputs against float64 thresholds
+        n = X.shape[0]
+        nodes = np.broadcast_to(self.roots, (n, len(self.roots))).copy()
+        rows = np.arange(n)[:, None]
+        while True:
+            f = self.feature[nodes]
+            inner = f >= 0
+            if not inner.any():
+                break
+            x = X[rows, np.maximum(f, 0)]
+            t = self.threshold[nodes]
+            go = np.where(np.isnan(x), self.default_left[nodes], (x < t) if self.strict else (x <= t))
+            nodes = np.where(inner, np.where(go, self.left[nodes], self.right[nodes]), nodes)
+        v = self.value[nodes]
+        out = v.mean(axis=1) if self.mean else v.sum(axis=1, dtype=np.float64) + self.base
+        if self.link == "logistic":
+            out = 1.0 / (1.0 + np.exp(-out))
+        return out
+
+
+class _Constant:
+    """A degenerate classifier (one class in training): a constant probability."""
+
+    def __init__(self, p: float) -> None:
+        self.p = p
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        return np.full(len(X), self.p)
+
+
+def _xgb_scorer(model: Any) -> Scorer:
+    return PackedTrees.from_xgboost(model).predict
+
+
+def _linear_pipeline_scorer(pipe: Pipeline, logistic: bool = False) -> Scorer:
+    """Fold imputer, scaler and linear model into arrays: microseconds per boundary."""
+    imp: SimpleImputer = pipe.named_steps["impute"]
+    sc: StandardScaler = pipe.named_steps["scale"]
+    lin = pipe.named_steps["model"]
+    fill = np.asarray(imp.statistics_, dtype=float)
+    mean = np.asarray(sc.mean_, dtype=float)
+    scale = np.asarray(sc.scale_, dtype=float)
+    coef = np.ravel(lin.coef_).astype(float)
+    icpt = float(np.ravel(lin.intercept_)[0])
+
+    def scorer(X: np.ndarray) -> np.ndarray:
+        X = np.where(np.isnan(X), fill, X)
+        z = ((X - mean) / scale) @ coef + icpt
+        return 1.0 / (1.0 + np.exp(-z)) if logistic else z
+
+    return scorer
+
+
+def _linear_pipeline(model: Any) -> Pipeline:
+    # StandardScaler is fitted inside fit(): on the training repositories only
+    return Pipeline(
+        [
+            ("impute", SimpleImputer(strategy="median", keep_empty_features=True)),
+            ("scale", StandardScaler()),
+            ("model", model),
+        ]
+    )
+
+
+class AdvantageRegressorPolicy(_ScoredPolicy):
+    """Gradient-boosted (xgboost) or ridge regression of measured advantage (seconds)."""
+
+    def __init__(
+        self,
+        model: Literal["xgboost", "ridge"] = "xgboost",
+        threshold: float | None = None,
+        budget_fill: str = "threshold",
+        device: str = "cpu",
+        n_estimators: int = 200,
+        max_depth: int = 3,
+        learning_rate: float = 0.05,
+        min_child_weight: float = 1.0,
+        subsample: float = 1.0,
+        reg_lambda: float = 1.0,
+        alpha: float = 1.0,
+        random_state: int = 0,
+        feature_fn: FeatureFn | None = None,
+        n_thresholds: int = 11,
+        max_inner_splits: int | None = 5,
+        verified_only: bool = False,
+    ) -> None:
+        self.model = model
+        self.threshold = threshold
+        self.budget_fill = budget_fill
+        self.device = device
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.min_child_weight = min_child_weight
+        self.subsample = subsample
+        self.reg_lambda = reg_lambda
+        self.alpha = alpha
+        self.random_state = random_state
+        self.feature_fn = feature_fn
+        self.n_thresholds = n_thresholds
+        self.max_inner_splits = max_inner_splits
+        self.verified_only = verified_only
+
+    def _fit_model(self, X: np.ndarray, y: np.ndarray) -> Any:
+        if self.model == "xgboost":
+            from xgboost import XGBRegressor
+
+            m = XGBRegressor(
+                n_estimators=self.n_estimators,
+                max_depth=self.max_depth,
+                learning_rate=self.learning_rate,
+                min_child_weight=self.min_child_weight,
+                subsample=self.subsample,
+                reg_lambda=self.reg_lambda,
+                tree_method="hist",
+                device=self.device,
+                n_jobs=1,
+                random_state=self.random_state,
+            )
+            m.fit(X, y)
+            return m
+        if self.model == "ridge":
+            pipe = _linear_pipeline(Ridge(alpha=self.alpha))
+            pipe.fit(X, y)
+            return pipe
+        raise ValueError(f"model must be 'xgboost' or 'ridge', got {self.model!r}")
+
+    def _scorer_for(self, model: Any) -> Scorer:
+        return _linear_pipeline_scorer(model) if isinstance(model, Pipeline) else _xgb_scorer(model)
+
+
+class AdvantageClassifierPolicy(_ScoredPolicy):
+    """Classifier for A_CP > 0, reweighted for class imbalance; scores are P(A_CP > 0)."""
+
+    _default_threshold = 0.5
+
+    def __init__(
+        self,
+        model: Literal["xgboost", "logistic"] = "xgboost",
+        threshold: float | None = None,
+        budget_fill: str = "threshold",
+        device: str = "cpu",
+        n_estimators: int = 200,
+        max_depth: int = 3,
+        learning_rate: float = 0.05,
+        C: float = 1.0,
+        random_state: int = 0,
+        feature_fn: FeatureFn | None = None,
+        n_thresholds: int = 11,
+        max_inner_splits: int | None = 5,
+        verified_only: bool = False,
+    ) -> None:
+        self.model = model
+        self.threshold = threshold
+        self.budget_fill = budget_fill
+        self.device = device
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.C = C
+        self.random_state = random_state
+        self.feature_fn = feature_fn
+        self.n_thresholds = n_thresholds
+        self.max_inner_splits = max_inner_splits
+        self.verified_only = verified_only
+
+    def _target(self, table: AdvantageTable) -> np.ndarray:
+        return (table.y > 0).astype(int)
+
+    def _fit_model(self, X: np.ndarray, y: np.ndarray) -> Any:
+        pos = int(y.sum())
+        neg = int(len(y) - pos)
+        if pos == 0 or neg == 0:
+            return _Constant(float(pos > 0))
+        if self.model == "xgboost":
+            from xgboost import XGBClassifier
+
+            m = XGBClassifier(
+                n_estimators=self.n_estimators,
+                max_depth=self.max_depth,
+                learning_rate=self.learning_rate,
+                scale_pos_weight=neg / pos,
+                tree_method="hist",
+                device=self.device,
+                n_jobs=1,
+                random_state=self.random_state,
+            )
+            m.fit(X, y)
+            return m
+        if self.model == "logistic":
+            pipe = _linear_pipeline(LogisticRegression(C=self.C, class_weight="balanced", max_iter=1000))
+            pipe.fit(X, y)
+            return pipe
+        raise ValueError(f"model must be 'xgboost' or 'logistic', got {self.model!r}")
+
+    def _scorer_for(self, model: Any) -> Scorer:
+        if isinstance(model, _Constant):
+            return model
+        if isinstance(model, Pipeline):
+            return _linear_pipeline_scorer(model, logistic=True)
+        return _xgb_scorer(model)  # binary:logistic: inplace_predict returns P(A > 0)
+
+    def report(self, table: AdvantageTable) -> dict[str, float]:
+        """Brier score and balanced accuracy of P(A > 0), and within-stratum rank quality."""
+        p = self.score_frame(table.X)
+        y = (table.y > 0).astype(float)
+        out = rank_report(table.y, p, table.frame["stratum"].to_numpy())
+        del out["rmse"], out["mae"]  # a probability is not in seconds
+        out["brier"] = float(np.mean((p - y) ** 2)) if len(y) else math.nan
+        hit = p > self.threshold_
+        tpr = float(hit[y == 1].mean()) if (y == 1).any() else math.nan
+        tnr = float((~hit[y == 0]).mean()) if (y == 0).any() else math.nan
+        out["balanced_accuracy"] = float(np.nanmean([tpr, tnr]))
+        return out
+
+    def feature_importances(self) -> pd.Series:
+        if isinstance(self.model_, _Constant):
+            return pd.Series(np.zeros(len(self.feature_names_)), index=self.feature_names_, name="importance")
+        return super().feature_importances()

@@ -1,0 +1,58 @@
+"""``python -m experiments.compare``: list studies and compare two runs from the store."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.compare import compare_runs, list_studies, main
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A store with two studies (as experiments.matched_budget tags them) and a child run."""
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    from ripplecp_policy.tracking import ensure_experiment, tracking_uri
+
+    root = tmp_path_factory.mktemp("mlruns")
+    exp = ensure_experiment("matched-budget", root)
+    client = MlflowClient(tracking_uri=tracking_uri(root))
+    ids = []
+    for i, (fam, tfc) in enumerate((("swe-pilot", 100.0), ("swe-pilot,long-horizon", 90.0))):
+        run = client.create_run(exp, tags={"ripplecp.kind": "study", "ripplecp.families": fam,
+                                           "ripplecp.label_set_hash": f"h{i}"})
+        client.log_batch(run.info.run_id, metrics=[
+            Metric("swe-pilot/first-boundary/1ckpt/tfc", tfc, 0, 0),
+            Metric(f"only{i}", 1.0, 0, 0)])
+        client.set_terminated(run.info.run_id)
+        ids.append(run.info.run_id)
+    child = client.create_run(exp, tags={"mlflow.parentRunId": ids[0], "ripplecp.kind": "fold"})
+    client.set_terminated(child.info.run_id)
+    return root, ids
+
+
+def test_lists_studies_newest_first(store, capsys):
+    root, ids = store
+    df = list_studies(str(root))
+    assert list(df["run_id"]) == ids[::-1]  # parent runs only, newest first
+    assert list(df["families"]) == ["swe-pilot,long-horizon", "swe-pilot"]
+    assert main(["--mlruns", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert ids[0] in out and ids[1] in out and "h1" in out
+
+
+def test_compares_two_runs_by_prefix(store, capsys):
+    root, ids = store
+    table = compare_runs(ids[0][:10], ids[1], str(root)).set_index("metric")
+    assert table.loc["swe-pilot/first-boundary/1ckpt/tfc", "diff"] == pytest.approx(-10.0)
+    assert table.loc["only0", "a"] == 1.0 and table.loc["only0", "b"] != table.loc["only0", "b"]
+    assert main([ids[0], ids[1], "--mlruns", str(root), "--filter", "tfc"]) == 0
+    out = capsys.readouterr().out
+    assert "first-boundary/1ckpt/tfc" in out and "only0" not in out
+
+
+def test_unknown_run_is_a_clear_error(store):
+    root, _ = store
+    with pytest.raises(SystemExit, match="0 runs match"):
+        compare_runs("zzzz", "yyyy", str(root))

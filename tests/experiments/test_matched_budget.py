@@ -1,0 +1,140 @@
+"""The main study: its argument parsing, and a smoke run of the real command (--quick)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.matched_budget import (
+    QUICK,
+    Args,
+    parse_args,
+    resolve_budget,
+    safe_key,
+    verdict_line,
+)
+from ripplecp_policy.evaluation import Verdict
+from tests.baselines.synthetic import make_label_set
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_are_the_embedded_study():
+    a = parse_args([])
+    assert a == Args()
+    assert a.budgets == ("count:1", "count:2", "count:3", "seconds:2x")
+    assert set(a.families) == {"swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon"}
+    q = parse_args(["--quick"])
+    assert q.quick and q.families == QUICK["families"] and q.n_resamples == QUICK["n_resamples"]
+    # explicit options win over --quick's
+    q2 = parse_args(["--quick", "--families", "swe-pilot", "--budgets", "count:1,bytes:2x", "--seed", "3"])
+    assert q2.families == ("swe-pilot",) and q2.budgets == ("count:1", "bytes:2x") and q2.seed == 3
+    assert parse_args(["--no-learned", "--no-mlflow"]).learned is False
+
+
+def test_budget_specs():
+    ls = make_label_set(n_repos=2, tasks_per_repo=1, seed=1)
+    assert resolve_budget("count:2", ls).amount == 2 and resolve_budget("3", ls).kind == "count"
+    mean_c = float(ls.checkpoints["creation_s"].mean())
+    b = resolve_budget("seconds:2x", ls)
+    assert b.kind == "seconds" and b.amount == pytest.approx(2 * mean_c, abs=1e-3)
+    assert resolve_budget("bytes:1000", ls).amount == 1000
+    for bad in ("joules:3", "count:2x", "seconds:abc"):
+        with pytest.raises(SystemExit):
+            resolve_budget(bad, ls)
+
+
+def test_safe_metric_keys():
+    assert safe_key("long-horizon/AdvantageRegressorPolicy[xgboost]/9.2s") == \
+        "long-horizon/AdvantageRegressorPolicy_xgboost_/9.2s"
+
+
+def test_verdict_line_says_no_plainly():
+    v = [Verdict("ridge", "first-boundary", "1ckpt", "no", "tfc", 3.0, -1.0, 7.0),
+         Verdict("ridge", "first-boundary", "2ckpt", "no", "tfc", 1.0, -2.0, 4.0)]
+    line = verdict_line("ridge", v)
+    assert "beats first-boundary at matched budget: no" in line and "keep first-boundary" in line
+    v[0].status, v[0].high = "yes", -0.5
+    assert "yes at 1ckpt only" in verdict_line("ridge", v)
+
+
+@pytest.mark.slow
+def test_quick_study_reaches_the_mlflow_store(tmp_path):
+    """Runs ``python -m experiments.matched_budget --quick`` for real and reads the store."""
+    store, out = tmp_path / "mlruns", tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("RIPPLECP_MLRUNS", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.matched_budget", "--quick", "--mlruns", str(store),
+         "--out", str(out)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "beats first-boundary at matched budget" in proc.stdout
+    families = QUICK["families"]
+    for fam in families:
+        assert f"== {fam}:" in proc.stdout
+        assert (out / f"budget_cost_{fam}.png").stat().st_size > 1000
+    assert (out / "summary.csv").exists() and (out / "per_task.csv").exists()
+
+    from mlflow.tracking import MlflowClient
+
+    from ripplecp_policy.tracking import tracking_uri
+
+    client = MlflowClient(tracking_uri=tracking_uri(store))
+    (exp,) = [e for e in client.search_experiments() if e.name == "matched-budget"]
+    parents = client.search_runs([exp.experiment_id], "tags.`ripplecp.kind` = 'study'")
+    assert len(parents) == 1
+    parent = parents[0]
+    assert parent.info.status == "FINISHED"
+    assert parent.data.tags["ripplecp.families"] == ",".join(families)
+    children = client.search_runs(
+        [exp.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'", max_results=5000)
+    assert children and all(c.info.status == "FINISHED" for c in children)
+    keys = {(c.data.tags["ripplecp.family"], c.data.tags["ripplecp.policy"],
+             c.data.tags["ripplecp.budget"], c.data.tags["ripplecp.split"]) for c in children}
+    assert len(keys) == len(children)  # one child per (family, policy, budget, fold)
+    policies = {k[1] for k in keys}
+    assert {"first-boundary", "optimum", "random", "failure-risk"} <= policies
+    assert {k[2] for k in keys} >= {"1ckpt", "2ckpt"}
+    assert len({k[3] for k in keys}) >= 3  # leave-one-repository-out: one split per repo
+    n_budgets = len(QUICK["budgets"])
+    assert len(children) == len(families) * 3 * len(policies) * n_budgets
+    for c in children:
+        assert len(c.data.tags["ripplecp.label_set_hash"]) == 64
+        assert parent.data.tags[f"ripplecp.label_set_hash.{c.data.tags['ripplecp.family']}"] == \
+            c.data.tags["ripplecp.label_set_hash"]
+        m = c.data.metrics
+        assert {"total_failure_cost", "regret_s", "spend", "lost_work_s"} <= set(m)
+        assert m["regret_s"] >= -1e-6
+        if c.data.tags["ripplecp.policy"] == "optimum":
+            assert m["regret_s"] == pytest.approx(0.0, abs=1e-6)
+    assert any(k.endswith("first-boundary/1ckpt/tfc") for k in parent.data.metrics)
+    arts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"summary.csv", "report.txt", "curves"} <= arts
+
+    # the study is listed by experiments.compare
+    from experiments.compare import list_studies
+
+    studies = list_studies(str(store))
+    assert parent.info.run_id in set(studies["run_id"])
+    listing = subprocess.run(
+        [sys.executable, "-m", "experiments.compare", "--mlruns", str(store)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert listing.returncode == 0 and parent.info.run_id in listing.stdout
+
+
+def test_labels_option_reads_a_saved_label_set(tmp_path):
+    from experiments.matched_budget import load_label_sets
+
+    ls = make_label_set(n_repos=2, tasks_per_repo=2, seed=4)
+    ls.save(tmp_path / "labels")
+    data = load_label_sets(parse_args(["--labels", str(tmp_path / "labels")]))
+    assert list(data) == ["synthetic"]  # the set's own family, since no simulated name matches
+    assert sorted(data["synthetic"].task_ids) == sorted(ls.task_ids)
+    assert data["synthetic"].content_hash() == ls.content_hash()

@@ -1,0 +1,112 @@
+"""Q-Ripple (fitted-Q iteration): measured-cost targets, convergence, value validation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ripplecp_policy.datasets import first_boundary_placement, replays, run_policy
+from ripplecp_policy.evaluation import optimal_placement
+from ripplecp_policy.learned import FittedQPolicy, value_error_summary
+from ripplecp_policy.policy import Budget
+from ripplecp_policy.splits import leave_one_repo_out
+from tests.ripplecp_policy.test_splits import toy_label_set
+
+BUDGET = Budget("count", 1)
+
+
+@pytest.fixture(scope="module")
+def late_value():
+    """A workload where the first step is cheap to redo and later ones are not."""
+    return toy_label_set(n_repos=3, tasks_per_repo=2, seed=2, first_conv=0.02, later_conv=0.9)
+
+
+@pytest.fixture(scope="module")
+def fitted(late_value):
+    f = leave_one_repo_out(late_value)[0]
+    train = late_value.subset(f.train_tasks)
+    pol = FittedQPolicy(n_estimators=30, min_samples_leaf=1, n_behaviour_seeds=4).fit(train, BUDGET)
+    return f, train, late_value.subset(f.test_tasks), pol
+
+
+def test_transition_costs_come_from_the_measured_table(fitted) -> None:
+    _, train, _, pol = fitted
+    task = next(iter(replays(train).values()))
+    tr = pol.transitions([task], BUDGET)
+    tc = task.costs
+    surv = tc.survival()
+    k2 = list(tc.failures).index(2)
+    h = tc.weights[k2] / surv[1]
+    # the first state (boundary 1, nothing taken): skip pays the pristine recovery J(0, 2),
+    # checkpoint pays creation plus J(1, 2), each weighted by the hazard of failing next
+    skip = h * (tc.J[0, k2] + tc.restore_latency[0, k2])
+    cp = tc.creation_s[1] + h * (tc.J[1, k2] + tc.restore_latency[1, k2])
+    assert tr["cost"][0] == pytest.approx(skip) and tr["action"][0] == 0
+    assert tr["cost"][1] == pytest.approx(cp) and tr["action"][1] == 1
+    assert tr["cont"][0] == pytest.approx(surv[2] / surv[1])
+    # after the only budgeted checkpoint, checkpointing is infeasible at the next state
+    assert not tr["next_feasible"][1] and tr["next_feasible"][0]
+
+
+def test_convergence_is_logged_and_contracts(fitted) -> None:
+    _, _, _, pol = fitted
+    conv = pol.convergence_
+    assert list(conv.columns) == ["iteration", "max_abs_delta", "mean_target"]
+    assert len(conv) >= 2
+    assert conv["max_abs_delta"].iloc[-1] < conv["max_abs_delta"].iloc[0]
+
+
+def test_fqi_learns_late_placement_on_training_tasks(fitted) -> None:
+    """Where only later checkpoints pay, Q-Ripple moves the budget off the first boundary."""
+    _, train, _, pol = fitted
+    gaps, fb_gaps = [], []
+    for task in replays(train).values():
+        place = run_policy(pol, task, BUDGET)
+        assert len(place) <= 1
+        _, opt = optimal_placement(task.costs, BUDGET)
+        gaps.append(task.expected_cost(place) - opt)
+        fb_gaps.append(task.expected_cost(first_boundary_placement(task, BUDGET)) - opt)
+    assert np.mean(gaps) < np.mean(fb_gaps)
+
+
+def test_value_report_on_held_out_tasks(fitted) -> None:
+    f, _, test, pol = fitted
+    rep = pol.value_report(test, BUDGET)
+    assert set(rep["repo"]) == {f.held_out}
+    np.testing.assert_allclose(rep["error_s"], rep["predicted_s"] - rep["executed_s"])
+    assert np.isfinite(rep[["predicted_s", "executed_s"]].to_numpy()).all()
+    s = value_error_summary(rep)
+    assert s["value_mae_s"] >= abs(s["value_bias_s"])
+
+
+def test_fqi_feature_importances_cover_state_and_action(fitted) -> None:
+    _, _, _, pol = fitted
+    imp = pol.feature_importances()
+    assert imp.index[-2:].tolist() == ["fqi__remaining", "fqi__action"]
+    assert imp.sum() == pytest.approx(1.0) and imp["fqi__action"] > 0
+
+
+def test_fqi_stages_see_training_repos_only(fitted) -> None:
+    f, _, _, pol = fitted
+    pol.audit_.check([f.held_out])
+    assert set(pol.audit_.stages) == {"fqi_transitions", "fqi_targets"}
+    assert pol.audit_.seen() == set(f.train_repos)
+
+
+@pytest.mark.parametrize("regressor", ["extratrees", "xgboost"])
+def test_fqi_is_deterministic(late_value, regressor) -> None:
+    train = late_value.subset(late_value.task_ids[:4])
+    a = FittedQPolicy(regressor=regressor, n_estimators=10, n_behaviour_seeds=2, random_state=4).fit(train, BUDGET)
+    b = FittedQPolicy(regressor=regressor, n_estimators=10, n_behaviour_seeds=2, random_state=4).fit(train, BUDGET)
+    task = next(iter(replays(train).values()))
+    obs = task.observation(2, [], BUDGET, 1.0)
+    assert a.q_values(obs) == b.q_values(obs)
+    assert a.convergence_.equals(b.convergence_)
+
+
+def test_fqi_refuses_tables_it_cannot_price(late_value) -> None:
+    sparse = late_value.recovery[late_value.recovery["restore_point"] != 0]
+    bad = type(late_value)(late_value.tasks, late_value.checkpoints, sparse, late_value.labels,
+                           late_value.trajectories, {})
+    with pytest.raises(ValueError, match="full"):
+        FittedQPolicy(n_estimators=5).fit(bad, BUDGET)

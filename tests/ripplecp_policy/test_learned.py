@@ -1,0 +1,204 @@
+"""Advantage policies: training table, thresholds on validation repos, separation, determinism."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+from ripplecp_policy.datasets import (
+    POLICY_FEATURES,
+    advantage_table,
+    first_boundary_placement,
+    replays,
+    run_policy,
+)
+from ripplecp_policy.learned import (
+    AdvantageClassifierPolicy,
+    AdvantageRegressorPolicy,
+    default_learned_policies,
+    rank_report,
+)
+from ripplecp_policy.policy import Budget, PlacementPolicy
+from ripplecp_policy.splits import SplitAudit, leave_one_repo_out
+from ripplecp_policy.tuning import tune
+from tests.ripplecp_policy.test_splits import toy_label_set
+
+BUDGET = Budget("count", 1)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return toy_label_set(n_repos=3, tasks_per_repo=2, seed=1)
+
+
+@pytest.fixture(scope="module")
+def fold(data):
+    f = leave_one_repo_out(data)[0]
+    return f, data.subset(f.train_tasks), data.subset(f.test_tasks)
+
+
+def test_advantage_table_uses_fallback_as_placement(data) -> None:
+    table = advantage_table(data)
+    ok = ~data.labels["quarantined"].astype(bool)
+    cells = data.labels[ok].groupby(["task_id", "candidate", "fallback"])["advantage"].mean()
+    assert len(table.frame) == len(cells)
+    got = table.frame.set_index(["task_id", "candidate", "fallback"])["advantage"]
+    np.testing.assert_allclose(got.loc[cells.index].to_numpy(), cells.to_numpy())
+    # the placement so far (fallback) is visible to the features: first vs additional differ
+    first = table.frame[table.frame["stratum"] == "first"]
+    add = table.frame[table.frame["stratum"] == "additional"]
+    assert (first["context__has_checkpoint"] == 0).all() and (add["context__has_checkpoint"] == 1).all()
+    assert (add["policy__has_cp"] == 1).all() and set(POLICY_FEATURES) <= set(table.feature_names)
+    # the toy's two regimes: first checkpoints pay, additional ones barely do
+    assert first["advantage"].mean() > 5 * abs(add["advantage"].mean())
+
+
+def test_advantage_table_excludes_quarantined_pairs(data) -> None:
+    labels = data.labels.copy()
+    labels.loc[labels.index[:5], "quarantined"] = True
+    labels.loc[labels.index[:5], "advantage"] = 1e6
+    bad = type(data)(data.tasks, data.checkpoints, data.recovery, labels, data.trajectories, {})
+    assert advantage_table(bad).y.max() < 1e6
+
+
+@pytest.mark.parametrize("model", ["xgboost", "ridge"])
+def test_regressor_learns_regimes_and_sets_threshold_on_validation(fold, model) -> None:
+    f, train, test = fold
+    pol = AdvantageRegressorPolicy(model=model, n_estimators=40).fit(train, BUDGET)
+    assert pol.threshold_source_.startswith("validation")
+    assert math.isfinite(pol.threshold_) or pol.threshold_ in (math.inf, -math.inf)
+    vc = pol.validation_costs_
+    assert len(vc) >= 3 and vc["mean_cost"].min() == pytest.approx(
+        vc.loc[vc["threshold"] == pol.threshold_, "mean_cost"].iloc[0])
+    # held-out rank quality reported beside error, never pooled
+    rep = pol.report(advantage_table(test))
+    assert {"rmse", "mae", "spearman_first", "spearman_additional", "spearman_within"} <= set(rep)
+    # predicted advantage of a first checkpoint beats that of an additional one
+    table = advantage_table(test)
+    s = pol.score_frame(table.X)
+    strata = table.frame["stratum"].to_numpy()
+    assert s[strata == "first"].mean() > s[strata == "additional"].mean()
+    # separation: every stage saw training repositories only
+    pol.audit_.check([f.held_out])
+    assert pol.audit_.seen() == set(f.train_repos)
+    assert {"scaler", "model", "threshold"} <= set(pol.audit_.stages)
+
+
+def test_policy_never_overspends_and_is_comparable_to_first_boundary(fold) -> None:
+    _, train, test = fold
+    pol = AdvantageRegressorPolicy(model="ridge").fit(train, Budget("count", 2))
+    for task in replays(test).values():
+        place = run_policy(pol, task, Budget("count", 2))
+        assert len(place) <= 2 and place == sorted(place)
+        fb = first_boundary_placement(task, Budget("count", 2))
+        assert fb == list(range(1, min(2, task.n_boundaries) + 1))
+        assert math.isfinite(task.expected_cost(place))
+
+
+def test_classifier_is_reweighted_for_imbalance(fold) -> None:
+    _, train, test = fold
+    clf = AdvantageClassifierPolicy(model="xgboost", n_estimators=30).fit(train, BUDGET)
+    y = advantage_table(train).y > 0
+    assert 0 < y.mean() < 1
+    assert clf.model_.get_params()["scale_pos_weight"] == pytest.approx((~y).sum() / y.sum())
+    rep = clf.report(advantage_table(test))
+    assert 0 <= rep["brier"] <= 1 and "rmse" not in rep
+    logit = AdvantageClassifierPolicy(model="logistic").fit(train, BUDGET)
+    assert logit.model_.named_steps["model"].class_weight == "balanced"
+
+
+def test_one_seed_same_models_thresholds_predictions(fold) -> None:
+    _, train, test = fold
+    table = advantage_table(test)
+    a = AdvantageRegressorPolicy(model="xgboost", n_estimators=30, subsample=0.8, random_state=7).fit(train, BUDGET)
+    b = AdvantageRegressorPolicy(model="xgboost", n_estimators=30, subsample=0.8, random_state=7).fit(train, BUDGET)
+    assert a.threshold_ == b.threshold_
+    np.testing.assert_array_equal(a.score_frame(table.X), b.score_frame(table.X))
+    c = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(a.score_frame(table.X), c.score_frame(table.X))
+
+
+def test_tuning_sees_training_repos_only_and_is_seeded(fold) -> None:
+    f, train, _ = fold
+    pol = AdvantageRegressorPolicy(model="ridge")
+    r1 = tune(pol, train, BUDGET, n_trials=4, seed=3)
+    r2 = tune(pol, train, BUDGET, n_trials=4, seed=3)
+    assert r1.best_params == r2.best_params and r1.objective == "rmse"
+    assert len(r1.trials) == 4
+    r1.audit.check([f.held_out])
+    assert r1.audit.seen() == set(f.train_repos)
+
+
+def test_full_loro_pipeline_never_leaks(data) -> None:
+    """Every stage (tuning, scaling, threshold, model) of every fold misses its held-out repo."""
+    for f in leave_one_repo_out(data):
+        train = data.subset(f.train_tasks)
+        pol = AdvantageRegressorPolicy(model="ridge")
+        res = tune(pol, train, BUDGET, n_trials=2, seed=0)
+        pol.set_params(**res.best_params).fit(train, BUDGET)
+        audit = SplitAudit()
+        audit.merge(res.audit)
+        audit.merge(pol.audit_)
+        audit.check([f.held_out])
+        assert f.held_out not in audit.seen()
+        # and a deliberately leaky fit is caught
+        leaky = AdvantageRegressorPolicy(model="ridge").fit(data, BUDGET)
+        with pytest.raises(AssertionError, match="held-out"):
+            leaky.audit_.check([f.held_out])
+
+
+def test_rank_report_is_within_stratum() -> None:
+    y = np.array([10, 20, 30, 0, 1, 2], float)
+    s = np.array(["first"] * 3 + ["additional"] * 3)
+    rep = rank_report(y, np.array([1, 2, 3, 3, 2, 1], float), s)
+    assert rep["spearman_first"] == pytest.approx(1.0)
+    assert rep["spearman_additional"] == pytest.approx(-1.0)
+    assert rep["spearman_within"] == pytest.approx(0.0)
+
+
+def test_default_learned_policies_are_unfitted_policies() -> None:
+    pols = default_learned_policies(seed=5, quick=True)
+    assert len(pols) >= 3 and all(isinstance(p, PlacementPolicy) for p in pols)
+    assert all(p.get_params().get("random_state") == 5 for p in pols)
+    assert not any(hasattr(p, "is_fitted_") for p in pols)
+    assert len({p.name for p in pols}) == len(pols)
+
+
+def test_packed_trees_match_the_libraries() -> None:
+    """The fast per-boundary path gives the libraries' own predictions, missing values included."""
+    from sklearn.ensemble import ExtraTreesRegressor
+    from xgboost import XGBClassifier, XGBRegressor
+
+    from ripplecp_policy.learned.advantage import PackedTrees
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 8)) * 50
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = np.nan_to_num(X[:, 0]) * 0.3 + rng.random(300) * 10
+    Xt = rng.normal(size=(200, 8)) * 50
+    Xt[rng.random(Xt.shape) < 0.2] = np.nan
+    Xt[:40] = X[:40]  # training values: ties with split thresholds
+    reg = XGBRegressor(n_estimators=60, max_depth=3, n_jobs=1).fit(X, y)
+    np.testing.assert_allclose(PackedTrees.from_xgboost(reg).predict(Xt),
+                               reg.get_booster().inplace_predict(Xt), rtol=1e-5, atol=1e-4)
+    clf = XGBClassifier(n_estimators=40, max_depth=3, n_jobs=1, scale_pos_weight=2.0).fit(X, (y > 0).astype(int))
+    np.testing.assert_allclose(PackedTrees.from_xgboost(clf).predict(Xt), clf.predict_proba(Xt)[:, 1], atol=1e-6)
+    et = ExtraTreesRegressor(n_estimators=20, min_samples_leaf=2, random_state=0).fit(X, y)
+    np.testing.assert_allclose(PackedTrees.from_sklearn_forest(et).predict(Xt), et.predict(Xt), atol=1e-9)
+
+
+def test_training_replay_matches_the_evaluation_runner(fold) -> None:
+    """Policies are trained on exactly the features the matched-budget runner shows them."""
+    from ripplecp_policy.evaluation import Evaluator
+
+    _, train, test = fold
+    pol = AdvantageRegressorPolicy(model="ridge", threshold=0.0).fit(train, Budget("count", 2))
+    ev = Evaluator(test)
+    for task in replays(test).values():
+        ours = run_policy(pol, task, Budget("count", 2))
+        theirs = ev.run(pol, task.task_id, Budget("count", 2)).checkpoints
+        assert ours == theirs
+        assert task.expected_cost(ours) == pytest.approx(ev.score(ev.run(pol, task.task_id, Budget("count", 2)))["objective_s"])
