@@ -133,9 +133,9 @@ class TaskReplay:
         if self._feature_fn is None:
             # the evaluation runner's own walk: one extractor, events up to each boundary's
             # event, checkpoints marked after the decision (identical features by construction)
-            from features.online import OnlineFeatureExtractor
+            from features.online import OnlineFeatureExtractor, config_for
 
-            ex = OnlineFeatureExtractor()
+            ex = OnlineFeatureExtractor(config_for(self.trajectory))
             names = list(ex.feature_names)
             arr = np.full((self.n_boundaries + 1, len(names)), np.nan)
             events, pos, marks = self.trajectory.events, 0, set(history)

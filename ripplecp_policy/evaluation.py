@@ -632,13 +632,9 @@ def _make_extractor(config: Any, traj: Any) -> Any:
     """A fresh extractor configured exactly as ``features.online.boundary_features`` does
     for this trajectory (workspace root from its metadata), so online and offline features
     agree."""
-    from features.online import OnlineFeatureExtractor
+    from features.online import OnlineFeatureExtractor, config_for
 
-    try:
-        from features.online import _config_for
-    except ImportError:  # pragma: no cover - older features.online
-        return OnlineFeatureExtractor(config)
-    return OnlineFeatureExtractor(_config_for(traj, config))
+    return OnlineFeatureExtractor(config_for(traj, config))
 
 
 _EVALUATORS: list[Evaluator] = []
