@@ -36,7 +36,9 @@ then (epoch = segment). Ripple definitions:
 
 Quantities a log does not record are NaN, never 0: every second-based feature is NaN for
 a ``codex exec --json`` log without arrival stamps, token features are NaN until a token
-count has been seen, byte features until a byte count has been seen.
+count has been seen (each of input/cached/output tokens until that part has been seen: a
+log that never reports cached tokens has NaN, not 0, cached tokens), byte features until a
+byte count has been seen.
 
 The extractor is incremental: :meth:`OnlineFeatureExtractor.observe` costs O(direct edges
 of the new event); a whole-workspace read or a test/build (an edge from every live file)
@@ -189,6 +191,7 @@ class OnlineFeatureExtractor:
         # totals
         self._tok_total = 0
         self._tok_known = False
+        self._tok_part_known = [False, False, False]  # input, cached, output ever reported
         self._tools_total = 0
         self._retries_total = 0
         self._errors_total = 0
@@ -303,14 +306,18 @@ class OnlineFeatureExtractor:
         if ti is not None or tc is not None or to is not None:
             self._tok_known = True
             st = self._s_tok
+            pk = self._tok_part_known
             if ti is not None:
                 st[0] += ti
                 self._tok_total += ti
+                pk[0] = True
             if tc is not None:
                 st[1] += tc
+                pk[1] = True
             if to is not None:
                 st[2] += to
                 self._tok_total += to
+                pk[2] = True
 
         # calls, errors, retries
         err = _is_error(event)
@@ -492,9 +499,9 @@ class OnlineFeatureExtractor:
             busy_cp,
             float(self._tok_total) if tk else NAN,
             float(self._s_tok[0] + self._s_tok[2]) if tk else NAN,
-            float(self._s_tok[0]) if tk else NAN,
-            float(self._s_tok[1]) if tk else NAN,
-            float(self._s_tok[2]) if tk else NAN,
+            float(self._s_tok[0]) if self._tok_part_known[0] else NAN,
+            float(self._s_tok[1]) if self._tok_part_known[1] else NAN,
+            float(self._s_tok[2]) if self._tok_part_known[2] else NAN,
             float(self._tools_total),
             float(self._s_tools),
             float(self._s_model),

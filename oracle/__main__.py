@@ -133,6 +133,7 @@ def audit_summary(records: list[dict]) -> dict[str, Any]:
             pairs[r["pair_id"]][r["role"]] = r
     by_cell: dict[str, dict[int, float]] = defaultdict(dict)
     q_pairs = []
+    no_creation: list[str] = []
     for pid, roles in sorted(pairs.items()):
         if set(roles) != {"cp", "skip"}:
             continue
@@ -141,7 +142,10 @@ def audit_summary(records: list[dict]) -> dict[str, Any]:
             q_pairs.append({"pair_id": pid, "reasons": [x["quarantine_reason"] for x in (cp, sk)
                                                         if x["quarantined"]]})
         creation = next((float(c["creation_s"]) for c in noms.get(cp["task_id"], {}).get("checkpoints", [])
-                         if int(c["boundary"]) == int(cp["restore_point"])), 0.0)
+                         if int(c["boundary"]) == int(cp["restore_point"])), None)
+        if creation is None:  # no nominal record of the candidate: its advantage is unknown, not 0-charged
+            no_creation.append(pid)
+            continue
         by_cell[cp["cell_id"]][int(cp["repetition"])] = float(sk["cost_s"]) - float(cp["cost_s"]) - creation
     unstable = []
     for cell, advs in sorted(by_cell.items()):
@@ -157,6 +161,7 @@ def audit_summary(records: list[dict]) -> dict[str, Any]:
         "verified_branches": sum(1 for r in br if r["verified"]),
         "capped_branches": sum(1 for r in br if r["capped"]),
         "plan_hashes": sorted({str(r.get("plan_hash")) for r in br}),
+        "pairs_without_creation_cost": no_creation,
     }
 
 
@@ -179,6 +184,9 @@ def cmd_audit(a: argparse.Namespace) -> int:
     print(f"  quarantined pairs: {len(s['quarantined_pairs'])}")
     for q in s["quarantined_pairs"]:
         print(f"    {q['pair_id']}: {' | '.join(q['reasons'])}")
+    if s["pairs_without_creation_cost"]:
+        print(f"  pairs without a nominal creation cost (advantage unknown): "
+              f"{len(s['pairs_without_creation_cost'])}")
     print(f"  sign-unstable cells: {len(s['sign_unstable_cells'])}")
     for u in s["sign_unstable_cells"]:
         advs = ", ".join(f"{x:+.3f}" for x in u["advantages"])

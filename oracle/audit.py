@@ -24,7 +24,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AuditCorruptError", "AuditDuplicateKeyError", "AuditLog", "record_checksum"]
+__all__ = ["AuditCorruptError", "AuditDuplicateKeyError", "AuditLog", "canonical_json",
+           "record_checksum"]
 
 
 class AuditCorruptError(ValueError):
@@ -35,10 +36,14 @@ class AuditDuplicateKeyError(ValueError):
     """A record with this key is already in the audit log."""
 
 
-def _canonical(obj: Any) -> bytes:
+def canonical_json(obj: Any) -> bytes:
+    """Canonical JSON bytes (sorted keys, compact, UTF-8, no NaN) that checksums are taken of."""
     return json.dumps(
         obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     ).encode("utf-8")
+
+
+_canonical = canonical_json
 
 
 def record_checksum(record: dict) -> str:

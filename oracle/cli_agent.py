@@ -46,6 +46,7 @@ import signal
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -179,14 +180,24 @@ class CliRun:
             try:
                 obj = json.loads(text)
             except json.JSONDecodeError:
-                self.usage["non_json_lines"] += 1
-                continue
+                obj = None
             if not isinstance(obj, dict):
-                self.usage["non_json_lines"] += 1
+                self._skip_line(text)
                 continue
             self._update_state(obj, self._transcript, self._facts)
             for rep in self._parse(obj, arrival):
                 yield from self._finish(rep, arrival)
+
+    def _skip_line(self, text: str) -> None:
+        """Count a stdout line that is not a JSON object; warn on the first, naming it."""
+        self.usage["non_json_lines"] += 1
+        if self.usage["non_json_lines"] == 1:
+            warnings.warn(
+                f"agent {self.argv[0]!r} (run dir {self.run_dir}): stdout line "
+                f"{self.usage['lines']} is not a JSON object, ignored: {text[:120]!r} "
+                "(later ones are only counted in usage['non_json_lines'])",
+                stacklevel=3,
+            )
 
     def _finish(self, rep: AgentReport, arrival: float) -> Iterator[AgentReport]:
         if rep.kind == "event":

@@ -24,13 +24,14 @@ and truncated; a corrupt line anywhere else raises :class:`EffectLogCorruptError
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from oracle.audit import canonical_json, record_checksum
 
 __all__ = ["EffectLog", "EffectLogCorruptError", "ForkBarrierError"]
 
@@ -43,14 +44,9 @@ class EffectLogCorruptError(ValueError):
     """An effect log line (other than a torn last one) is unreadable; names file and line."""
 
 
-def _canonical(obj: Any) -> bytes:
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
-
-
-def _checksum(fields: dict[str, Any]) -> str:
-    return hashlib.sha256(_canonical(fields)).hexdigest()
+# one canonical form and checksum for every append-only log of the oracle
+_canonical = canonical_json
+_checksum = record_checksum
 
 
 class EffectLog:

@@ -344,6 +344,9 @@ def run_nominal(
     if expected != bevents:
         warn.append(f"reported boundaries at events {bevents} but the trajectory's "
                     f"{config.granularity} boundaries are {expected}")
+    skipped = int(run.usage.get("non_json_lines") or 0)
+    if skipped:
+        warn.append(f"{skipped} agent output line(s) were not JSON objects and were ignored")
     obs = []
     for ev in events:
         o = _observation(ev)

@@ -45,6 +45,7 @@ import random
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -145,7 +146,16 @@ def scripted_parse_line(obj: dict, arrival: float) -> list[AgentReport]:
         return [AgentReport("boundary", boundary=int(obj["n"]))]
     if t == "effect":
         return [AgentReport("effect", effect=dict(obj["effect"]))]
-    return []
+    if t in _STATE_LINES:
+        return []  # preserved state only (facts/transcript), consumed by the adapter
+    # never dropped: an unknown line type is kept as an ``other`` event, with a warning
+    warnings.warn(f"scripted agent protocol: unknown line type {t!r} kept as an 'other' "
+                  f"event: {json.dumps(obj, default=str)[:120]}", stacklevel=2)
+    return [AgentReport("event", event=Event(index=0, kind="other", end=arrival,
+                                             extra={"unknown_line": obj}))]
+
+
+_STATE_LINES = frozenset({"fact", "step_done"})
 
 
 def ScriptedAgent(granularity: str = "turn", python: str | None = None) -> CommandLineAgent:  # noqa: N802 - factory named like the agent

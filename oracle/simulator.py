@@ -142,6 +142,7 @@ repetition, straight into an :class:`oracle.tables.LabelSet`.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -1129,7 +1130,32 @@ def simulate_label_set(
             "n_repos": n_repos, "tasks_per_repo": tasks[0].family.tasks_per_repo if tasks else None,
             "clock": "virtual (fast path, same cost function as SimulatedAgent)"}
     return LabelSet(tasks_df, checkpoints, recovery, labels,
-                    {lt.task_id: lt.trajectory for lt in tasks}, prov)
+                    {lt.task_id: _private_copy(lt.trajectory) for lt in tasks}, prov)
+
+
+def _private_copy(traj: Trajectory) -> Trajectory:
+    """A copy whose events, lists and ``extra``/``meta`` mappings are the caller's own.
+
+    Latent tasks are cached per (family, repository, task, seed); handing out the cached
+    trajectory would let a caller's edit change every later study with the same seed in
+    the process. Cheaper than ``copy.deepcopy`` (values are JSON-like and shallow)."""
+    events = []
+    for e in traj.events:
+        c = copy.copy(e)
+        c.extra = {k: _copy_value(v) for k, v in e.extra.items()}
+        c.paths_read, c.paths_written = list(e.paths_read), list(e.paths_written)
+        if e.argv is not None:
+            c.argv = list(e.argv)
+        events.append(c)
+    return Trajectory(traj.task_id, traj.repo, traj.source_format, events, copy.deepcopy(traj.meta))
+
+
+def _copy_value(v: Any) -> Any:
+    if isinstance(v, list):
+        return [_copy_value(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _copy_value(x) for k, x in v.items()}
+    return v
 
 
 CHECKPOINT_COLUMNS = ("task_id", "boundary", "event_index", "step", "nominal_t_s", "creation_s",

@@ -274,15 +274,25 @@ def advantage_table(
 ) -> AdvantageTable:
     """One row per (task, candidate, fallback): features at the candidate, mean advantage.
 
-    Quarantined pairs are excluded (they stay in the label set, never used as targets).
+    The target is the mean paired advantage of the cell's CP/SKIP pairs. Quarantined pairs
+    are excluded (they stay in the label set, never used as targets). A label set with no
+    pairs but full recovery tables (a harness ``full`` design) yields table-derived
+    targets instead: for every c- < t, the mean over measured failures f > t of
+    J(c-, f) - J(t, f) - C(t), each J a mean over executed repetitions; the frame's
+    ``target_source`` column says which was used.
     """
     labels = data.labels
     ok = ~labels["quarantined"].fillna(False).astype(bool)
     if verified_only:
         ok &= labels["verified"].fillna(False).astype(bool)
     labels = labels[ok]
+    source = "pairs"
     if labels.empty:
-        raise ValueError("labels: no usable (non-quarantined) pairs to train on")
+        labels = table_labels(data, verified_only=verified_only)
+        source = "recovery_table"
+    if labels.empty:
+        raise ValueError("labels: no usable (non-quarantined) pairs, and no full recovery "
+                         "table to derive advantage targets from")
     tasks = tasks if tasks is not None else replays(data, feature_fn)
     cells = (
         labels.groupby(["task_id", "candidate", "fallback"], sort=True)
@@ -305,7 +315,7 @@ def advantage_table(
         feats = task.features_at(t, hist)
         if names is None:
             names = list(feats) + list(POLICY_FEATURES)
-        rows.append({**rec, **feats, **policy_features(t, c)})
+        rows.append({**rec, **feats, **policy_features(t, c), "target_source": source})
     assert names is not None
     frame = pd.DataFrame(rows)
     missing = [n for n in names if n not in frame.columns]
@@ -313,3 +323,27 @@ def advantage_table(
         raise ValueError(f"feature frames disagree across tasks: {missing[:5]} missing")
     frame[names] = frame[names].astype(float)
     return AdvantageTable(frame, names, set(frame["repo"]))
+
+
+def table_labels(data: LabelSet, *, verified_only: bool = False) -> pd.DataFrame:
+    """Cell targets derived from full recovery tables (no pairs needed); see ``advantage_table``."""
+    rows = []
+    verified = data.tasks.set_index("task_id")["verified"]
+    for tid in data.task_ids:
+        if verified_only and not bool(verified.get(tid, False)):
+            continue
+        rt = data.recovery_table(tid)
+        if not rt.is_full() or not rt.failures:
+            continue
+        for t in range(1, rt.n_boundaries + 1):
+            fs = [f for f in rt.failures if f > t]
+            if not fs:
+                continue
+            for c in range(t):
+                adv = [rt.advantage(t, c, f) for f in fs]
+                rows.append(dict(
+                    task_id=tid, candidate=t, fallback=c, repo=data.repo_of(tid),
+                    stratum="first" if c == 0 else "additional", advantage=float(np.mean(adv)),
+                    creation_s=rt.creation_s(t), protected_work_s=rt.nominal_t(t) - rt.nominal_t(c),
+                ))
+    return pd.DataFrame(rows)

@@ -149,14 +149,17 @@ def read_codex_exec(
         elif t == "turn.completed":
             usage = get(obj, "usage", dict, loc, required=True)
             uloc = loc / "usage"
-            total = {k: to_int(usage.get(k, 0), uloc / k) or 0 for k in _USAGE_KEYS}
-            delta = {k: total[k] - prev_total[k] for k in _USAGE_KEYS}
-            if any(v < 0 for v in delta.values()):
+            # a count the usage does not report stays missing (None), never 0
+            total = {k: v for k in _USAGE_KEYS
+                     if (v := to_int(usage.get(k), uloc / k)) is not None}
+            delta: dict[str, int | None] = {k: None for k in _USAGE_KEYS}
+            delta.update({k: total[k] - prev_total[k] for k in total})
+            if any(v is not None and v < 0 for v in delta.values()):
                 raise uloc.error(
                     f"running token total decreased ({prev_total} -> {total}); "
                     "turn.completed.usage must be a running total"
                 )
-            prev_total = total
+            prev_total = {**prev_total, **total}
             extra_usage = {k: v for k, v in usage.items() if k not in _USAGE_KEYS}
             keyed.append((ln.lineno, Event(
                 index=0, kind=EventKind.MODEL_CALL, step=step(), end=ln.arrival,

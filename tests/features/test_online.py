@@ -164,6 +164,33 @@ def test_nan_not_zero_without_timestamps_or_tokens() -> None:
     assert (timed["cost__wall_s_total"].diff().dropna() >= 0).all()
 
 
+def test_token_parts_a_log_never_reports_are_nan_not_zero() -> None:
+    # a mini-SWE-agent/OpenHands call without prompt_tokens_details: no cached count
+    ev = [
+        Event(index=0, kind=EventKind.MODEL_CALL, step=1, input_tokens=100, output_tokens=7),
+        Event(index=1, kind=EventKind.COMMAND, step=1, command="ls"),
+        Event(index=2, kind=EventKind.MODEL_CALL, step=2, output_tokens=5),
+    ]
+    ex = OnlineFeatureExtractor()
+    for e in ev:
+        ex.observe(e)
+    f = ex.features()
+    assert f["cost__input_tokens_since_cp"] == 100.0 and f["cost__output_tokens_since_cp"] == 12.0
+    assert math.isnan(f["cost__cached_tokens_since_cp"])
+    assert f["cost__tokens_total"] == 112.0
+    only_out = OnlineFeatureExtractor()
+    only_out.observe(Event(index=0, kind=EventKind.MODEL_CALL, step=1, output_tokens=3))
+    g = only_out.features()
+    assert g["cost__output_tokens_since_cp"] == 3.0
+    assert math.isnan(g["cost__input_tokens_since_cp"]) and math.isnan(g["cost__cached_tokens_since_cp"])
+    # once reported, a part stays known: zero since a new checkpoint, not NaN
+    ex.observe(Event(index=3, kind=EventKind.MODEL_CALL, step=3, input_tokens=1, cached_tokens=0,
+                     output_tokens=1))
+    ex.mark_checkpoint()
+    h = ex.features()
+    assert (h["cost__input_tokens_since_cp"], h["cost__cached_tokens_since_cp"]) == (0.0, 0.0)
+
+
 def test_boundary_features_checkpoint_semantics() -> None:
     traj = generate_trajectory(120, seed=11, turn_length=(8, 12))
     df = boundary_features(traj, "turn", checkpoints=[2, 4])

@@ -219,6 +219,23 @@ def test_codex_exec_running_total_deltas_multi_turn(tmp_path: Path) -> None:
     assert t.boundaries("turn") == [commit.index]
 
 
+def test_codex_exec_usage_count_not_reported_is_missing_not_zero(tmp_path: Path) -> None:
+    p = _write(tmp_path, "no_cached.jsonl", [
+        {"type": "thread.started", "thread_id": "t-nc"},
+        {"type": "turn.started"},
+        {"type": "turn.completed", "usage": {"input_tokens": 100, "output_tokens": 5}},
+        {"type": "turn.started"},
+        {"type": "turn.completed", "usage": {"input_tokens": 130, "cached_input_tokens": 20,
+                                             "output_tokens": 9}},
+        {"type": "turn.started"},
+        {"type": "turn.completed", "usage": {"input_tokens": 150, "cached_input_tokens": 25,
+                                             "output_tokens": None}},
+    ])
+    mcs = kinds(read_trajectory(p), EventKind.MODEL_CALL)
+    assert [(e.input_tokens, e.cached_tokens, e.output_tokens) for e in mcs] == [
+        (100, None, 5), (30, 20, 4), (20, 5, None)]
+
+
 def test_codex_exec_early_item_type_spelling(tmp_path: Path) -> None:
     p = _write(tmp_path, "early.jsonl", [
         {"type": "thread.started", "thread_id": "t-early"},

@@ -20,16 +20,21 @@ from oracle.agent import (
     get_agent,
     register_agent,
 )
-from oracle.scripted import ScriptedAgent, make_scripted_tasks
+from oracle.scripted import ScriptedAgent, make_scripted_tasks, scripted_parse_line
 
 
-def test_virtual_clock_advances_instantly_and_rejects_negative_steps() -> None:
+def test_virtual_clock_advances_instantly_and_rejects_negative_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_real_sleep(seconds: float) -> None:
+        raise AssertionError(f"VirtualClock slept for real ({seconds} s)")
+
+    monkeypatch.setattr(time, "sleep", no_real_sleep)  # instant: it must never really sleep
     c = VirtualClock()
     assert c.kind == "virtual" and c.now() == 0.0
-    t0 = time.monotonic()
     c.sleep(3600.0)
     c.advance(0.5)
-    assert c.now() == 3600.5 and time.monotonic() - t0 < 1.0
+    assert c.now() == 3600.5
     with pytest.raises(ValueError):
         c.advance(-1)
     assert isinstance(c, Clock) and isinstance(WallClock(), Clock)
@@ -97,3 +102,13 @@ def test_scripted_agent_start_resume_rederives(tmp_path: Path) -> None:
     run3 = agent.resume(task, RestorePoint(0, ws3, [], {}), ws3, 2, WallClock())
     phases3 = [r.event.extra.get("phase") for r in run3.reports() if r.kind == "event"]
     assert run3.wait() == 0 and "probe" in phases3
+
+
+def test_scripted_protocol_keeps_unknown_line_types_with_a_warning() -> None:
+    assert scripted_parse_line({"type": "fact", "key": "k", "value": 1}, 0.0) == []
+    assert scripted_parse_line({"type": "step_done", "step": 1}, 0.0) == []
+    with pytest.warns(UserWarning, match="unknown line type 'progress'"):
+        (rep,) = scripted_parse_line({"type": "progress", "pct": 50}, 3.0)
+    assert rep.kind == "event" and rep.event is not None
+    assert rep.event.kind == "other" and rep.event.end == 3.0
+    assert rep.event.extra["unknown_line"] == {"type": "progress", "pct": 50}

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from features.readers.codex_exec import read_codex_exec
-from features.schema import EventKind
+from features.schema import Event, EventKind
 from oracle.agent import AgentReport, RestorePoint, TaskSpec, VirtualClock, WallClock
 from oracle.cli_agent import (
     CODEX_CONFIG,
@@ -195,7 +194,25 @@ def test_adapter_uses_the_given_clock(tmp_path: Path) -> None:
     (rep,) = list(run.reports())
     run.wait()
     assert rep.event is not None and rep.event.end == 100.0 and rep.event.index == 0
-    assert time.monotonic() > 0
+    assert rep.event.extra["arrival"] == 100.0 and clock.now() == 100.0
+
+
+def test_non_json_stdout_lines_are_counted_and_warned_never_silently_dropped(tmp_path: Path) -> None:
+    prog = ("import json; print('Loading model...'); print(json.dumps({'type':'x'})); "
+            "print('[1, 2]'); print('{broken')")
+
+    def parse(obj: dict, t: float) -> list[AgentReport]:
+        return [AgentReport("event", event=Event(index=0, kind="other"))]
+
+    agent = CommandLineAgent([sys.executable, "-c", prog], [sys.executable, "-c", prog], parse)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    run = agent.start(_task(), ws, 0, WallClock())
+    with pytest.warns(UserWarning, match=r"stdout line 1 is not a JSON object.*Loading model") as rec:
+        reps = list(run.reports())
+    assert run.wait() == 0 and len(reps) == 1
+    assert len([w for w in rec if "not a JSON object" in str(w.message)]) == 1  # first one only
+    assert run.usage["non_json_lines"] == 3 and run.usage["lines"] == 4
 
 
 def test_codex_nominal_run_through_the_harness(tmp_path: Path) -> None:

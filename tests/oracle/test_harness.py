@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import shlex
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -221,9 +223,25 @@ def test_unpinned_nondeterministic_read_and_cap(tmp_path: Path) -> None:
     ctx.nominal[tasks[0].task_id] = run_nominal_job(tasks[0].task_id, ctx, seed=1)
     rec = run_branch(_spec(ctx, "table", 1, 2, 1), ctx)
     assert rec["quarantined"] and "unpinned nondeterministic read: clock at step 2" in rec["quarantine_reason"]
+    assert rec["verified"] and not rec["capped"]  # uncapped, the same agent completes
+    # capped: killed once the cap passed (no wall-clock upper bound: a loaded machine may
+    # delay the kill, never advance it), so the run is cut short and unverified
     capped_ctx = dataclasses.replace(ctx, config=HarnessConfig(branch_cap_s=0.05))
     rec = run_branch(_spec(capped_ctx, "table", 0, 1, 0, branch_id="capped"), capped_ctx)
-    assert rec["capped"] and not rec["verified"] and rec["cost_s"] < 2.0
+    assert rec["capped"] and not rec["verified"] and rec["cost_s"] >= 0.05
+
+
+def test_agent_output_that_is_not_json_is_reported_in_the_nominal_warnings(tmp_path: Path) -> None:
+    tasks = make_scripted_tasks(1, 4, tmp_path / "tasks", n_steps=2, n_files=2, time_scale=0.05)
+    chatty = tmp_path / "chatty-python"  # the agent program prints a banner before its JSON
+    chatty.write_text(f"#!/bin/sh\necho 'agent v1.2 starting'\nexec {shlex.quote(sys.executable)} \"$@\"\n")
+    chatty.chmod(0o755)
+    store = CheckpointStore(tmp_path / "store")
+    with pytest.warns(UserWarning, match="stdout line 1 is not a JSON object.*agent v1.2"):
+        res = run_nominal(ScriptedAgent(python=str(chatty)), tasks[0], store=store,
+                          work_dir=tmp_path / "nom", seed=1, config=HarnessConfig())
+    assert res.verified and res.usage["non_json_lines"] == 1
+    assert res.warnings == ["1 agent output line(s) were not JSON objects and were ignored"]
 
 
 def test_fork_barrier_refuses_checkpoint_with_undrained_effects(tmp_path: Path) -> None:

@@ -61,6 +61,12 @@ def test_audit_summary_flags_quarantine_and_sign_instability() -> None:
                                        "reasons": ["observation divergence in recovery"]}]
     (u,) = s["sign_unstable_cells"]
     assert u["advantages"] == [1.5, -1.5] and u["third_repetition"] is False
+    assert s["pairs_without_creation_cost"] == []
+    # without the nominal record the candidate's creation cost is unknown: the pairs are
+    # listed, never charged a creation cost of 0 (which would invent advantages 2.0/-1.0)
+    s2 = audit_summary(recs[1:])
+    assert s2["sign_unstable_cells"] == []
+    assert s2["pairs_without_creation_cost"] == ["t:t1:c0:f2:rep1", "t:t1:c0:f2:rep2"]
 
 
 def test_audit_of_missing_log_is_a_clear_error(tmp_path: Path) -> None:

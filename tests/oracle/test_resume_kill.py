@@ -43,9 +43,24 @@ def _lines(path: Path) -> int:
         return 0
 
 
+PROGRESS_LIMIT_S = 600.0
+
+
+def _wait_for_progress(p: subprocess.Popen, audit: Path, before: int, *, limit_s: float) -> bool:
+    """Poll until the runner appended an audit line past ``before`` or exited.
+
+    Returns False only when neither happened within ``limit_s`` (a hung runner)."""
+    give_up = time.monotonic() + limit_s
+    while p.poll() is None and _lines(audit) <= before:
+        if time.monotonic() > give_up:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def test_study_killed_at_random_moments_resumes_exactly(tmp_path: Path) -> None:
     plan_path = tmp_path / "plan.json"
-    assert oracle_main(["plan", "--agent", "scripted", "--tasks", "1", "--design", "pilot",
+    assert oracle_main(["plan", "--agent", "scripted", "--tasks", "2", "--design", "pilot",
                         "--seed", "21", "--out", str(plan_path), "--task-opt", "time_scale=0.1",
                         "--task-opt", "n_files=2", "--task-opt", "n_steps=3"]) == 0
     plan = Plan.load(plan_path)
@@ -64,9 +79,14 @@ def test_study_killed_at_random_moments_resumes_exactly(tmp_path: Path) -> None:
     while kills < 3:
         before = _lines(audit_b)
         p = _run(plan_path, b)
-        deadline = time.monotonic() + 60
-        while p.poll() is None and _lines(audit_b) <= before and time.monotonic() < deadline:
-            time.sleep(0.01)
+        # Kill only after this attempt made progress (a new audit line), however slow a
+        # loaded machine makes start-up: a kill before any progress would test nothing.
+        # The long limit only turns a hung runner into a clear failure, never into a kill.
+        if not _wait_for_progress(p, audit_b, before, limit_s=PROGRESS_LIMIT_S):
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            raise AssertionError(f"runner made no progress in {PROGRESS_LIMIT_S} s "
+                                 f"(audit lines {before}): {p.stderr.read().decode()[-3000:]}")
         if p.poll() is not None:
             _, err = p.communicate()
             assert p.returncode == 0, err.decode()[-3000:]
@@ -76,9 +96,10 @@ def test_study_killed_at_random_moments_resumes_exactly(tmp_path: Path) -> None:
         p.wait()
         kills += 1
         partial.append(_lines(audit_b))
+        assert partial[-1] > before, (before, partial)  # every kill came after progress
     assert kills >= 2, f"study finished too fast to interrupt (kills={kills})"
     p = _run(plan_path, b)
-    _, err = p.communicate(timeout=120)
+    _, err = p.communicate(timeout=PROGRESS_LIMIT_S)
     assert p.returncode == 0, err.decode()[-2000:]
 
     ra = {r["key"]: r for r in AuditLog(a / "audit.jsonl").records()}

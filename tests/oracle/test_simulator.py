@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -36,6 +37,20 @@ def test_same_seed_same_tables_different_seed_different() -> None:
     pd.testing.assert_frame_equal(a.labels, b.labels)
     assert a.content_hash() != c.content_hash()
     assert not np.allclose(a.recovery["cost_s"].to_numpy()[:20], c.recovery["cost_s"].to_numpy()[:20])
+
+
+def test_editing_a_returned_trajectory_never_changes_a_later_study() -> None:
+    a = simulate_label_set("swe-pilot", n_repos=1, tasks_per_repo=2, seed=5)
+    tid = a.task_ids[0]
+    pristine = copy.deepcopy(a.trajectories[tid])
+    t = a.trajectories[tid]
+    t.events[0].extra["edited"] = True  # a caller annotating or trimming its copy
+    t.events[1].paths_read.append("/edited")
+    t.meta["edited"] = True
+    t.events.pop()
+    b = simulate_label_set("swe-pilot", n_repos=1, tasks_per_repo=2, seed=5)
+    assert b.trajectories[tid] == pristine
+    assert b.trajectories[tid].events[0] is not t.events[0]
 
 
 def test_repetitions_differ_within_a_cell() -> None:
