@@ -84,3 +84,14 @@ def test_budget_overrun_is_caught(label_set, monkeypatch):
     monkeypatch.setattr(Budget, "charge", lambda self, c, s: 0.0)
     with pytest.raises(AssertionError, match="over the budget"):
         check_policy(EveryOther, label_set, budgets=[Budget("seconds", 1.0)], max_tasks=2)
+
+
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["xgboost-advantage", "ridge-advantage", "fitted-q"])
+def test_every_learned_policy_conforms(label_set, index):
+    """The learned policies the main job compares pass the same suite as the baselines."""
+    from ripplecp_policy.learned import default_learned_policies
+
+    def factory():
+        return default_learned_policies(seed=0, quick=True)[index]
+
+    check_policy(factory, label_set, budgets=[Budget("count", 1), Budget("seconds", 5.0)], max_tasks=2)
