@@ -165,6 +165,20 @@ def _time_tar(tar: str, ws: Path, out: Path) -> tuple[float, int]:
     return dt, size
 
 
+def _time_stat_walk(ws: Path) -> float:
+    """Seconds for a bare scandir + lstat of every member: the floor of any checkpoint
+    that must notice an in-place edit of any file (no content read, no manifest)."""
+    t = time.perf_counter()
+    stack = [str(ws)]
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for de in it:
+                de.stat(follow_symlinks=False)
+                if de.is_dir(follow_symlinks=False):
+                    stack.append(de.path)
+    return time.perf_counter() - t
+
+
 def _bench_level(args: argparse.Namespace, level: int, work: Path, ws: Path,
                  texts: list[Path], raw: int, tar: str) -> dict:
     """Full checkpoints (fresh store each, tar czf interleaved) then 1 % incrementals."""
@@ -183,7 +197,7 @@ def _bench_level(args: argparse.Namespace, level: int, work: Path, ws: Path,
         if r < args.repeats - 1:
             shutil.rmtree(root)
     # The last store keeps its stat cache, as the harness's store does between boundaries.
-    same_s, inc_s = [], []
+    same_s, inc_s, walk_s = [], [], []
     inc_size = touched = 0
     for r in range(args.repeats):
         t = time.perf_counter()
@@ -195,6 +209,7 @@ def _bench_level(args: argparse.Namespace, level: int, work: Path, ws: Path,
         info = store.create(ws, [], {}, checkpoint_id=f"inc{r}")
         inc_s.append(time.perf_counter() - t)
         inc_size = info.size_bytes
+        walk_s.append(_time_stat_walk(ws))  # after, so it cannot warm caches for ours
     rest_s = []
     for r in range(args.repeats):
         dest = work / f"restore-l{level}-{r}"
@@ -205,7 +220,7 @@ def _bench_level(args: argparse.Namespace, level: int, work: Path, ws: Path,
     return {"level": level, "threads": store.threads, "tar_czf_s": tar_s, "tar_gz_bytes": tar_size,
             "full_s": full_s, "full_bytes": full_size, "nochange_s": same_s,
             "incremental_s": inc_s, "incremental_bytes": inc_size, "changed_bytes": touched,
-            "restore_s": rest_s}
+            "restore_s": rest_s, "stat_walk_s": walk_s}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -253,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         print(f"\nmedian of {args.repeats}; {os.cpu_count()} CPUs visible; load average "
               f"{load:.1f}; durable={args.durable}")
-        header = (f"{'comparison':40} {'ours (s)':>9} {'ref (s)':>9} {'ratio':>7} "
+        header = (f"{'comparison':42} {'ours (s)':>9} {'ref (s)':>9} {'ratio':>7} "
                   f"{'target':>7}  result")
         print(header)
         print("-" * len(header))
@@ -271,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{res['changed_bytes'] / 1e6:.2f} MB changed"),
                 Row(f"L{lv} no-change checkpoint vs full (info)", _median(res["nochange_s"]),
                     _median(res["full_s"]), 0.0, ""),
+                Row(f"L{lv} no-change vs bare stat walk (info)", _median(res["nochange_s"]),
+                    _median(res["stat_walk_s"]), 0.0,
+                    f"walk = scandir+lstat of {n_files} files, the floor of any checkpoint"),
                 Row(f"L{lv} restore vs tar xzf (info)", _median(res["restore_s"]),
                     _median(untar_s), 0.0, "restore verifies every blob's sha256"),
             ]
@@ -281,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
                     verdict, tgt = ("PASS" if passed else "FAIL"), f">={row.target:g}x"
                 else:
                     verdict, tgt = "-", "-"
-                print(f"{row.name:40} {row.ours_s:9.4f} {row.ref_s:9.4f} {row.ratio:6.1f}x "
+                print(f"{row.name:42} {row.ours_s:9.4f} {row.ref_s:9.4f} {row.ratio:6.1f}x "
                       f"{tgt:>7}  {verdict:4}  {row.note}")
         if args.json is not None:
             payload = {"files": n_files, "bytes": raw, "repeats": args.repeats,

@@ -70,6 +70,7 @@ import uuid
 import warnings
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,9 +162,11 @@ class RestoreInfo:
 
 
 # --------------------------------------------------------------------------- scanning
-# A scanned member: (relpath, kind, permission bits, stat result, symlink target or "").
-_Scanned = tuple[str, str, int, os.stat_result, str]
 _CacheEntry = tuple[tuple[int, int, int, int, int], str, str, str]
+# A scanned member: (relpath, kind, permission bits, stat result, extra) where extra is a
+# symlink's target, "" for a directory, and for a file its still-valid stat-cache entry or
+# None (see ``_scan``'s ``cache``).
+_Scanned = tuple[str, str, int, os.stat_result, Any]
 
 
 class _Excluder:
@@ -175,44 +178,80 @@ class _Excluder:
         names = [p for p in exclude if "/" not in p]
         paths = [p.strip("/") for p in exclude if "/" in p]
         self.literal = {p for p in names if not any(c in p for c in "*?[")}
-        globs = [fnmatch.translate(p) for p in names if p not in self.literal]
+        # "*<literal>" globs (e.g. *.egg-info) are a plain suffix test: cheaper than a regex
+        self.suffixes = tuple(p[1:] for p in names if p.startswith("*")
+                              and not any(c in p[1:] for c in "*?["))
+        globs = [fnmatch.translate(p) for p in names
+                 if p not in self.literal and p[1:] not in self.suffixes]
         self.name_re = re.compile("|".join(globs)) if globs else None
         self.path_re = re.compile("|".join(fnmatch.translate(p) for p in paths)) if paths else None
 
     def __call__(self, name: str, rel: str) -> bool:
         return (name in self.literal
+                or (self.suffixes != () and name.endswith(self.suffixes))
                 or (self.name_re is not None and self.name_re.match(name) is not None)
                 or (self.path_re is not None and self.path_re.match(rel) is not None))
 
 
-def _scan(workspace: Path, exclude: Sequence[str]) -> list[_Scanned]:
-    """All non-excluded members of ``workspace`` (not following symlinks), sorted by path."""
+def _scan(workspace: Path, exclude: Sequence[str], cache: dict[str, _CacheEntry] | None = None,
+          index: dict[str, Any] | None = None) -> list[_Scanned]:
+    """All non-excluded members of ``workspace`` (not following symlinks), sorted by path.
+
+    With ``cache`` (relpath -> stat-cache entry) and ``index`` (stored blobs), a file whose
+    cache entry matches its (size, mtime_ns, ctime_ns, inode, device) and whose blob is
+    stored carries that entry; done here, in the one pass that stats every member.
+    """
     root = Path(workspace)
     if not root.is_dir():
         raise NotADirectoryError(f"workspace {root} is not a directory")
     ex = _Excluder(exclude)
-    literal, name_re, path_re = ex.literal, ex.name_re, ex.path_re
+    literal, suffixes, name_re, path_re = ex.literal, ex.suffixes, ex.name_re, ex.path_re
     out: list[_Scanned] = []
     stack: list[tuple[str, str]] = [(str(root), "")]
-    isreg, isdir, islnk, imode = stat.S_ISREG, stat.S_ISDIR, stat.S_ISLNK, stat.S_IMODE
+    isreg, isdir, islnk = stat.S_ISREG, stat.S_ISDIR, stat.S_ISLNK
+    append, push = out.append, stack.append
+    name_match = name_re.match if name_re is not None else None
+    path_match = path_re.match if path_re is not None else None
+    cget = cache.get if cache is not None else None
+    blobs = index if index is not None else {}
+    dir_flags = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    first = True
     while stack:
         absdir, reldir = stack.pop()
-        with os.scandir(absdir) as it:
+        # Scan through a descriptor: each member's lstat is then an fstatat() of one name,
+        # not a walk of its whole path (about 10 % of a no-change checkpoint). Only the
+        # root may be a symlink; a subdirectory swapped for one meanwhile fails (ELOOP).
+        dfd = os.open(absdir, dir_flags if first else dir_flags | nofollow)
+        first = False
+        try:
+            it = os.scandir(dfd)
+        except BaseException:
+            os.close(dfd)
+            raise
+        with it, contextlib.closing(_Fd(dfd)):
             for de in it:
                 name = de.name
-                rel = reldir + name
-                if name in literal or (name_re is not None and name_re.match(name)) or (
-                        path_re is not None and path_re.match(rel)):
+                if name in literal or (suffixes and name.endswith(suffixes)) or (
+                        name_match is not None and name_match(name)):
                     continue
-                st = de.stat(follow_symlinks=False)
+                rel = reldir + name
+                if path_match is not None and path_match(rel):
+                    continue
+                st = de.stat(follow_symlinks=False)  # one lstat per member, none elsewhere
                 m = st.st_mode
                 if isreg(m):
-                    out.append((rel, "file", imode(m) & 0o777, st, ""))
+                    hit = cget(rel) if cget is not None else None
+                    if hit is not None and (hit[0] != (st.st_size, st.st_mtime_ns,
+                                                       st.st_ctime_ns, st.st_ino, st.st_dev)
+                                            or hit[1] not in blobs):
+                        hit = None
+                    append((rel, "file", m & 0o777, st, hit))
                 elif isdir(m):
-                    out.append((rel, "dir", imode(m) & 0o777, st, ""))
-                    stack.append((de.path, rel + "/"))
+                    append((rel, "dir", m & 0o777, st, ""))
+                    push((f"{absdir}/{name}", rel + "/"))
                 elif islnk(m):
-                    out.append((rel, "symlink", 0, st, os.readlink(de.path)))
+                    append((rel, "symlink", 0, st, os.readlink(name, dir_fd=dfd)))
                 else:
                     warnings.warn(
                         f"checkpoint: skipping {root / rel}: not a regular file, directory "
@@ -244,10 +283,17 @@ def _digest_entries(entries: Iterable[tuple[str, str, int, str]]) -> str:
 
 
 _member_encoder = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+_json_str = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 
 
 def _member_json(member: dict) -> str:
     return _member_encoder.encode(member)
+
+
+def _file_member_json(rel: str, mode: int, mtime_ns: int, size: int, blob: str) -> str:
+    """Same bytes as :func:`_member_json` of a file member, without a dict per file."""
+    return (f'{{"path":{_json_str(rel)},"kind":"file","mode":{mode},"mtime_ns":{mtime_ns},'
+            f'"size":{size},"blob":"{blob}"}}')
 
 
 def _hash_file(path: str) -> str:
@@ -461,6 +507,29 @@ class _Slice:
         return data
 
 
+def _read_upto(fd: int, size: int) -> bytes:
+    """Read ``size`` bytes from ``fd`` (fewer only at end of file)."""
+    data = os.read(fd, size) if size > 0 else b""
+    if len(data) < size:  # short read: a shrinking file, or a filesystem that splits reads
+        parts = [data]
+        got = len(data)
+        while got < size and (chunk := os.read(fd, size - got)):
+            parts.append(chunk)
+            got += len(chunk)
+        data = b"".join(parts)
+    return data
+
+
+class _Fd:
+    """Closes a raw file descriptor (for ``contextlib.closing``)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -609,20 +678,23 @@ class CheckpointStore:
         Returns (sha256, bytes read, stat before reading, stable) where ``stable`` says the
         file's size/mtime/ctime did not move while it was read (else it is not cached).
         """
-        with open(abspath, "rb") as f:
-            fd = f.fileno()
+        fd = os.open(abspath, os.O_RDONLY)  # non-inheritable (PEP 446)
+        try:
             st = os.fstat(fd)
             if st.st_size <= STREAM_THRESHOLD:
-                data = f.read()
+                # One read of the size fstat reported (no buffered-reader copy); a file
+                # that grows or shrinks meanwhile is caught by the fstat after reading.
+                data = _read_upto(fd, st.st_size)
                 n = len(data)
                 h = hashlib.sha256(data).hexdigest()
                 if self._claim(h, pack):
                     pack.add(h, self._cctx().compress(data), n)
+                after = os.fstat(fd)
             else:
                 # Large file: hash and compress in one pass, straight into the pack. If
                 # the content turns out to be stored already, cut the frame off again.
                 hasher = hashlib.sha256()
-                with pack.lock:
+                with open(fd, "rb", closefd=False) as f, pack.lock:
                     start = pack.offset
                     n = 0
                     w = self._cctx().stream_writer(pack.f, closefd=False)
@@ -639,7 +711,9 @@ class CheckpointStore:
                     else:
                         pack.f.seek(start)
                         pack.f.truncate()
-            after = os.fstat(fd)
+                after = os.fstat(fd)
+        finally:
+            os.close(fd)
         stable = (n == st.st_size == after.st_size and st.st_mtime_ns == after.st_mtime_ns
                   and st.st_ctime_ns == after.st_ctime_ns)
         return h, n, st, stable
@@ -677,61 +751,84 @@ class CheckpointStore:
         transcript_b = _json_bytes(transcript, "transcript")
         facts_b = _json_bytes(facts, "facts")
 
-        entries = _scan(workspace, self.exclude)
         self._refresh_index()
-        scan_ns = time.time_ns()
         root_abs = os.path.abspath(workspace)
         with self._lock:
             wcache = self._stat_cache.setdefault(root_abs, {})
         index = self._index
+        # Unchanged files (see module doc) come back with their cache entry: hash, member
+        # JSON and digest row are reused as they are.
+        entries = _scan(workspace, self.exclude, wcache, index)
+        scan_ns = time.time_ns()
         n = len(entries)
-        frags: list[str] = [""] * n  # manifest member JSON, per entry
-        rows: list[str] = [""] * n  # state-digest row, per entry
-        blobs: list[str] = [""] * n
+        # Per entry: (cache key or None, blob sha256 or "", member JSON, digest row).
+        recs: list[Any] = [None] * n
         todo: list[int] = []
         n_files = 0
+        add_todo = todo.append
         for i, (rel, kind, mode, st, target) in enumerate(entries):
             if kind == "file":
                 n_files += 1
-                hit = wcache.get(rel)
-                if hit is not None and hit[0] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns,
-                                                  st.st_ino, st.st_dev) and hit[1] in index:
-                    blobs[i], frags[i], rows[i] = hit[1], hit[2], hit[3]
+                if target is not None:
+                    recs[i] = target
                 else:
-                    todo.append(i)
+                    add_todo(i)
             elif kind == "dir":
-                frags[i] = _member_json({"path": rel, "kind": "dir", "mode": mode,
-                                         "mtime_ns": st.st_mtime_ns})
-                rows[i] = _digest_row(rel, "dir", mode, "")
+                recs[i] = (None, "", f'{{"path":{_json_str(rel)},"kind":"dir","mode":{mode},'
+                                     f'"mtime_ns":{st.st_mtime_ns}}}',
+                           _digest_row(rel, "dir", mode, ""))
             else:
                 if target.startswith("/") or ".." in target.split("/"):
                     warnings.warn(f"checkpoint {cid}: symlink {rel!r} -> {target!r} may "
                                   "escape the workspace; restore will refuse it if it does",
                                   stacklevel=2)
-                frags[i] = _member_json({"path": rel, "kind": "symlink", "target": target})
-                rows[i] = _digest_row(rel, "symlink", 0, target)
+                recs[i] = (None, "", _member_json({"path": rel, "kind": "symlink",
+                                                   "target": target}),
+                           _digest_row(rel, "symlink", 0, target))
 
         pack = _PackWriter(self)
 
         def work(i: int) -> None:
             rel, _, mode, _, _ = entries[i]
             h, size, st, stable = self._store_file(os.path.join(root_abs, rel), pack)
-            frag = _member_json({"path": rel, "kind": "file", "mode": mode,
-                                 "mtime_ns": st.st_mtime_ns, "size": size, "blob": h})
-            row = _digest_row(rel, "file", mode, h)
-            blobs[i], frags[i], rows[i] = h, frag, row
+            rec = ((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev), h,
+                   _file_member_json(rel, mode, st.st_mtime_ns, size, h),
+                   _digest_row(rel, "file", mode, h))
+            recs[i] = rec
             if stable and st.st_mtime_ns + RACY_SLACK_NS < scan_ns:
-                wcache[rel] = ((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
-                                st.st_dev), h, frag, row)
+                wcache[rel] = rec
             else:
                 wcache.pop(rel, None)
 
         try:
             todo_bytes = sum(entries[i][3].st_size for i in todo)
-            if self.threads > 1 and len(todo) > 1 and todo_bytes > _PARALLEL_MIN_BYTES:
-                with ThreadPoolExecutor(self.threads) as pool:
-                    for _ in pool.map(work, todo):
-                        pass
+            nthreads = min(self.threads, len(todo))
+            if nthreads > 1 and todo_bytes > _PARALLEL_MIN_BYTES:
+                # This thread and nthreads-1 workers drain one shared iterator (largest
+                # files first, for balance): no future per file, and hashing/compression
+                # release the GIL. A list iterator's next() is atomic under the GIL.
+                todo.sort(key=lambda i: entries[i][3].st_size, reverse=True)
+                shared = iter(todo)
+                failed: list[bool] = []
+
+                def drain() -> None:
+                    try:
+                        for i in shared:
+                            if failed:
+                                return
+                            work(i)
+                    except BaseException:
+                        failed.append(True)
+                        raise
+
+                with ThreadPoolExecutor(nthreads - 1) as pool:
+                    futures = [pool.submit(drain) for _ in range(nthreads - 1)]
+                    try:
+                        drain()
+                    finally:  # workers stop early once anyone failed; wait for them
+                        futures_wait(futures)
+                    for fut in futures:
+                        fut.result()  # re-raises a worker's exception
             else:
                 for i in todo:
                     work(i)
@@ -751,13 +848,13 @@ class CheckpointStore:
                 _fsync_dir(self._packs)
 
         referenced = 0
-        for h in set(blobs):
+        for h in {r[1] for r in recs}:
             if h:
                 loc = index.get(h)
                 if loc is None:  # pragma: no cover - would mean a bug in dedup
                     raise CheckpointError(f"checkpoint {cid}: blob {h} not stored")
                 referenced += loc[2]
-        digest = _digest_rows(rows)
+        digest = _digest_rows([r[3] for r in recs])
         new_bytes = sum(c for _, c, _ in new.values())
         # Seconds until the manifest is serialised; its final small write is not included.
         creation_s = time.perf_counter() - t0
@@ -782,7 +879,7 @@ class CheckpointStore:
         # Splice pre-serialised transcript/facts in rather than re-encoding them.
         body = (_json_bytes(head, "manifest")[:-1] + b',"transcript":' + transcript_b
                 + b',"facts":' + facts_b + b',"members":['
-                + ",".join(frags).encode("ascii") + b"]}")
+                + ",".join([r[2] for r in recs]).encode("ascii") + b"]}")
         mcctx = getattr(self._local, "mcctx", None)
         if mcctx is None:  # manifests: speed over ratio (level 1); one compressor per thread
             mcctx = self._local.mcctx = zstandard.ZstdCompressor(level=1)
@@ -1010,8 +1107,7 @@ class CheckpointStore:
                 continue
             if st.st_mtime_ns + RACY_SLACK_NS < now:
                 rel, mode, h = m["path"], m["mode"], m["blob"]
-                frag = _member_json({"path": rel, "kind": "file", "mode": mode,
-                                     "mtime_ns": st.st_mtime_ns, "size": st.st_size, "blob": h})
+                frag = _file_member_json(rel, mode, st.st_mtime_ns, st.st_size, h)
                 out.append((rel, ((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
                                    st.st_dev), h, frag, _digest_row(rel, "file", mode, h))))
         return out
