@@ -317,16 +317,21 @@ class ProvenanceGraph:
         on = self._on
         cmd = event.command
         extra = event.extra
-        if cmd and not (event.paths_read or event.paths_written
-                        or (extra and "paths_deleted" in extra)):
-            eff = _shell_effects(cmd, None, self.root, event.kind == _TEST,
-                                 event.boundary_kind == _COMMIT)
-        else:
+        kind = event.kind
+        if cmd:
+            if not (event.paths_read or event.paths_written or (extra and "paths_deleted" in extra)):
+                eff = _shell_effects(cmd, None, self.root, kind == _TEST,
+                                     event.boundary_kind == _COMMIT)
+            else:
+                eff = event_effects(event, self.root)
+        elif (event.argv or event.paths_read or event.paths_written or extra or kind == _TEST
+              or event.boundary_kind == _COMMIT):
             eff = event_effects(event, self.root)
+        else:  # nothing to parse, no paths: what event_effects() returns, without the call
+            eff = _NO_EFFECTS
         uninterp = eff.has_command and not eff.interpreted
         test_like = eff.is_test or eff.is_build
         self._t = event.index
-        kind = event.kind
         epoch = self.epoch
         cb = 1 << epoch
         node = len(self.keys)  # inlined _node(): the hot path
@@ -335,7 +340,7 @@ class ProvenanceGraph:
         self.anc.append(0)
         self.own.append(cb)
         self._direct.append(0)
-        res = AddResult(node, eff, test_like=test_like, uninterpreted=uninterp)
+        res = AddResult(node, eff, 0, [], test_like, uninterp)
         # Incoming edges. One edge per (source, target) pair; when several families apply,
         # the most specific labels it: read, build_io, uninterpreted, tool_result (so an
         # ablated family falls back to the next one that applies).
@@ -343,12 +348,17 @@ class ProvenanceGraph:
         reads = eff.reads
         incoming: dict[int, int] = {}
         if reads and on[_READ]:
+            latest = self.latest
             for p in reads:
                 if p == "." or p == "":
                     batch_fam = _READ
                 else:
-                    for v in self._read_targets(p):
+                    v = latest.get(p)  # _read_targets(p)'s first case, inlined
+                    if v is not None:
                         incoming.setdefault(v, _READ)
+                    else:
+                        for v in self._read_targets(p):
+                            incoming.setdefault(v, _READ)
         if test_like and on[_BUILD_IO] and batch_fam < 0:
             batch_fam = _BUILD_IO
         if batch_fam >= 0 and incoming:
@@ -387,8 +397,10 @@ class ProvenanceGraph:
                 b = born.get(src)
                 if b is not None:  # a live version read directly
                     d += batches - b
-                    if o == cb and self._cache_key is not None and self._snap_cand is not None:
-                        self._snap_cand = max(self._snap_cand, direct[src] - b)
+                    if o == cb and self._cache_key is not None:
+                        cand = self._snap_cand
+                        if cand is not None and direct[src] - b > cand:  # max(cand, ...)
+                            self._snap_cand = direct[src] - b
                 if o != cb:
                     past += 1
                 elif d > mx:

@@ -55,6 +55,7 @@ tests and the benchmark. Quantities that use the future live in
 
 from __future__ import annotations
 
+import gc
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -110,6 +111,20 @@ FEATURE_NAMES: list[str] = [
     "context__error_rate_recent", "context__error_trend", "context__step",
     "context__events_seen", "context__safe_boundaries_seen", "context__turns_completed",
 ]
+
+# Positions in FEATURE_NAMES whose value _row() gives as an int (a count) or NaN:
+# feature_vector() converts exactly these with float().
+_INT_POS: tuple[int, ...] = tuple(
+    i for i, n in enumerate(FEATURE_NAMES)
+    if n not in {
+        "cost__wall_s_total", "cost__wall_s_since_cp", "cost__busy_s_total", "cost__busy_s_since_cp",
+        "progress__tests_passed_latest", "progress__tests_failed_latest",
+        "progress__newly_passing_since_cp", "progress__last_verifier_passed",
+        "ripple__frontier_new_frac", "ripple__descendant_frac", "ripple__fanout_mean",
+        "context__has_checkpoint", "context__seconds_since_cp", "context__work_since_cp_s",
+        "context__seconds_since_progress", "context__error_rate_recent", "context__error_trend",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -285,17 +300,31 @@ class OnlineFeatureExtractor:
         if event.turn_end:
             self._turns += 1
 
-        # time
-        t = _event_time(event)
-        if event.start is not None and self._t_first is None:
-            self._t_first = event.start
-        if t is not None and self._t_first is None:
-            self._t_first = t
+        # time (_event_time() and Event.elapsed, inlined: the hot path)
+        start, end, dur = event.start, event.end, event.duration
+        if end is not None:
+            t = end
+        elif start is not None and dur is not None:
+            t = start + dur
+        else:
+            t = start
+        if self._t_first is None:
+            if start is not None:
+                self._t_first = start
+            elif t is not None:
+                self._t_first = t
         if self._n_cp == 0 and self._cp_t is None:
             self._cp_t = self._t_first  # no checkpoint yet: distance from the run start
         if t is not None:
-            self._t_now = t if self._t_now is None else max(self._t_now, t)
-        el = event.elapsed
+            now = self._t_now
+            if now is None or t > now:  # max(now, t)
+                self._t_now = t
+        if dur is not None:
+            el = dur
+        elif start is not None and end is not None:
+            el = end - start
+        else:
+            el = None
         if el is not None:
             self._busy_known = True
             self._busy_total += el
@@ -320,7 +349,8 @@ class OnlineFeatureExtractor:
                 pk[2] = True
 
         # calls, errors, retries
-        err = _is_error(event)
+        xc = event.exit_code
+        err = bool(event.is_error) or (xc is not None and xc != 0)  # _is_error(), inlined
         is_tool = kind in _TOOL_KINDS
         if kind == _MODEL_CALL:
             self._s_model += 1
@@ -329,12 +359,12 @@ class OnlineFeatureExtractor:
             self._s_tools += 1
             if el is not None and el >= self.config.expensive_tool_seconds:
                 self._s_expensive += 1
-        cmd_key = event.command if event.command else (" ".join(event.argv) if event.argv else None)
-        retry = False
-        if cmd_key is not None and cmd_key in self._failed_cmds:
-            retry = True
-        if err and event.text and ("retry" in event.text.lower() or "re-connecting" in event.text.lower()):
-            retry = True
+        cmd_key = event.command or (" ".join(event.argv) if event.argv else None)
+        retry = cmd_key is not None and cmd_key in self._failed_cmds
+        if err and event.text:
+            low = event.text.lower()
+            if "retry" in low or "re-connecting" in low:
+                retry = True
         if retry:
             self._retries_total += 1
             self._s_retries += 1
@@ -362,8 +392,8 @@ class OnlineFeatureExtractor:
             self._s_commits += 1
 
         # physical state
-        for p in eff.reads:
-            self._s_read.add(p)
+        if eff.reads:
+            self._s_read.update(eff.reads)
         bw = event.bytes_written
         n_written = len(eff.writes)
         if bw is not None:  # once any event reports bytes, sums are known (0 if none since)
@@ -442,9 +472,7 @@ class OnlineFeatureExtractor:
                 self._s_verif_pass += 1
                 self._last_progress_n = self._n
                 self._last_progress_t = t if t is not None else self._t_now
-                for p, v in pg.live.items():
-                    if own[v] & cb:
-                        self._s_validated.add(p)
+                self._s_validated.update([p for p, v in pg.live.items() if own[v] & cb])
             key = (event.command or " ".join(event.argv or ()) or "<test>").strip()
             if event.tests_passed is not None:
                 self._test_counts_seen = True
@@ -473,6 +501,15 @@ class OnlineFeatureExtractor:
 
     def feature_vector(self) -> list[float]:
         """The values of :meth:`features` as a list in :attr:`feature_names` order."""
+        row = self._row()
+        for i in _INT_POS:
+            row[i] = float(row[i])
+        return row
+
+    def _row(self) -> list[float | int]:
+        """:meth:`feature_vector` before its int -> float conversions (the counts at
+        :data:`_INT_POS` stay ints so that :func:`boundary_features` converts them in
+        bulk with NumPy: float(int) and NumPy's float64 conversion round alike)."""
         pg = self.graph
         has_wall = self._t_now is not None and self._t_first is not None
         wall_total = (self._t_now - self._t_first) if has_wall else NAN
@@ -497,72 +534,72 @@ class OnlineFeatureExtractor:
             wall_cp,
             busy_total,
             busy_cp,
-            float(self._tok_total) if tk else NAN,
-            float(self._s_tok[0] + self._s_tok[2]) if tk else NAN,
-            float(self._s_tok[0]) if self._tok_part_known[0] else NAN,
-            float(self._s_tok[1]) if self._tok_part_known[1] else NAN,
-            float(self._s_tok[2]) if self._tok_part_known[2] else NAN,
-            float(self._tools_total),
-            float(self._s_tools),
-            float(self._s_model),
-            float(self._retries_total),
-            float(self._s_retries),
-            float(self._errors_total),
-            float(self._s_errors),
-            float(self._s_expensive) if self._busy_known else NAN,
-            float(self._s_testbuild),
-            float(self._s_uninterp),
-            float(len(self._touched_total)),
-            float(len(self._s_touched)),
-            float(len(self._s_read)),
-            float(len(self._s_deleted)),
-            float(self._bytes_total) if self._bytes_known_total else NAN,
-            float(self._s_bytes) if self._bytes_known_total else NAN,
-            float(n_live),
-            float(self._size_sum) if self._size_known else NAN,
+            self._tok_total if tk else NAN,
+            self._s_tok[0] + self._s_tok[2] if tk else NAN,
+            self._s_tok[0] if self._tok_part_known[0] else NAN,
+            self._s_tok[1] if self._tok_part_known[1] else NAN,
+            self._s_tok[2] if self._tok_part_known[2] else NAN,
+            self._tools_total,
+            self._s_tools,
+            self._s_model,
+            self._retries_total,
+            self._s_retries,
+            self._errors_total,
+            self._s_errors,
+            self._s_expensive if self._busy_known else NAN,
+            self._s_testbuild,
+            self._s_uninterp,
+            len(self._touched_total),
+            len(self._s_touched),
+            len(self._s_read),
+            len(self._s_deleted),
+            self._bytes_total if self._bytes_known_total else NAN,
+            self._s_bytes if self._bytes_known_total else NAN,
+            n_live,
+            self._size_sum if self._size_known else NAN,
             self._passed_latest,
             self._failed_latest,
             newly,
-            float(self._verif_total),
-            float(self._s_verif),
-            float(self._s_verif_pass),
+            self._verif_total,
+            self._s_verif,
+            self._s_verif_pass,
             self._last_verifier,
-            float(len(self._s_validated)),
-            float(self._s_commits),
-            float(frontier),
-            float(frontier_new),
+            len(self._s_validated),
+            self._s_commits,
+            frontier,
+            frontier_new,
             frontier_new / frontier if frontier else NAN,
-            float(self._r_live_new),
-            float(self._r_tests_new),
-            float(seg_nodes),
-            float(self._r_desc),
+            self._r_live_new,
+            self._r_tests_new,
+            seg_nodes,
+            self._r_desc,
             self._r_desc / seg_nodes if seg_nodes else NAN,
-            float(self._r_edges),
-            float(self._r_edges_past),
+            self._r_edges,
+            self._r_edges_past,
             (self._r_edges - self._r_edges_past) / seg_nodes if seg_nodes else NAN,
-            float(self._r_fanout_max),
-            float(self._r_down),
-            float(self._r_down_pass),
-            float(self._r_affected),
-            float(self._r_prev) if has_cp else NAN,
-            float(pg.n_edges),
+            self._r_fanout_max,
+            self._r_down,
+            self._r_down_pass,
+            self._r_affected,
+            self._r_prev if has_cp else NAN,
+            pg.n_edges,
             1.0 if has_cp else 0.0,
-            float(self._n_cp),
-            float(self._n - self._cp_n),
-            float(self._step - self._cp_step),
+            self._n_cp,
+            self._n - self._cp_n,
+            self._step - self._cp_step,
             wall_cp,
             busy_cp,
-            float(self._n - self._last_progress_n),
+            self._n - self._last_progress_n,
             (
                 self._t_now - (self._last_progress_t if self._last_progress_t is not None else self._t_first)
                 if has_wall else NAN
             ),
             rate_recent,
             rate_trend,
-            float(self._step),
-            float(self._n),
-            float(self._safe),
-            float(self._turns),
+            self._step,
+            self._n,
+            self._safe,
+            self._turns,
         ]
 
     def ripple_state(self) -> dict[str, float]:
@@ -597,6 +634,7 @@ def config_for(traj: Trajectory, config: FeatureConfig | None = None) -> Feature
 
 
 _ID_COLUMNS = ["task_id", "repo", "boundary", "event_index", "step"]
+_FLUSH_MASK = 1023  # boundary_features converts its rows to float64 every 1024 boundaries
 
 
 def boundary_features(
@@ -611,6 +649,10 @@ def boundary_features(
     ``checkpoints`` are boundary numbers (1-based) where a checkpoint is taken: row b sees
     only checkpoints at boundaries < b; after row b is computed, a checkpoint at b is
     marked. Pass ``extractor`` to inspect the graph afterwards (it must be fresh).
+
+    A batch call: Python's cyclic garbage collector is paused for its duration (the walk
+    allocates only acyclic objects; collection passes were its largest single cost) and
+    restored to its previous state afterwards, also on error.
     """
     cps = set(checkpoints)
     bounds = traj.boundaries(granularity)  # type: ignore[arg-type]
@@ -618,22 +660,40 @@ def boundary_features(
     if bad:
         raise ValueError(f"{traj.task_id}: checkpoint boundaries {sorted(bad)} outside 1..{len(bounds)}")
     ex = extractor if extractor is not None else OnlineFeatureExtractor(config_for(traj, config))
-    rows: list[list[float]] = []
+    values = np.empty((len(bounds), len(FEATURE_NAMES)), dtype=np.float64)
+    out = values.reshape(-1)
+    done = 0  # entries of ``out`` filled
+    flat: list[float | int] = []  # rows not yet converted, concatenated
     steps: list[int] = []
     events = traj.events
     n = len(events)
     pos = 0
     observe = ex.observe
-    vector = ex.feature_vector
-    for b, idx in enumerate(bounds, start=1):
-        while pos < n and events[pos].index <= idx:
-            observe(events[pos])
-            pos += 1
-        steps.append(events[pos - 1].step)
-        rows.append(vector())
-        if b in cps:
-            ex.mark_checkpoint()
-    values = np.array(rows, dtype=np.float64).reshape(len(rows), len(FEATURE_NAMES))
+    row = ex._row
+    extend = flat.extend
+    # The walk allocates many small long-lived objects (graph nodes, edge records) and no
+    # reference cycles: pause the cyclic collector, whose repeated full passes over the
+    # growing heap would otherwise cost about as much as the walk itself.
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        for b, idx in enumerate(bounds, start=1):
+            while pos < n and events[pos].index <= idx:
+                observe(events[pos])
+                pos += 1
+            steps.append(events[pos - 1].step)
+            extend(row())
+            if b in cps:
+                ex.mark_checkpoint()
+            if not b & _FLUSH_MASK:  # convert in chunks: a small, reused working set
+                k = len(flat)
+                out[done : done + k] = np.fromiter(flat, dtype=np.float64, count=k)
+                done += k
+                flat.clear()
+    finally:
+        if gc_was_on:
+            gc.enable()
+    out[done:] = np.fromiter(flat, dtype=np.float64, count=len(flat))
     cols: dict[str, object] = {
         "task_id": [traj.task_id] * len(bounds),
         "repo": [traj.repo] * len(bounds),

@@ -1009,7 +1009,7 @@ def _run_tokens(tokens: list[str], bodies: list[str], acc: _Acc) -> None:
                 else:
                     _simple(words, redirects, acc)
             words, redirects = [], []
-        elif (m := _REDIR_RE.match(tok)) is not None:
+        elif ("<" in tok or ">" in tok) and (m := _REDIR_RE.match(tok)) is not None:
             op, fd_to = m.group(2), m.group(3)
             if not fd_to:  # not a 2>&1 style duplication
                 tgt = tokens[k + 1] if k + 1 < n else None
@@ -1018,7 +1018,7 @@ def _run_tokens(tokens: list[str], bodies: list[str], acc: _Acc) -> None:
                     tgt = tgt.lstrip("\x00")
                     if not (op in (">&", "<&") and tgt.isdigit()) and op != "<<<":
                         redirects.append((op, tgt, None))
-        elif (m2 := _PLACEHOLDER.fullmatch(tok)) is not None:
+        elif tok.startswith("__HEREDOC") and (m2 := _PLACEHOLDER.fullmatch(tok)) is not None:
             redirects.append(("<<", None, bodies[int(m2.group(1))]))
         else:
             text = tok[1:] if tok.startswith("\x00") else tok
