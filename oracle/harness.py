@@ -719,6 +719,15 @@ def collect_nominal(ctx: StudyContext, tasks: Iterable[TaskSpec], study_seed: in
     ex = executor or InlineExecutor()
     futs: dict[Future, str] = {}
     out: dict[str, dict] = {}
+
+    def record(f: Future) -> None:
+        tid = futs.pop(f)
+        rec = f.result()
+        audit.append(rec)
+        out[tid] = rec
+        for w in rec.get("warnings", []):
+            warnings.warn(f"nominal run of {tid}: {w}", stacklevel=3)
+
     for t in tasks:
         ctx.tasks.setdefault(t.task_id, t)
         key = f"nominal/{t.task_id}"
@@ -726,16 +735,14 @@ def collect_nominal(ctx: StudyContext, tasks: Iterable[TaskSpec], study_seed: in
             out[t.task_id] = records[key]
         else:
             seed = pair_seed(study_seed, f"nominal/{t.task_id}", 0)
-            futs[ex.submit(run_nominal_job, t.task_id, ctx, seed)] = t.task_id
+            fut = ex.submit(run_nominal_job, t.task_id, ctx, seed)
+            futs[fut] = t.task_id
+            if fut.done():  # an inline executor ran it already: record it before the next
+                record(fut)
     while futs:
         done, _ = wait(list(futs), return_when=FIRST_COMPLETED)
         for f in done:
-            tid = futs.pop(f)
-            rec = f.result()
-            audit.append(rec)
-            out[tid] = rec
-            for w in rec.get("warnings", []):
-                warnings.warn(f"nominal run of {tid}: {w}", stacklevel=2)
+            record(f)
     return out
 
 
@@ -815,10 +822,17 @@ def run_study(
     todo = [s for k, s in specs.items() if k not in records]
     bar.start(total=len(specs), done=len(specs) - len(todo),
               quarantined=sum(1 for k in specs if records.get(k, {}).get("quarantined")))
-    futs = {submit(run_branch, s, ctx): s for s in todo}
+    # An executor that runs calls at submit time (inline) gets one call in flight, so each
+    # finished branch is recorded before the next starts; pools get everything at once.
+    queue = list(todo)
+    in_flight = 1 if isinstance(ex, InlineExecutor) else max(1, len(queue))
+    futs: dict[Future, BranchSpec] = {}
     errors: list[tuple[str, BaseException]] = []
     try:
-        while futs:
+        while futs or queue:
+            while queue and len(futs) < in_flight:
+                s = queue.pop(0)
+                futs[submit(run_branch, s, ctx)] = s
             done, _ = wait(list(futs), return_when=FIRST_COMPLETED)
             for f in done:
                 s = futs.pop(f)
@@ -836,7 +850,7 @@ def run_study(
                             specs[extra.branch_id] = extra
                             bar.grow(1)
                             if extra.branch_id not in records:
-                                futs[submit(run_branch, extra, ctx)] = extra
+                                queue.append(extra)
     finally:
         bar.close()
     if errors:

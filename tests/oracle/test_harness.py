@@ -308,3 +308,30 @@ def test_tool_call_granularity_nominal(tmp_path: Path) -> None:
     assert res.boundary_events == res.trajectory.boundaries("tool_call")
     assert res.n_boundaries > 3  # finer than the three turns
     assert [c["step"] for c in res.checkpoints] == sorted(c["step"] for c in res.checkpoints)
+
+
+def test_inline_study_records_each_branch_before_starting_the_next(tmp_path, monkeypatch):
+    """No finished branch waits unrecorded: a kill between branches loses nothing."""
+    import oracle.harness as harness
+    from oracle.__main__ import main as oracle_main
+    from oracle.audit import AuditLog
+    from oracle.executors import InlineExecutor
+    from oracle.plan import Plan
+
+    plan_path = tmp_path / "plan.json"
+    assert oracle_main(["plan", "--agent", "scripted", "--tasks", "1", "--design", "pilot",
+                        "--seed", "3", "--out", str(plan_path), "--task-opt", "time_scale=0.1",
+                        "--task-opt", "n_files=2", "--task-opt", "n_steps=3"]) == 0
+    plan = Plan.load(plan_path)
+    study = plan_path.with_name("plan.study")
+    seen: list[int] = []
+    real = harness.run_branch
+
+    def spy(spec, ctx):
+        seen.append(len(AuditLog(study / "audit.jsonl").records()))
+        return real(spec, ctx)
+
+    monkeypatch.setattr(harness, "run_branch", spy)
+    harness.run_study(plan, study, executor=InlineExecutor())
+    assert len(seen) >= 8
+    assert seen == list(range(seen[0], seen[0] + len(seen))), seen
