@@ -29,6 +29,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 
+from baselines import FirstBoundary
 from oracle.tables import LabelSet
 from ripplecp_policy.datasets import advantage_table, replays
 from ripplecp_policy.evaluation import Evaluator, compare
@@ -96,19 +97,6 @@ def parse_args(argv: list[str] | None = None) -> Args:
     if bad:
         p.error(f"unknown policy kinds {bad}; choose among {', '.join(KINDS)}")
     return args
-
-
-class FirstBoundary(PlacementPolicy):
-    """The rule the decomposition implies: spend the budget on the earliest safe boundaries."""
-
-    uses_features = False
-
-    def decide(self, obs: BoundaryObservation) -> bool:
-        return True
-
-    @property
-    def name(self) -> str:
-        return "first-boundary"
 
 
 def make_policy(kind: str, args: Args) -> PlacementPolicy:
