@@ -70,10 +70,10 @@ def parse_args(argv: list[str] | None = None) -> Args:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from oracle.agent import get_agent
+    from oracle.agent import clock_kind, get_agent
     from oracle.executors import close_executor, make_executor
-    from oracle.harness import HarnessConfig, StudyContext, collect_nominal, run_study
-    from oracle.plan import Plan, full_table_plan, stratified_pilot_plan, tool_call_plan
+    from oracle.harness import HarnessConfig, StudyContext, freeze_plan, run_study
+    from oracle.plan import Plan
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -102,20 +102,10 @@ def main(argv: list[str] | None = None) -> int:
             tasks = agent.make_tasks(args.tasks, args.seed, study / "tasks", **task_opts)
             config = HarnessConfig(granularity=gran, branch_cap_s=args.cap,
                                    require_obs_determinism=args.require_determinism,
-                                   clock=getattr(agent, "clock_kind", "wall"))
+                                   clock=clock_kind(agent))
             ctx = StudyContext(args.agent, agent_opts, {t.task_id: t for t in tasks}, config, study)
-            noms = collect_nominal(ctx, tasks, args.seed, ex)
-            nb = {tid: int(r["n_boundaries"]) for tid, r in noms.items()}
-            frozen = {tid: {"trajectory_sha256": r["trajectory_sha256"], "n_boundaries": nb[tid],
-                            "verified": r["verified"]} for tid, r in noms.items()}
-            common = dict(seed=args.seed, agent=args.agent, agent_options=agent_opts, config=config,
-                          nominal=frozen, repetitions=args.repetitions)
-            if args.design == "pilot":
-                plan = stratified_pilot_plan(tasks, nb, granularity=gran, **common)
-            elif args.design == "tool_call":
-                plan = tool_call_plan(tasks, nb, **common)
-            else:
-                plan = full_table_plan(tasks, nb, granularity=gran, **common)
+            plan = freeze_plan(ctx, tasks, args.design, seed=args.seed,
+                               repetitions=args.repetitions, executor=ex)
             plan.save(plan_path)
             print(f"plan {plan_path} (sha256 {plan.hash[:16]}): {len(tasks)} tasks, "
                   f"{len(plan.cells)} cells, {plan.n_branches()} branches before third repetitions")

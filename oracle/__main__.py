@@ -36,15 +36,6 @@ def _kv(items: list[str] | None, what: str) -> dict[str, Any]:
     return out
 
 
-def _clock_kind(agent: Any) -> str:
-    """``agent.clock_kind`` if set; simulated agents (with simulated costs) get "virtual"."""
-    kind = getattr(agent, "clock_kind", None)
-    if kind is None:
-        kind = "virtual" if hasattr(agent, "simulated_checkpoint_cost") else "wall"
-    if kind not in ("wall", "virtual"):
-        raise SystemExit(f"agent clock_kind must be 'wall' or 'virtual', got {kind!r}")
-    return kind
-
 
 def default_study_dir(plan_path: Path) -> Path:
     """``plan.json`` -> ``plan.study`` next to it."""
@@ -53,10 +44,9 @@ def default_study_dir(plan_path: Path) -> Path:
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
-    from oracle.agent import get_agent
+    from oracle.agent import clock_kind, get_agent
     from oracle.executors import close_executor, make_executor
-    from oracle.harness import HarnessConfig, StudyContext, collect_nominal
-    from oracle.plan import full_table_plan, stratified_pilot_plan, tool_call_plan
+    from oracle.harness import HarnessConfig, StudyContext, freeze_plan
 
     out = Path(a.out).resolve()
     study = Path(a.study).resolve() if a.study else default_study_dir(out)
@@ -80,24 +70,14 @@ def cmd_plan(a: argparse.Namespace) -> int:
     tasks = make_tasks(a.tasks, a.seed, study / "tasks", **_kv(a.task_opt, "--task-opt"))
     config = HarnessConfig(granularity=gran, branch_cap_s=a.cap,
                            require_obs_determinism=not a.no_determinism,
-                           clock=_clock_kind(agent))
+                           clock=clock_kind(agent))
     ctx = StudyContext(a.agent, agent_opts, {t.task_id: t for t in tasks}, config, study)
     ex = make_executor(a.executor, a.workers)
     try:
-        noms = collect_nominal(ctx, tasks, a.seed, ex)
+        plan = freeze_plan(ctx, tasks, a.design, seed=a.seed, repetitions=a.repetitions,
+                           executor=ex, stride=a.stride, include_final=a.include_final)
     finally:
         close_executor(ex)
-    nb = {tid: int(r["n_boundaries"]) for tid, r in noms.items()}
-    frozen = {tid: {"trajectory_sha256": r["trajectory_sha256"], "n_boundaries": nb[tid],
-                    "verified": r["verified"]} for tid, r in noms.items()}
-    common = dict(seed=a.seed, agent=a.agent, agent_options=agent_opts, config=config,
-                  nominal=frozen, repetitions=a.repetitions)
-    if a.design == "pilot":
-        plan = stratified_pilot_plan(tasks, nb, granularity=gran, **common)
-    elif a.design == "tool_call":
-        plan = tool_call_plan(tasks, nb, stride=a.stride, **common)
-    else:
-        plan = full_table_plan(tasks, nb, include_final=a.include_final, granularity=gran, **common)
     plan.save(out)
     print(f"plan {out} (sha256 {plan.hash[:16]}): {len(tasks)} tasks, {len(plan.cells)} cells, "
           f"{plan.n_branches()} branches before third repetitions; study dir {study}")

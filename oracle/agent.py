@@ -34,6 +34,7 @@ __all__ = [
     "VirtualClock",
     "WallClock",
     "agent_names",
+    "clock_kind",
     "get_agent",
     "register_agent",
 ]
@@ -216,3 +217,13 @@ def get_agent(name: str, **options: Any) -> Agent:
 def agent_names() -> list[str]:
     """Names currently registered (built-ins appear once their module was imported)."""
     return sorted(_REGISTRY)
+
+
+def clock_kind(agent: Any) -> str:
+    """``agent.clock_kind`` if set; simulated agents (with simulated costs) get "virtual"."""
+    kind = getattr(agent, "clock_kind", None)
+    if kind is None:
+        kind = "virtual" if hasattr(agent, "simulated_checkpoint_cost") else "wall"
+    if kind not in ("wall", "virtual"):
+        raise ValueError(f"agent clock_kind must be 'wall' or 'virtual', got {kind!r}")
+    return kind

@@ -746,6 +746,32 @@ def collect_nominal(ctx: StudyContext, tasks: Iterable[TaskSpec], study_seed: in
     return out
 
 
+def freeze_plan(ctx: StudyContext, tasks: list[TaskSpec], design: str, *, seed: int,
+                repetitions: int = 2, executor: Executor | None = None, stride: int = 1,
+                include_final: bool = False) -> Any:
+    """Run (or reuse) the nominal runs of ``tasks``, then freeze a plan of ``design``.
+
+    ``design``: ``pilot`` (one early and one late cell per task), ``tool_call`` or ``full``.
+    The plan records each nominal trajectory's hash, so a later run refuses a changed one.
+    """
+    from oracle.plan import full_table_plan, stratified_pilot_plan, tool_call_plan
+
+    noms = collect_nominal(ctx, tasks, seed, executor)
+    nb = {tid: int(r["n_boundaries"]) for tid, r in noms.items()}
+    frozen = {tid: {"trajectory_sha256": r["trajectory_sha256"], "n_boundaries": nb[tid],
+                    "verified": r["verified"]} for tid, r in noms.items()}
+    common = dict(seed=seed, agent=ctx.agent_name, agent_options=ctx.agent_options,
+                  config=ctx.config, nominal=frozen, repetitions=repetitions)
+    gran = ctx.config.granularity
+    if design == "pilot":
+        return stratified_pilot_plan(tasks, nb, granularity=gran, **common)
+    if design == "tool_call":
+        return tool_call_plan(tasks, nb, stride=stride, **common)
+    if design == "full":
+        return full_table_plan(tasks, nb, include_final=include_final, granularity=gran, **common)
+    raise ValueError(f"design must be pilot, tool_call or full, got {design!r}")
+
+
 def _advantage(cp: dict, sk: dict, creation: float) -> float:
     return float(sk["cost_s"]) - (float(cp["cost_s"]) + creation)
 
