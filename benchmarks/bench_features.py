@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from features.graph import _shell_effects
+from features.graph import _path_effects, _shell_effects
 from features.online import OnlineFeatureExtractor, boundary_features, reference_ripple
 from features.schema import Trajectory, read_parquet, write_parquet
 from features.shell import _parse_cached
@@ -43,6 +43,7 @@ CLOCK = time.process_time
 def _clear_caches() -> None:
     _parse_cached.cache_clear()
     _shell_effects.cache_clear()
+    _path_effects.cache_clear()
 
 
 def calibration() -> float:

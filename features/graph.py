@@ -49,7 +49,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache, reduce
-from operator import or_
+from itertools import chain, compress, repeat
+from operator import or_, sub
 from typing import Any
 
 import networkx as nx
@@ -126,7 +127,7 @@ _NO_EFFECTS = EventEffects()
 def event_effects(event: Event, root: str | None = None) -> EventEffects:
     """Reads/writes/deletes of an event: the reader's ``paths_read``/``paths_written`` (and
     ``extra["paths_deleted"]``) when set, else the shell parse of ``argv``/``command``.
-    The command is parsed in both cases for the test/build/commit flags."""
+    The command is parsed in both cases for the test/build/commit flags. Cached by input."""
     has_cmd = bool(event.command or event.argv)
     deleted_extra = event.extra.get("paths_deleted") if event.extra else None
     has_paths = bool(event.paths_read or event.paths_written or deleted_extra)
@@ -135,29 +136,37 @@ def event_effects(event: Event, root: str | None = None) -> EventEffects:
     if event.kind == EventKind.FILE_CHANGE and event.is_error and not has_paths:
         # a refused or failed edit (e.g. a rejected apply_patch) changed nothing: no writes
         return _NO_EFFECTS
+    argv = None if event.command else (tuple(event.argv) if event.argv else None)
     if has_cmd and not has_paths:
-        argv = None if event.command else (tuple(event.argv) if event.argv else None)
         return _shell_effects(event.command, argv, root, event.kind == _TEST,
                               event.boundary_kind == _COMMIT)
-    sh: ShellEffects | None = parse_command(event.command, event.argv) if has_cmd else None
-    if event.paths_read or event.paths_written or deleted_extra:
-        reads = tuple(_norm_path(p, root) for p in event.paths_read)
-        writes = tuple(_norm_path(p, root) for p in event.paths_written)
-        deletes = tuple(_norm_path(str(p), root) for p in (deleted_extra or ()))
+    return _path_effects(
+        event.command, tuple(event.argv) if event.argv else None, tuple(event.paths_read),
+        tuple(event.paths_written), tuple(str(p) for p in (deleted_extra or ())), root,
+        event.kind == _TEST, event.boundary_kind == _COMMIT,
+    )
+
+
+@lru_cache(maxsize=65536)
+def _path_effects(command: str | None, argv: tuple[str, ...] | None, paths_read: tuple[str, ...],
+                  paths_written: tuple[str, ...], paths_deleted: tuple[str, ...], root: str | None,
+                  is_test_event: bool, is_commit_event: bool) -> EventEffects:
+    """:func:`event_effects` of an event with reader paths (or none and no command)."""
+    has_cmd = bool(command or argv)
+    sh: ShellEffects | None = parse_command(command, argv) if has_cmd else None
+    if paths_read or paths_written or paths_deleted:
+        reads = tuple(_norm_path(p, root) for p in paths_read)
+        writes = tuple(_norm_path(p, root) for p in paths_written)
+        deletes = tuple(_norm_path(p, root) for p in paths_deleted)
         interpreted = True
-    elif sh is not None:
-        reads = tuple(_norm_path(p, root) for p in sh.reads)
-        writes = tuple(_norm_path(p, root) for p in sh.writes)
-        deletes = tuple(_norm_path(p, root) for p in sh.deletes)
-        interpreted = sh.interpreted
-    else:
+    else:  # no paths and no command: a test or commit event that names nothing
         reads = writes = deletes = ()
         interpreted = True
-    is_test = event.kind == _TEST or (sh is not None and sh.is_test)
+    is_test = is_test_event or (sh is not None and sh.is_test)
     is_build = sh is not None and sh.is_build
     return EventEffects(
         reads, writes, deletes, is_test, is_build, interpreted,
-        (sh is not None and sh.is_commit) or (event.boundary_kind == _COMMIT), has_cmd,
+        (sh is not None and sh.is_commit) or is_commit_event, has_cmd,
     )
 
 
@@ -217,10 +226,10 @@ class ProvenanceGraph:
         self.own: list[int] = []  # own epoch bit (0 for pristine versions)
         self._direct: list[int] = []  # out-degree, batches excepted (see out_degree())
         self._id_map: dict[Node, int] = {}  # built lazily by id_of()
-        # edge log: parallel lists; a source that is a tuple is a batch (one edge per id)
-        self.edge_src: list[int | tuple[int, ...]] = []
-        self.edge_dst: list[int] = []
-        self.edge_fam: list[int] = []
+        # edge log, one record (target, source(s), family code) per edge group: a dict
+        # {source: family} (code -1) for an event's direct incoming edges, a tuple for a
+        # batch (one edge per source id), an int for one edge
+        self._log: list[tuple[int, dict[int, int] | tuple[int, ...] | int, int]] = []
         self._n_edges = 0
         self._edge_counts = [0] * len(EdgeFamily)
         # file state
@@ -239,6 +248,7 @@ class ProvenanceGraph:
         self._snap_bits = 0
         self._snap_same = 0
         self._snap_cand: int | None = None  # max(_direct - born) over same-epoch live
+        self._live_same: dict[int, None] = {}  # live written versions of the current epoch
         self._pending: list[int] = []
         self._pending_step: int | None = None
         self._pending_uninterp: int | None = None
@@ -253,6 +263,7 @@ class ProvenanceGraph:
     def new_epoch(self) -> None:
         """A checkpoint was taken: later nodes belong to a new epoch."""
         self.epoch += 1
+        self._live_same.clear()
 
     def _node(self, key: Node, attrs: tuple[Any, ...], own: int) -> int:
         nid = len(self.keys)
@@ -263,60 +274,39 @@ class ProvenanceGraph:
         self._direct.append(0)
         return nid
 
-    def _version(self, path: str, writer: int, deleted: bool, res: AddResult, bits: int) -> None:
-        k = self._n_versions.get(path, 0) + 1
-        self._n_versions[path] = k
-        fv = self._node(("fv", path, k), (deleted, self.epoch, self._t), 1 << self.epoch)
-        if self._on[_WRITE]:
-            self.edge_src.append(writer)
-            self.edge_dst.append(fv)
-            self.edge_fam.append(_WRITE)
-            self._edge_counts[_WRITE] += 1
-            self._n_edges += 1
-            d = self._direct[writer] + 1  # events are never batch sources
-            self._direct[writer] = d
-            if d > res.max_src_outdeg:
-                res.max_src_outdeg = d
-            res.n_edges += 1
-            self.anc[fv] = bits
-        old = self.live.get(path)
-        if old is not None:  # the old version dies: freeze its batch out-degree
-            self._direct[old] += self._batches - self._born.pop(old)
-        self.latest[path] = fv
-        if deleted:
-            self.live.pop(path, None)
-        else:
-            self.live[path] = fv
-            self._born[fv] = self._batches
-        self._live_gen += 1
-        res.versions.append((path, fv, old, deleted))
-
     def _snapshot(self) -> None:
         key = (self._live_gen, self.epoch)
         if self._cache_key == key:
             return
         snap = tuple(self.live.values())
         anc, own, direct, born = self.anc, self.own, self._direct, self._born
-        cb = 1 << self.epoch
         self._snap = snap
         self._snap_bits = reduce(or_, map(anc.__getitem__, snap), 0) | reduce(
             or_, map(own.__getitem__, snap), 0)
-        same = [v for v in snap if own[v] == cb]
+        same = self._live_same  # == [v for v in snap if own[v] == cb], kept up to date
         self._snap_same = len(same)
-        self._snap_cand = max((direct[v] - born[v] for v in same), default=None)
+        self._snap_cand = max(map(sub, map(direct.__getitem__, same), map(born.__getitem__, same)),
+                              default=None)
         self._cache_key = key
 
     def add_event(self, event: Event) -> AddResult:
         """Add one event (in trajectory order) with its file versions and incoming edges."""
-        if self.root is None and event.extra:
+        node, eff, n_edges, versions, past, mx = self._add(event)
+        return AddResult(node, eff, n_edges, versions, eff.is_test or eff.is_build,
+                         eff.has_command and not eff.interpreted, past, mx)
+
+    def _add(self, event: Event) -> tuple[int, EventEffects, int, list[tuple[str, int, int | None, bool]],
+                                           int, int]:
+        """:meth:`add_event` as a plain tuple (node, effects, n_edges, versions,
+        past_sources, max_src_outdeg): the per-event hot path of ``features.online``."""
+        extra = event.extra
+        if extra and self.root is None:
             for key in _ROOT_KEYS:
-                v = event.extra.get(key)
+                v = extra.get(key)
                 if isinstance(v, str) and v.startswith("/"):
                     self.root = posixpath.normpath(v)
                     break
-        on = self._on
         cmd = event.command
-        extra = event.extra
         kind = event.kind
         if cmd:
             if not (event.paths_read or event.paths_written or (extra and "paths_deleted" in extra)):
@@ -329,18 +319,21 @@ class ProvenanceGraph:
             eff = event_effects(event, self.root)
         else:  # nothing to parse, no paths: what event_effects() returns, without the call
             eff = _NO_EFFECTS
-        uninterp = eff.has_command and not eff.interpreted
-        test_like = eff.is_test or eff.is_build
-        self._t = event.index
+        idx = event.index
+        self._t = idx
         epoch = self.epoch
         cb = 1 << epoch
-        node = len(self.keys)  # inlined _node(): the hot path
-        self.keys.append(("ev", event.index))
+        keys = self.keys
+        anc = self.anc
+        own = self.own
+        direct = self._direct
+        node = len(keys)  # inlined _node(): the hot path
+        keys.append(("ev", idx))
         self.attrs.append((kind, event.step, epoch, eff))
-        self.anc.append(0)
-        self.own.append(cb)
-        self._direct.append(0)
-        res = AddResult(node, eff, 0, [], test_like, uninterp)
+        anc.append(0)
+        own.append(cb)
+        direct.append(0)
+        on = self._on
         # Incoming edges. One edge per (source, target) pair; when several families apply,
         # the most specific labels it: read, build_io, uninterpreted, tool_result (so an
         # ablated family falls back to the next one that applies).
@@ -359,35 +352,33 @@ class ProvenanceGraph:
                     else:
                         for v in self._read_targets(p):
                             incoming.setdefault(v, _READ)
-        if test_like and on[_BUILD_IO] and batch_fam < 0:
+        if batch_fam < 0 and on[_BUILD_IO] and (eff.is_test or eff.is_build):
             batch_fam = _BUILD_IO
+        born = self._born
         if batch_fam >= 0 and incoming:
-            live_ids = self._born  # live written versions: already in the batch
-            incoming = {v: f for v, f in incoming.items() if v not in live_ids}
-        if self._pending_uninterp is not None and on[_UNINTERPRETED]:
-            incoming.setdefault(self._pending_uninterp, _UNINTERPRETED)
-        self._pending_uninterp = node if uninterp else None
+            incoming = {v: f for v, f in incoming.items() if v not in born}  # already in the batch
+        pu = self._pending_uninterp
+        if pu is not None and on[_UNINTERPRETED]:
+            incoming.setdefault(pu, _UNINTERPRETED)
+        self._pending_uninterp = node if (eff.has_command and not eff.interpreted) else None
+        pending = self._pending
         if self._pending_step != event.step:
-            self._pending = []
+            pending = self._pending = []
             self._pending_step = event.step
-        if kind in _CONSUMERS and self._pending:
+        if pending and kind in _CONSUMERS:
             if on[_TOOL_RESULT]:
-                for src in self._pending:
+                for src in pending:
                     incoming.setdefault(src, _TOOL_RESULT)
-            self._pending = []
+            pending = self._pending = []
         if kind in _SOURCES:
-            self._pending.append(node)
+            pending.append(node)
 
         bits = 0
-        anc = self.anc
-        own = self.own
+        n_edges = past = mx = 0
+        log = self._log
         if incoming:
-            direct = self._direct
-            born = self._born
             batches = self._batches
             counts = self._edge_counts
-            mx = 0
-            past = 0
             for src, f in incoming.items():
                 o = own[src]
                 bits |= anc[src] | o
@@ -405,38 +396,65 @@ class ProvenanceGraph:
                     past += 1
                 elif d > mx:
                     mx = d
-            self.edge_src.extend(incoming)
-            self.edge_dst.extend([node] * len(incoming))
-            self.edge_fam.extend(incoming.values())
-            self._n_edges += len(incoming)
-            res.n_edges = len(incoming)
-            res.past_sources = past
-            res.max_src_outdeg = mx
+            n_edges = len(incoming)
+            log.append((node, incoming, -1))
         if batch_fam >= 0 and self.live:
             self._snapshot()
             self._batches += 1
             snap = self._snap
             n = len(snap)
             bits |= self._snap_bits
-            self.edge_src.append(snap)
-            self.edge_dst.append(node)
-            self.edge_fam.append(batch_fam)
+            log.append((node, snap, batch_fam))
             self._edge_counts[batch_fam] += n
-            self._n_edges += n
-            res.n_edges += n
-            res.past_sources += n - self._snap_same
+            n_edges += n
+            past += n - self._snap_same
             if self._snap_cand is not None:
                 d = self._snap_cand + self._batches
-                if d > res.max_src_outdeg:
-                    res.max_src_outdeg = d
+                if d > mx:
+                    mx = d
         anc[node] = bits
-        wbits = bits | cb
-        for p in eff.deletes:
-            self._version(p, node, True, res, wbits)
-        for p in eff.writes:
-            self._version(p, node, False, res, wbits)
+        versions: list[tuple[str, int, int | None, bool]] = []
+        if eff.deletes or eff.writes:
+            # file versions: each delete, then each write, makes the path's next version
+            wbits = bits | cb
+            write_on = on[_WRITE]
+            n_versions = self._n_versions
+            live = self.live
+            live_same = self._live_same
+            attrs = self.attrs
+            for p, deleted in chain(zip(eff.deletes, repeat(True)), zip(eff.writes, repeat(False))):
+                k = n_versions.get(p, 0) + 1
+                n_versions[p] = k
+                fv = len(keys)
+                keys.append(("fv", p, k))
+                attrs.append((deleted, epoch, idx))
+                anc.append(wbits if write_on else 0)
+                own.append(cb)
+                direct.append(0)
+                if write_on:
+                    log.append((fv, node, _WRITE))
+                    self._edge_counts[_WRITE] += 1
+                    n_edges += 1
+                    d = direct[node] + 1  # events are never batch sources
+                    direct[node] = d
+                    if d > mx:
+                        mx = d
+                old = live.get(p)
+                if old is not None:  # the old version dies: freeze its batch out-degree
+                    direct[old] += self._batches - born.pop(old)
+                    live_same.pop(old, None)
+                self.latest[p] = fv
+                if deleted:
+                    live.pop(p, None)
+                else:
+                    live[p] = fv
+                    born[fv] = self._batches
+                    live_same[fv] = None
+                self._live_gen += 1
+                versions.append((p, fv, old, deleted))
+        self._n_edges += n_edges
         self.n_events += 1
-        return res
+        return node, eff, n_edges, versions, past, mx
 
     def _read_targets(self, p: str) -> list[int]:
         v = self.latest.get(p)
@@ -445,7 +463,8 @@ class ProvenanceGraph:
         if p in (".", ""):
             return list(self.live.values())
         prefix = p.rstrip("/") + "/"
-        under = [v for q, v in self.live.items() if q.startswith(prefix)]
+        live = self.live
+        under = list(compress(live.values(), map(str.startswith, live, repeat(prefix))))
         if under:
             return under
         fv = self._node(("fv", p, 0), (False, None, self._t), 0)
@@ -464,14 +483,19 @@ class ProvenanceGraph:
         for nid in range(self._nx_nodes, len(keys)):
             g.add_node(keys[nid], **self.node_attrs(nid))
         self._nx_nodes = len(keys)
-        src, dst, fam = self.edge_src, self.edge_dst, self.edge_fam
-        n = len(src)
+        log = self._log
+        n = len(log)
         for k in range(self._nx_edges, n):
-            s, v, f = src[k], keys[dst[k]], {"family": _FAMILY_BY_CODE[fam[k]].value}
-            if isinstance(s, tuple):
-                g.add_edges_from((keys[u], v, dict(f)) for u in s)
+            dst, src, f = log[k]
+            v = keys[dst]
+            if f < 0:
+                g.add_edges_from((keys[u], v, {"family": _FAMILY_BY_CODE[fu].value})
+                                 for u, fu in src.items())  # type: ignore[union-attr]
+            elif isinstance(src, tuple):
+                fam = _FAMILY_BY_CODE[f].value
+                g.add_edges_from((keys[u], v, {"family": fam}) for u in src)
             else:
-                g.add_edge(keys[s], v, **f)
+                g.add_edge(keys[src], v, family=_FAMILY_BY_CODE[f].value)
         self._nx_edges = n
         return g
 

@@ -55,7 +55,7 @@ tests and the benchmark. Quantities that use the future live in
 
 from __future__ import annotations
 
-import gc
+from array import array
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -64,6 +64,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from features._gc import gc_paused
 from features.graph import DEFAULT_FAMILIES, EdgeFamily, Node, ProvenanceGraph
 from features.schema import Event, EventKind, Trajectory
 
@@ -111,20 +112,6 @@ FEATURE_NAMES: list[str] = [
     "context__error_rate_recent", "context__error_trend", "context__step",
     "context__events_seen", "context__safe_boundaries_seen", "context__turns_completed",
 ]
-
-# Positions in FEATURE_NAMES whose value _row() gives as an int (a count) or NaN:
-# feature_vector() converts exactly these with float().
-_INT_POS: tuple[int, ...] = tuple(
-    i for i, n in enumerate(FEATURE_NAMES)
-    if n not in {
-        "cost__wall_s_total", "cost__wall_s_since_cp", "cost__busy_s_total", "cost__busy_s_since_cp",
-        "progress__tests_passed_latest", "progress__tests_failed_latest",
-        "progress__newly_passing_since_cp", "progress__last_verifier_passed",
-        "ripple__frontier_new_frac", "ripple__descendant_frac", "ripple__fanout_mean",
-        "context__has_checkpoint", "context__seconds_since_cp", "context__work_since_cp_s",
-        "context__seconds_since_progress", "context__error_rate_recent", "context__error_trend",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -183,98 +170,254 @@ def _event_time(e: Event) -> float | None:
     return e.start
 
 
+# The extractor's numeric state is one flat list (:data:`_RAW_FIELDS`; ints, floats, NaN
+# for an unknown time). The features at a point are a pure function of it
+# (:func:`_features_from_raw`, vectorised over rows), so batch extraction appends the list
+# to an ``array('d')`` at each boundary (one C-level copy) and converts all rows at once,
+# instead of building and converting 67 Python values per boundary. "Since the last
+# checkpoint" integer counters are totals minus their value at the checkpoint (exact);
+# float sums since the checkpoint are accumulated on their own, as before.
+_RAW_FIELDS: tuple[str, ...] = (
+    "n", "step", "safe", "turns", "n_cp", "cp_n", "cp_step",
+    "t_first", "t_now", "cp_t", "lp_t", "lp_n",
+    "busy_known", "busy_total", "s_busy",
+    "tok_known", "pk_in", "pk_cached", "pk_out",
+    "tok_in", "tok_cached", "tok_out", "tok_in_cp", "tok_cached_cp", "tok_out_cp",
+    "tools", "tools_cp", "model", "model_cp", "retries", "retries_cp", "errors", "errors_cp",
+    "expensive", "expensive_cp", "testbuild", "testbuild_cp", "uninterp", "uninterp_cp",
+    "commits", "commits_cp",
+    "n_touched", "n_s_touched", "n_s_read", "n_s_deleted", "n_s_validated",
+    "bytes_known", "bytes", "bytes_cp", "n_live", "size_sum", "size_known",
+    "passed_latest", "failed_latest", "newly", "test_counts_seen",
+    "verif", "verif_cp", "verif_pass", "verif_pass_cp", "last_verifier",
+    "n_tests", "r_live_new", "r_tests_new", "r_nodes", "r_desc", "r_edges", "r_edges_past",
+    "r_fanout_max", "r_down", "r_down_pass", "r_affected", "r_prev", "n_edges",
+    "err_recent", "err_prev", "n_errs",
+)
+(
+    _N, _STEP, _SAFE, _TURNS, _N_CP, _CP_N, _CP_STEP,
+    _T_FIRST, _T_NOW, _CP_T, _LP_T, _LP_N,
+    _BUSY_KNOWN, _BUSY_TOTAL, _S_BUSY,
+    _TOK_KNOWN, _PK_IN, _PK_CACHED, _PK_OUT,
+    _TOK_IN, _TOK_CACHED, _TOK_OUT, _TOK_IN_CP, _TOK_CACHED_CP, _TOK_OUT_CP,
+    _TOOLS, _TOOLS_CP, _MODEL, _MODEL_CP, _RETRIES, _RETRIES_CP, _ERRORS, _ERRORS_CP,
+    _EXPENSIVE, _EXPENSIVE_CP, _TESTBUILD, _TESTBUILD_CP, _UNINTERP, _UNINTERP_CP,
+    _COMMITS, _COMMITS_CP,
+    _N_TOUCHED, _N_S_TOUCHED, _N_S_READ, _N_S_DELETED, _N_S_VALIDATED,
+    _BYTES_KNOWN, _BYTES, _BYTES_CP, _N_LIVE, _SIZE_SUM, _SIZE_KNOWN,
+    _PASSED_LATEST, _FAILED_LATEST, _NEWLY, _TEST_COUNTS_SEEN,
+    _VERIF, _VERIF_CP, _VERIF_PASS, _VERIF_PASS_CP, _LAST_VERIFIER,
+    _N_TESTS, _R_LIVE_NEW, _R_TESTS_NEW, _R_NODES, _R_DESC, _R_EDGES, _R_EDGES_PAST,
+    _R_FANOUT_MAX, _R_DOWN, _R_DOWN_PASS, _R_AFFECTED, _R_PREV, _N_EDGES,
+    _ERR_RECENT, _ERR_PREV, _N_ERRS,
+) = range(len(_RAW_FIELDS))
+_NAN_FIELDS = (_T_FIRST, _T_NOW, _CP_T, _LP_T, _PASSED_LATEST, _FAILED_LATEST, _LAST_VERIFIER)
+_FLOAT_FIELDS = (_BUSY_TOTAL, _S_BUSY)
+# (total, value at the last checkpoint) pairs: "since the checkpoint" is their difference
+_CP_PAIRS = (
+    (_TOK_IN, _TOK_IN_CP), (_TOK_CACHED, _TOK_CACHED_CP), (_TOK_OUT, _TOK_OUT_CP),
+    (_TOOLS, _TOOLS_CP), (_MODEL, _MODEL_CP), (_RETRIES, _RETRIES_CP), (_ERRORS, _ERRORS_CP),
+    (_EXPENSIVE, _EXPENSIVE_CP), (_TESTBUILD, _TESTBUILD_CP), (_UNINTERP, _UNINTERP_CP),
+    (_COMMITS, _COMMITS_CP), (_BYTES, _BYTES_CP), (_VERIF, _VERIF_CP),
+    (_VERIF_PASS, _VERIF_PASS_CP), (_N, _CP_N), (_STEP, _CP_STEP),
+)
+# per-epoch ripple counters, zeroed at a checkpoint
+_EPOCH_COUNTERS = (
+    _R_LIVE_NEW, _R_TESTS_NEW, _R_NODES, _R_DESC, _R_EDGES, _R_EDGES_PAST, _R_FANOUT_MAX,
+    _R_DOWN, _R_DOWN_PASS, _R_AFFECTED, _R_PREV, _NEWLY,
+)
+
+
+def _initial_raw() -> list[float | int]:
+    raw: list[float | int] = [0] * len(_RAW_FIELDS)
+    for i in _NAN_FIELDS:
+        raw[i] = NAN
+    for i in _FLOAT_FIELDS:
+        raw[i] = 0.0
+    return raw
+
+
+def _features_from_raw(raw: np.ndarray, error_trend_window: int) -> np.ndarray:
+    """Feature rows (``len(raw)`` x ``len(FEATURE_NAMES)``) from raw state rows.
+
+    Integer quantities are exact in float64 (< 2**53), and every derived value is the same
+    IEEE operation the scalar definition implies (a difference, a correctly rounded
+    division), so a row does not depend on how many rows are converted together."""
+    c = raw.T
+    b = raw.shape[0]
+    nan = np.nan
+
+    def div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+        return np.divide(num, den, out=np.full(b, nan), where=den > 0)
+
+    def since(total: int, at_cp: int) -> np.ndarray:
+        return c[total] - c[at_cp]
+
+    t_now, t_first, cp_t, lp_t = c[_T_NOW], c[_T_FIRST], c[_CP_T], c[_LP_T]
+    has_wall = ~(np.isnan(t_now) | np.isnan(t_first))
+    wall_total = np.where(has_wall, t_now - t_first, nan)
+    wall_cp = np.where(has_wall & ~np.isnan(cp_t), t_now - cp_t, nan)
+    busy = c[_BUSY_KNOWN] > 0
+    busy_total = np.where(busy, c[_BUSY_TOTAL], nan)
+    busy_cp = np.where(busy, c[_S_BUSY], nan)
+    tok = c[_TOK_KNOWN] > 0
+    s_in, s_cached, s_out = since(_TOK_IN, _TOK_IN_CP), since(_TOK_CACHED, _TOK_CACHED_CP), since(_TOK_OUT, _TOK_OUT_CP)
+    bytes_known = c[_BYTES_KNOWN] > 0
+    n_live = c[_N_LIVE]
+    frontier = n_live + c[_N_TESTS]
+    frontier_new = c[_R_LIVE_NEW] + c[_R_TESTS_NEW]
+    seg_nodes = c[_R_NODES]
+    has_cp = c[_N_CP] > 0
+    w = error_trend_window
+    n_errs = c[_N_ERRS]
+    rate_recent = div(c[_ERR_RECENT], np.minimum(n_errs, w))
+    over = n_errs > w
+    rate_trend = np.full(b, nan)
+    rate_trend[over] = rate_recent[over] - c[_ERR_PREV][over] / (n_errs[over] - w)
+    lp_or_first = np.where(np.isnan(lp_t), t_first, lp_t)
+    cols = (
+        wall_total, wall_cp, busy_total, busy_cp,
+        np.where(tok, c[_TOK_IN] + c[_TOK_OUT], nan),
+        np.where(tok, s_in + s_out, nan),
+        np.where(c[_PK_IN] > 0, s_in, nan),
+        np.where(c[_PK_CACHED] > 0, s_cached, nan),
+        np.where(c[_PK_OUT] > 0, s_out, nan),
+        c[_TOOLS], since(_TOOLS, _TOOLS_CP), since(_MODEL, _MODEL_CP),
+        c[_RETRIES], since(_RETRIES, _RETRIES_CP), c[_ERRORS], since(_ERRORS, _ERRORS_CP),
+        np.where(busy, since(_EXPENSIVE, _EXPENSIVE_CP), nan),
+        since(_TESTBUILD, _TESTBUILD_CP), since(_UNINTERP, _UNINTERP_CP),
+        # physical state
+        c[_N_TOUCHED], c[_N_S_TOUCHED], c[_N_S_READ], c[_N_S_DELETED],
+        np.where(bytes_known, c[_BYTES], nan),
+        np.where(bytes_known, since(_BYTES, _BYTES_CP), nan),
+        n_live,
+        np.where(c[_SIZE_KNOWN] > 0, c[_SIZE_SUM], nan),
+        # verified progress
+        c[_PASSED_LATEST], c[_FAILED_LATEST],
+        np.where(c[_TEST_COUNTS_SEEN] > 0, c[_NEWLY], nan),
+        c[_VERIF], since(_VERIF, _VERIF_CP), since(_VERIF_PASS, _VERIF_PASS_CP),
+        c[_LAST_VERIFIER], c[_N_S_VALIDATED], since(_COMMITS, _COMMITS_CP),
+        # ripple
+        frontier, frontier_new, div(frontier_new, frontier),
+        c[_R_LIVE_NEW], c[_R_TESTS_NEW], seg_nodes, c[_R_DESC], div(c[_R_DESC], seg_nodes),
+        c[_R_EDGES], c[_R_EDGES_PAST], div(c[_R_EDGES] - c[_R_EDGES_PAST], seg_nodes),
+        c[_R_FANOUT_MAX], c[_R_DOWN], c[_R_DOWN_PASS], c[_R_AFFECTED],
+        np.where(has_cp, c[_R_PREV], nan),
+        c[_N_EDGES],
+        # context
+        has_cp.astype(np.float64), c[_N_CP], since(_N, _CP_N), since(_STEP, _CP_STEP),
+        wall_cp, busy_cp, c[_N] - c[_LP_N],
+        np.where(has_wall, t_now - lp_or_first, nan),
+        rate_recent, rate_trend, c[_STEP], c[_N], c[_SAFE], c[_TURNS],
+    )
+    return np.stack(cols, axis=1)
+
+
+def _row_from_raw(raw: list[float | int], w: int) -> list[float]:
+    """One feature row from one raw state: the scalar twin of :func:`_features_from_raw`
+    for the online path (a NumPy call per feature would cost more than the row). A test
+    pins the two to bit-identical output."""
+    t_now, t_first, cp_t, lp_t = raw[_T_NOW], raw[_T_FIRST], raw[_CP_T], raw[_LP_T]
+    has_wall = t_now == t_now and t_first == t_first  # neither is NaN
+    wall_total = t_now - t_first if has_wall else NAN
+    wall_cp = t_now - cp_t if (has_wall and cp_t == cp_t) else NAN
+    busy = raw[_BUSY_KNOWN]
+    busy_total = raw[_BUSY_TOTAL] if busy else NAN
+    busy_cp = raw[_S_BUSY] if busy else NAN
+    tok = raw[_TOK_KNOWN]
+    s_in = raw[_TOK_IN] - raw[_TOK_IN_CP]
+    s_cached = raw[_TOK_CACHED] - raw[_TOK_CACHED_CP]
+    s_out = raw[_TOK_OUT] - raw[_TOK_OUT_CP]
+    bytes_known = raw[_BYTES_KNOWN]
+    n_live = raw[_N_LIVE]
+    frontier = n_live + raw[_N_TESTS]
+    frontier_new = raw[_R_LIVE_NEW] + raw[_R_TESTS_NEW]
+    seg_nodes = raw[_R_NODES]
+    has_cp = raw[_N_CP] > 0
+    n_errs = raw[_N_ERRS]
+    n_recent = n_errs if n_errs < w else w
+    rate_recent = raw[_ERR_RECENT] / n_recent if n_recent else NAN
+    rate_trend = (rate_recent - raw[_ERR_PREV] / (n_errs - w)) if n_errs > w else NAN
+    row = [
+        wall_total, wall_cp, busy_total, busy_cp,
+        raw[_TOK_IN] + raw[_TOK_OUT] if tok else NAN,
+        s_in + s_out if tok else NAN,
+        s_in if raw[_PK_IN] else NAN,
+        s_cached if raw[_PK_CACHED] else NAN,
+        s_out if raw[_PK_OUT] else NAN,
+        raw[_TOOLS], raw[_TOOLS] - raw[_TOOLS_CP], raw[_MODEL] - raw[_MODEL_CP],
+        raw[_RETRIES], raw[_RETRIES] - raw[_RETRIES_CP],
+        raw[_ERRORS], raw[_ERRORS] - raw[_ERRORS_CP],
+        raw[_EXPENSIVE] - raw[_EXPENSIVE_CP] if busy else NAN,
+        raw[_TESTBUILD] - raw[_TESTBUILD_CP], raw[_UNINTERP] - raw[_UNINTERP_CP],
+        # physical state
+        raw[_N_TOUCHED], raw[_N_S_TOUCHED], raw[_N_S_READ], raw[_N_S_DELETED],
+        raw[_BYTES] if bytes_known else NAN,
+        raw[_BYTES] - raw[_BYTES_CP] if bytes_known else NAN,
+        n_live,
+        raw[_SIZE_SUM] if raw[_SIZE_KNOWN] > 0 else NAN,
+        # verified progress
+        raw[_PASSED_LATEST], raw[_FAILED_LATEST],
+        raw[_NEWLY] if raw[_TEST_COUNTS_SEEN] else NAN,
+        raw[_VERIF], raw[_VERIF] - raw[_VERIF_CP], raw[_VERIF_PASS] - raw[_VERIF_PASS_CP],
+        raw[_LAST_VERIFIER], raw[_N_S_VALIDATED], raw[_COMMITS] - raw[_COMMITS_CP],
+        # ripple
+        frontier, frontier_new, frontier_new / frontier if frontier else NAN,
+        raw[_R_LIVE_NEW], raw[_R_TESTS_NEW], seg_nodes, raw[_R_DESC],
+        raw[_R_DESC] / seg_nodes if seg_nodes else NAN,
+        raw[_R_EDGES], raw[_R_EDGES_PAST],
+        (raw[_R_EDGES] - raw[_R_EDGES_PAST]) / seg_nodes if seg_nodes else NAN,
+        raw[_R_FANOUT_MAX], raw[_R_DOWN], raw[_R_DOWN_PASS], raw[_R_AFFECTED],
+        raw[_R_PREV] if has_cp else NAN,
+        raw[_N_EDGES],
+        # context
+        1.0 if has_cp else 0.0, raw[_N_CP], raw[_N] - raw[_CP_N], raw[_STEP] - raw[_CP_STEP],
+        wall_cp, busy_cp, raw[_N] - raw[_LP_N],
+        t_now - (lp_t if lp_t == lp_t else t_first) if has_wall else NAN,
+        rate_recent, rate_trend, raw[_STEP], raw[_N], raw[_SAFE], raw[_TURNS],
+    ]
+    return [float(x) for x in row]
+
+
 class OnlineFeatureExtractor:
     """Incremental, prefix-causal feature extractor; feed events in order with observe()."""
 
     def __init__(self, config: FeatureConfig | None = None) -> None:
         self.config = config or FeatureConfig()
         self.graph = ProvenanceGraph(self.config.edge_families, self.config.root)
-        w = self.config.error_trend_window
-        self._w = w
-        self._errs: deque[int] = deque()  # last 2w error flags, with running window sums
-        self._err_recent = 0
-        self._err_prev = 0
-        self._n = 0
-        self._step = 0
-        self._safe = 0
-        self._turns = 0
-        # time
-        self._t_first: float | None = None
-        self._t_now: float | None = None
-        self._busy_total = 0.0
-        self._busy_known = False
-        # totals
-        self._tok_total = 0
-        self._tok_known = False
-        self._tok_part_known = [False, False, False]  # input, cached, output ever reported
-        self._tools_total = 0
-        self._retries_total = 0
-        self._errors_total = 0
+        self._w = self.config.error_trend_window
+        self._expensive = self.config.expensive_tool_seconds
+        self._raw = _initial_raw()
+        self._errs: deque[int] = deque()  # last 2w error flags (window sums in _raw)
         self._failed_cmds: set[str] = set()
         self._touched_total: set[str] = set()
-        self._bytes_total = 0
-        self._bytes_known_total = False
-        self._verif_total = 0
         # per-path artifact sizes of live versions (None = unknown)
         self._size: dict[str, int | None] = {}
-        self._size_sum = 0
-        self._size_known = 0
-        # progress
-        self._passed_latest: float = NAN
-        self._failed_latest: float = NAN
-        self._last_progress_n = 0
-        self._last_progress_t: float | None = None
-        self._last_verifier: float = NAN
-        # latest test result per test key
         self._latest_test: dict[str, int] = {}  # test key -> event node id
         self._key_passed: dict[str, int] = {}  # test key -> latest passed count
-        self._test_counts_seen = False
         self._fv_dep: dict[int, bool] = {}
-        self._n_cp = 0
         self._reset_segment()
 
     # -- checkpoints ------------------------------------------------------------------------
 
     def _reset_segment(self) -> None:
-        self._cp_n = self._n
-        self._cp_step = self._step
-        self._cp_t: float | None = self._t_now if self._n_cp else self._t_first
+        raw = self._raw
+        raw[_CP_T] = raw[_T_NOW] if raw[_N_CP] else raw[_T_FIRST]
+        for total, at_cp in _CP_PAIRS:
+            raw[at_cp] = raw[total]
+        for i in _EPOCH_COUNTERS:
+            raw[i] = 0
+        raw[_S_BUSY] = 0.0
         # newly passing: per test key, passed count now minus at the checkpoint (>= 0)
         self._cp_key_passed = dict(self._key_passed)
-        self._s_newly = 0
-        self._s_busy = 0.0
-        self._s_tok = [0, 0, 0]
-        self._s_tools = 0
-        self._s_model = 0
-        self._s_retries = 0
-        self._s_errors = 0
-        self._s_expensive = 0
-        self._s_testbuild = 0
-        self._s_uninterp = 0
         self._s_touched: set[str] = set()
         self._s_read: set[str] = set()
         self._s_deleted: set[str] = set()
-        self._s_bytes = 0
-        self._s_verif = 0
-        self._s_verif_pass = 0
         self._s_validated: set[str] = set()
-        self._s_commits = 0
-        # ripple counters for the current epoch
-        self._r_live_new = 0
-        self._r_tests_new = 0
-        self._r_nodes = 0
-        self._r_desc = 0
-        self._r_edges = 0
-        self._r_edges_past = 0
-        self._r_fanout_max = 0
-        self._r_down = 0
-        self._r_down_pass = 0
-        self._r_affected = 0
-        self._r_prev = 0
 
     def mark_checkpoint(self) -> None:
         """A checkpoint was materialised at the current point (after the last observed event)."""
-        self._n_cp += 1
+        self._raw[_N_CP] += 1
         self.graph.new_epoch()
         self._reset_segment()
 
@@ -282,23 +425,24 @@ class OnlineFeatureExtractor:
 
     def observe(self, event: Event) -> None:
         """Add one event (in trajectory order); amortised O(its edges)."""
-        if event.index != self._n:
+        raw = self._raw
+        if event.index != raw[_N]:
             raise ValueError(
-                f"event index {event.index} observed out of order (expected {self._n})"
+                f"event index {event.index} observed out of order (expected {raw[_N]})"
             )
         pg = self.graph
-        res = pg.add_event(event)
-        eff = res.effects
-        cb = 1 << pg.epoch
+        node, eff, n_edges, versions, past, mx = pg._add(event)
+        epoch = pg.epoch
+        cb = 1 << epoch
         anc = pg.anc
-        own = pg.own
         kind = event.kind
-        self._n += 1
-        self._step = event.step
+        n_cp = raw[_N_CP]
+        raw[_N] += 1
+        raw[_STEP] = event.step
         if event.safe_boundary:
-            self._safe += 1
+            raw[_SAFE] += 1
         if event.turn_end:
-            self._turns += 1
+            raw[_TURNS] += 1
 
         # time (_event_time() and Event.elapsed, inlined: the hot path)
         start, end, dur = event.start, event.end, event.duration
@@ -308,17 +452,20 @@ class OnlineFeatureExtractor:
             t = start + dur
         else:
             t = start
-        if self._t_first is None:
+        first = raw[_T_FIRST]
+        if first != first:  # not known yet (NaN)
             if start is not None:
-                self._t_first = start
+                raw[_T_FIRST] = start
             elif t is not None:
-                self._t_first = t
-        if self._n_cp == 0 and self._cp_t is None:
-            self._cp_t = self._t_first  # no checkpoint yet: distance from the run start
+                raw[_T_FIRST] = t
+        if not n_cp:
+            ct = raw[_CP_T]
+            if ct != ct:
+                raw[_CP_T] = raw[_T_FIRST]  # no checkpoint yet: distance from the run start
         if t is not None:
-            now = self._t_now
-            if now is None or t > now:  # max(now, t)
-                self._t_now = t
+            now = raw[_T_NOW]
+            if now != now or t > now:  # max(now, t)
+                raw[_T_NOW] = t
         if dur is not None:
             el = dur
         elif start is not None and end is not None:
@@ -326,39 +473,33 @@ class OnlineFeatureExtractor:
         else:
             el = None
         if el is not None:
-            self._busy_known = True
-            self._busy_total += el
-            self._s_busy += el
+            raw[_BUSY_KNOWN] = 1
+            raw[_BUSY_TOTAL] += el
+            raw[_S_BUSY] += el
 
         # tokens
         ti, tc, to = event.input_tokens, event.cached_tokens, event.output_tokens
         if ti is not None or tc is not None or to is not None:
-            self._tok_known = True
-            st = self._s_tok
-            pk = self._tok_part_known
+            raw[_TOK_KNOWN] = 1
             if ti is not None:
-                st[0] += ti
-                self._tok_total += ti
-                pk[0] = True
+                raw[_TOK_IN] += ti
+                raw[_PK_IN] = 1
             if tc is not None:
-                st[1] += tc
-                pk[1] = True
+                raw[_TOK_CACHED] += tc
+                raw[_PK_CACHED] = 1
             if to is not None:
-                st[2] += to
-                self._tok_total += to
-                pk[2] = True
+                raw[_TOK_OUT] += to
+                raw[_PK_OUT] = 1
 
         # calls, errors, retries
         xc = event.exit_code
         err = bool(event.is_error) or (xc is not None and xc != 0)  # _is_error(), inlined
-        is_tool = kind in _TOOL_KINDS
         if kind == _MODEL_CALL:
-            self._s_model += 1
-        if is_tool:
-            self._tools_total += 1
-            self._s_tools += 1
-            if el is not None and el >= self.config.expensive_tool_seconds:
-                self._s_expensive += 1
+            raw[_MODEL] += 1
+        elif kind in _TOOL_KINDS:
+            raw[_TOOLS] += 1
+            if el is not None and el >= self._expensive:
+                raw[_EXPENSIVE] += 1
         cmd_key = event.command or (" ".join(event.argv) if event.argv else None)
         retry = cmd_key is not None and cmd_key in self._failed_cmds
         if err and event.text:
@@ -366,64 +507,74 @@ class OnlineFeatureExtractor:
             if "retry" in low or "re-connecting" in low:
                 retry = True
         if retry:
-            self._retries_total += 1
-            self._s_retries += 1
+            raw[_RETRIES] += 1
+        errs = self._errs
         if err:
-            self._errors_total += 1
-            self._s_errors += 1
+            raw[_ERRORS] += 1
             if cmd_key is not None:
                 self._failed_cmds.add(cmd_key)
-        errs = self._errs
-        x = 1 if err else 0
-        errs.append(x)
-        self._err_recent += x
+            errs.append(1)
+            raw[_ERR_RECENT] += 1
+        else:
+            errs.append(0)
         w = self._w
         if len(errs) > w:
             moved = errs[-w - 1]
-            self._err_recent -= moved
-            self._err_prev += moved
-            if len(errs) > 2 * w:
-                self._err_prev -= errs.popleft()
-        if res.test_like:
-            self._s_testbuild += 1
-        if res.uninterpreted:
-            self._s_uninterp += 1
+            if moved:
+                raw[_ERR_RECENT] -= 1
+                raw[_ERR_PREV] += 1
+            if len(errs) > 2 * w and errs.popleft():
+                raw[_ERR_PREV] -= 1
+        if eff.is_test or eff.is_build:
+            raw[_TESTBUILD] += 1
+        if eff.has_command and not eff.interpreted:
+            raw[_UNINTERP] += 1
         if eff.is_commit:
-            self._s_commits += 1
+            raw[_COMMITS] += 1
 
         # physical state
         if eff.reads:
             self._s_read.update(eff.reads)
         bw = event.bytes_written
-        n_written = len(eff.writes)
         if bw is not None:  # once any event reports bytes, sums are known (0 if none since)
-            self._bytes_total += bw
-            self._s_bytes += bw
-            self._bytes_known_total = True
+            raw[_BYTES] += bw
+            raw[_BYTES_KNOWN] = 1
 
         # ripple: the event node
-        node = res.node
-        self._r_nodes += 1
-        node_desc = bool(anc[node] & cb)
+        a = anc[node]
+        node_desc = bool(a & cb)
+        raw[_R_NODES] += 1
         if node_desc:
-            self._r_desc += 1
-        if self._n_cp and (anc[node] >> (pg.epoch - 1)) & 1:
-            self._r_prev += 1
-        self._r_edges += res.n_edges
-        self._r_edges_past += res.past_sources
-        if res.max_src_outdeg > self._r_fanout_max:
-            self._r_fanout_max = res.max_src_outdeg
+            raw[_R_DESC] += 1
+        if n_cp and (a >> (epoch - 1)) & 1:
+            raw[_R_PREV] += 1
+        raw[_R_EDGES] += n_edges
+        raw[_R_EDGES_PAST] += past
+        if mx > raw[_R_FANOUT_MAX]:
+            raw[_R_FANOUT_MAX] = mx
 
         # file versions
-        writer_dep = node_desc
-        for path, fv, old, deleted in res.versions:
+        if versions:
+            self._observe_versions(versions, node_desc, len(eff.writes), bw, cb, n_cp, epoch)
+
+        # verifier events
+        if eff.is_test:
+            self._observe_test(event, node, node_desc, t, cb)
+
+    def _observe_versions(self, versions: list[tuple[str, int, int | None, bool]], writer_dep: bool,
+                          n_written: int, bw: int | None, cb: int, n_cp: int, epoch: int) -> None:
+        raw = self._raw
+        anc = self.graph.anc
+        own = self.graph.own
+        size = self._size
+        for path, fv, old, deleted in versions:
             self._touched_total.add(path)
             self._s_touched.add(path)
-            self._r_nodes += 1
+            raw[_R_NODES] += 1
             if anc[fv] & cb:
-                self._r_desc += 1
-            if self._n_cp and (anc[fv] >> (pg.epoch - 1)) & 1:
-                self._r_prev += 1
+                raw[_R_DESC] += 1
+            if n_cp and (anc[fv] >> (epoch - 1)) & 1:
+                raw[_R_PREV] += 1
             if deleted:
                 self._s_deleted.add(path)
             else:
@@ -431,64 +582,88 @@ class OnlineFeatureExtractor:
             self._s_validated.discard(path)
             if old is not None:
                 if own[old] & cb:
-                    self._r_live_new -= 1
-                if own[old] & cb and self._fv_dep.get(old):
-                    self._r_affected -= 1
-                sz = self._size.pop(path, None)
+                    raw[_R_LIVE_NEW] -= 1
+                    if self._fv_dep.get(old):
+                        raw[_R_AFFECTED] -= 1
+                sz = size.pop(path, None)
                 if sz is not None:
-                    self._size_sum -= sz
-                    self._size_known -= 1
-                else:
-                    self._size.pop(path, None)
+                    raw[_SIZE_SUM] -= sz
+                    raw[_SIZE_KNOWN] -= 1
             if not deleted:
-                self._r_live_new += 1
+                raw[_R_LIVE_NEW] += 1
                 dep = writer_dep and bool(anc[fv] & cb)
                 self._fv_dep[fv] = dep
                 if dep:
-                    self._r_affected += 1
+                    raw[_R_AFFECTED] += 1
                 if n_written == 1 and bw is not None:
-                    self._size[path] = bw
-                    self._size_sum += bw
-                    self._size_known += 1
+                    size[path] = bw
+                    raw[_SIZE_SUM] += bw
+                    raw[_SIZE_KNOWN] += 1
                 else:
-                    self._size[path] = None
+                    size[path] = None
 
-        # verifier events
-        if eff.is_test:
-            self._verif_total += 1
-            self._s_verif += 1
-            passed = _verifier_passed(event)
-            if node_desc:
-                self._r_down += 1
-                if passed:
-                    self._r_down_pass += 1
-            if event.tests_passed is not None:
-                self._passed_latest = float(event.tests_passed)
-            if event.tests_failed is not None:
-                self._failed_latest = float(event.tests_failed)
-            if passed is not None:
-                self._last_verifier = 1.0 if passed else 0.0
+    def _observe_test(self, event: Event, node: int, node_desc: bool, t: float | None, cb: int) -> None:
+        raw = self._raw
+        raw[_VERIF] += 1
+        passed = _verifier_passed(event)
+        if node_desc:
+            raw[_R_DOWN] += 1
             if passed:
-                self._s_verif_pass += 1
-                self._last_progress_n = self._n
-                self._last_progress_t = t if t is not None else self._t_now
-                self._s_validated.update([p for p, v in pg.live.items() if own[v] & cb])
-            key = (event.command or " ".join(event.argv or ()) or "<test>").strip()
-            if event.tests_passed is not None:
-                self._test_counts_seen = True
-                base = self._cp_key_passed.get(key, 0)
-                before = self._key_passed.get(key)
-                if before is not None:
-                    self._s_newly -= max(0, before - base)
-                self._key_passed[key] = event.tests_passed
-                self._s_newly += max(0, event.tests_passed - base)
-            old_t = self._latest_test.get(key)
-            if old_t is not None and own[old_t] & cb:
-                self._r_tests_new -= 1
-            self._latest_test[key] = node
-            self._r_tests_new += 1
+                raw[_R_DOWN_PASS] += 1
+        if event.tests_passed is not None:
+            raw[_PASSED_LATEST] = float(event.tests_passed)
+        if event.tests_failed is not None:
+            raw[_FAILED_LATEST] = float(event.tests_failed)
+        if passed is not None:
+            raw[_LAST_VERIFIER] = 1.0 if passed else 0.0
+        if passed:
+            raw[_VERIF_PASS] += 1
+            raw[_LP_N] = raw[_N]
+            raw[_LP_T] = t if t is not None else raw[_T_NOW]
+            own = self.graph.own
+            self._s_validated.update([p for p, v in self.graph.live.items() if own[v] & cb])
+        key = (event.command or " ".join(event.argv or ()) or "<test>").strip()
+        if event.tests_passed is not None:
+            raw[_TEST_COUNTS_SEEN] = 1
+            base = self._cp_key_passed.get(key, 0)
+            before = self._key_passed.get(key)
+            if before is not None:
+                raw[_NEWLY] -= max(0, before - base)
+            self._key_passed[key] = event.tests_passed
+            raw[_NEWLY] += max(0, event.tests_passed - base)
+        old_t = self._latest_test.get(key)
+        if old_t is not None and self.graph.own[old_t] & cb:
+            raw[_R_TESTS_NEW] -= 1
+        self._latest_test[key] = node
+        raw[_R_TESTS_NEW] += 1
 
     # -- features ---------------------------------------------------------------------------
+
+    def _current_raw(self) -> list[float | int]:
+        """The raw state with the sizes of the sets and maps brought up to date."""
+        raw = self._raw
+        pg = self.graph
+        raw[_N_TOUCHED] = len(self._touched_total)
+        raw[_N_S_TOUCHED] = len(self._s_touched)
+        raw[_N_S_READ] = len(self._s_read)
+        raw[_N_S_DELETED] = len(self._s_deleted)
+        raw[_N_S_VALIDATED] = len(self._s_validated)
+        raw[_N_LIVE] = len(pg.live)
+        raw[_N_TESTS] = len(self._latest_test)
+        raw[_N_EDGES] = pg.n_edges
+        raw[_N_ERRS] = len(self._errs)
+        return raw
+
+    def snapshot(self, buffer: array) -> None:
+        """Append the state at the current point to ``buffer`` (an ``array('d')``): batch
+        callers record a snapshot per boundary and convert them all with
+        :meth:`features_from_snapshots`, which gives what :meth:`feature_vector` gives."""
+        buffer.fromlist(self._current_raw())
+
+    def features_from_snapshots(self, buffer: array) -> np.ndarray:
+        """Feature rows (one per snapshot, columns in :data:`FEATURE_NAMES` order)."""
+        raw = np.frombuffer(buffer, dtype=np.float64).reshape(-1, len(_RAW_FIELDS))
+        return _features_from_raw(raw, self._w)
 
     @property
     def feature_names(self) -> list[str]:
@@ -501,118 +676,20 @@ class OnlineFeatureExtractor:
 
     def feature_vector(self) -> list[float]:
         """The values of :meth:`features` as a list in :attr:`feature_names` order."""
-        row = self._row()
-        for i in _INT_POS:
-            row[i] = float(row[i])
-        return row
-
-    def _row(self) -> list[float | int]:
-        """:meth:`feature_vector` before its int -> float conversions (the counts at
-        :data:`_INT_POS` stay ints so that :func:`boundary_features` converts them in
-        bulk with NumPy: float(int) and NumPy's float64 conversion round alike)."""
-        pg = self.graph
-        has_wall = self._t_now is not None and self._t_first is not None
-        wall_total = (self._t_now - self._t_first) if has_wall else NAN
-        wall_cp = (self._t_now - self._cp_t) if (has_wall and self._cp_t is not None) else NAN
-        busy_total = self._busy_total if self._busy_known else NAN
-        busy_cp = self._s_busy if self._busy_known else NAN
-        tk = self._tok_known
-        n_live = len(pg.live)
-        n_tests = len(self._latest_test)
-        frontier = n_live + n_tests
-        frontier_new = self._r_live_new + self._r_tests_new
-        w = self._w
-        n_errs = len(self._errs)
-        n_recent = n_errs if n_errs < w else w
-        rate_recent = self._err_recent / n_recent if n_recent else NAN
-        rate_trend = (rate_recent - self._err_prev / (n_errs - w)) if n_errs > w else NAN
-        seg_nodes = self._r_nodes
-        has_cp = self._n_cp > 0
-        newly = float(self._s_newly) if self._test_counts_seen else NAN
-        return [
-            wall_total,
-            wall_cp,
-            busy_total,
-            busy_cp,
-            self._tok_total if tk else NAN,
-            self._s_tok[0] + self._s_tok[2] if tk else NAN,
-            self._s_tok[0] if self._tok_part_known[0] else NAN,
-            self._s_tok[1] if self._tok_part_known[1] else NAN,
-            self._s_tok[2] if self._tok_part_known[2] else NAN,
-            self._tools_total,
-            self._s_tools,
-            self._s_model,
-            self._retries_total,
-            self._s_retries,
-            self._errors_total,
-            self._s_errors,
-            self._s_expensive if self._busy_known else NAN,
-            self._s_testbuild,
-            self._s_uninterp,
-            len(self._touched_total),
-            len(self._s_touched),
-            len(self._s_read),
-            len(self._s_deleted),
-            self._bytes_total if self._bytes_known_total else NAN,
-            self._s_bytes if self._bytes_known_total else NAN,
-            n_live,
-            self._size_sum if self._size_known else NAN,
-            self._passed_latest,
-            self._failed_latest,
-            newly,
-            self._verif_total,
-            self._s_verif,
-            self._s_verif_pass,
-            self._last_verifier,
-            len(self._s_validated),
-            self._s_commits,
-            frontier,
-            frontier_new,
-            frontier_new / frontier if frontier else NAN,
-            self._r_live_new,
-            self._r_tests_new,
-            seg_nodes,
-            self._r_desc,
-            self._r_desc / seg_nodes if seg_nodes else NAN,
-            self._r_edges,
-            self._r_edges_past,
-            (self._r_edges - self._r_edges_past) / seg_nodes if seg_nodes else NAN,
-            self._r_fanout_max,
-            self._r_down,
-            self._r_down_pass,
-            self._r_affected,
-            self._r_prev if has_cp else NAN,
-            pg.n_edges,
-            1.0 if has_cp else 0.0,
-            self._n_cp,
-            self._n - self._cp_n,
-            self._step - self._cp_step,
-            wall_cp,
-            busy_cp,
-            self._n - self._last_progress_n,
-            (
-                self._t_now - (self._last_progress_t if self._last_progress_t is not None else self._t_first)
-                if has_wall else NAN
-            ),
-            rate_recent,
-            rate_trend,
-            self._step,
-            self._n,
-            self._safe,
-            self._turns,
-        ]
+        return _row_from_raw(self._current_raw(), self._w)
 
     def ripple_state(self) -> dict[str, float]:
         """The descent-based ripple counters, for comparison with :func:`reference_ripple`."""
+        raw = self._raw
         return {
-            "frontier_new": float(self._r_live_new + self._r_tests_new),
-            "new_descendant_count": float(self._r_desc),
-            "downstream_verified": float(self._r_down),
-            "affected_artifacts": float(self._r_affected),
-            "from_prev_segment": float(self._r_prev) if self._n_cp else NAN,
-            "segment_edges": float(self._r_edges),
-            "edges_from_past": float(self._r_edges_past),
-            "fanout_max": float(self._r_fanout_max),
+            "frontier_new": float(raw[_R_LIVE_NEW] + raw[_R_TESTS_NEW]),
+            "new_descendant_count": float(raw[_R_DESC]),
+            "downstream_verified": float(raw[_R_DOWN]),
+            "affected_artifacts": float(raw[_R_AFFECTED]),
+            "from_prev_segment": float(raw[_R_PREV]) if raw[_N_CP] else NAN,
+            "segment_edges": float(raw[_R_EDGES]),
+            "edges_from_past": float(raw[_R_EDGES_PAST]),
+            "fanout_max": float(raw[_R_FANOUT_MAX]),
         }
 
 
@@ -634,7 +711,6 @@ def config_for(traj: Trajectory, config: FeatureConfig | None = None) -> Feature
 
 
 _ID_COLUMNS = ["task_id", "repo", "boundary", "event_index", "step"]
-_FLUSH_MASK = 1023  # boundary_features converts its rows to float64 every 1024 boundaries
 
 
 def boundary_features(
@@ -650,9 +726,11 @@ def boundary_features(
     only checkpoints at boundaries < b; after row b is computed, a checkpoint at b is
     marked. Pass ``extractor`` to inspect the graph afterwards (it must be fresh).
 
-    A batch call: Python's cyclic garbage collector is paused for its duration (the walk
-    allocates only acyclic objects; collection passes were its largest single cost) and
-    restored to its previous state afterwards, also on error.
+    A batch call: the extractor's state is snapshotted at each boundary and all rows are
+    converted together (:meth:`OnlineFeatureExtractor.snapshot`). Python's cyclic garbage
+    collector is paused for its duration (the walk allocates only acyclic objects;
+    collection passes were its largest single cost) and restored to its previous state
+    afterwards, also on error.
     """
     cps = set(checkpoints)
     bounds = traj.boundaries(granularity)  # type: ignore[arg-type]
@@ -660,46 +738,35 @@ def boundary_features(
     if bad:
         raise ValueError(f"{traj.task_id}: checkpoint boundaries {sorted(bad)} outside 1..{len(bounds)}")
     ex = extractor if extractor is not None else OnlineFeatureExtractor(config_for(traj, config))
-    values = np.empty((len(bounds), len(FEATURE_NAMES)), dtype=np.float64)
-    out = values.reshape(-1)
-    done = 0  # entries of ``out`` filled
-    flat: list[float | int] = []  # rows not yet converted, concatenated
-    steps: list[int] = []
-    events = traj.events
-    n = len(events)
-    pos = 0
+    buffer = array("d")
     observe = ex.observe
-    row = ex._row
-    extend = flat.extend
-    # The walk allocates many small long-lived objects (graph nodes, edge records) and no
-    # reference cycles: pause the cyclic collector, whose repeated full passes over the
-    # growing heap would otherwise cost about as much as the walk itself.
-    gc_was_on = gc.isenabled()
-    gc.disable()
-    try:
-        for b, idx in enumerate(bounds, start=1):
-            while pos < n and events[pos].index <= idx:
-                observe(events[pos])
-                pos += 1
-            steps.append(events[pos - 1].step)
-            extend(row())
-            if b in cps:
-                ex.mark_checkpoint()
-            if not b & _FLUSH_MASK:  # convert in chunks: a small, reused working set
-                k = len(flat)
-                out[done : done + k] = np.fromiter(flat, dtype=np.float64, count=k)
-                done += k
-                flat.clear()
-    finally:
-        if gc_was_on:
-            gc.enable()
-    out[done:] = np.fromiter(flat, dtype=np.float64, count=len(flat))
+    snapshot = ex.snapshot
+    mark = ex.mark_checkpoint
+    nb = len(bounds)
+    b = 0
+    nxt = bounds[0] if nb else -1
+    with gc_paused():  # many small long-lived acyclic objects: see features._gc
+        if nb:
+            for e in traj.events:
+                observe(e)
+                if e.index == nxt:
+                    b += 1
+                    snapshot(buffer)
+                    if b in cps:
+                        mark()
+                    if b == nb:
+                        break
+                    nxt = bounds[b]
+    if b != nb:
+        raise ValueError(f"{traj.task_id}: boundary event indices {bounds[b:]} not found in its events")
+    values = ex.features_from_snapshots(buffer)
+    steps = np.frombuffer(buffer, dtype=np.float64)[_STEP :: len(_RAW_FIELDS)].astype(np.int64)
     cols: dict[str, object] = {
-        "task_id": [traj.task_id] * len(bounds),
-        "repo": [traj.repo] * len(bounds),
-        "boundary": np.arange(1, len(bounds) + 1, dtype=np.int64),
+        "task_id": [traj.task_id] * nb,
+        "repo": [traj.repo] * nb,
+        "boundary": np.arange(1, nb + 1, dtype=np.int64),
         "event_index": np.asarray(bounds, dtype=np.int64),
-        "step": np.asarray(steps, dtype=np.int64),
+        "step": steps,
     }
     frame = pd.DataFrame(cols)
     feats = pd.DataFrame(values, columns=FEATURE_NAMES)

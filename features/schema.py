@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +26,8 @@ from typing import Any, Literal
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from features._gc import gc_paused
 
 SCHEMA_VERSION = "1"
 
@@ -77,8 +79,9 @@ class Event:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.kind = EventKind(self.kind)
-        if self.boundary_kind is not None:
+        if type(self.kind) is not EventKind:
+            self.kind = EventKind(self.kind)
+        if self.boundary_kind is not None and type(self.boundary_kind) is not BoundaryKind:
             self.boundary_kind = BoundaryKind(self.boundary_kind)
         if self.boundary_kind is not None and not self.safe_boundary:
             raise ValueError(f"event {self.index}: boundary_kind set but safe_boundary is False")
@@ -183,27 +186,110 @@ PARQUET_SCHEMA = pa.schema(
 )
 
 
-def _event_row(traj: Trajectory, e: Event) -> dict[str, Any]:
-    row = asdict(e)
-    row["kind"] = str(e.kind)
-    row["boundary_kind"] = None if e.boundary_kind is None else str(e.boundary_kind)
-    row["extra"] = json.dumps(e.extra, sort_keys=True, default=str)
-    row.update(
-        task_id=traj.task_id,
-        repo=traj.repo,
-        source_format=traj.source_format,
-        traj_meta=json.dumps(traj.meta, sort_keys=True, default=str),
-    )
-    return row
+_INT_FIELDS = frozenset({
+    "index", "step", "input_tokens", "cached_tokens", "output_tokens",
+    "exit_code", "bytes_written", "tests_passed", "tests_failed",
+})
+_FLOAT_FIELDS = ("start", "end", "duration")
+_BOOL_FIELDS = ("safe_boundary", "turn_end", "is_error")
+_KINDS = {k.value: k for k in EventKind}
+_BOUNDARY_KINDS = {k.value: k for k in BoundaryKind}
+
+
+def _json_or_empty(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, sort_keys=True, default=str) if obj else "{}"
+
+
+def _to_table(trajectories: Trajectory | Iterable[Trajectory]) -> pa.Table:
+    """The events as an Arrow table with :data:`PARQUET_SCHEMA`, built column by column."""
+    if isinstance(trajectories, Trajectory):
+        trajectories = [trajectories]
+    cols: dict[str, list[Any]] = {name: [] for name in PARQUET_SCHEMA.names}
+    for t in trajectories:
+        ev = t.events
+        n = len(ev)
+        cols["task_id"] += [t.task_id] * n
+        cols["repo"] += [t.repo] * n
+        cols["source_format"] += [t.source_format] * n
+        cols["traj_meta"] += [json.dumps(t.meta, sort_keys=True, default=str)] * n
+        for name in _EVENT_FIELDS:
+            if name in ("kind", "boundary_kind", "extra"):
+                continue
+            cols[name] += [getattr(e, name) for e in ev]
+        cols["kind"] += [str(e.kind) for e in ev]
+        cols["boundary_kind"] += [None if e.boundary_kind is None else str(e.boundary_kind) for e in ev]
+        cols["extra"] += [_json_or_empty(e.extra) for e in ev]
+    return pa.Table.from_pydict(cols, schema=PARQUET_SCHEMA)
+
+
+def _pylist(col: pa.ChunkedArray) -> list[Any]:
+    """``col.to_pylist()``; a list column is sliced from its flat values (Arrow builds
+    many short Python lists slowly)."""
+    if not pa.types.is_list(col.type):
+        return col.to_pylist()
+    arr = col.combine_chunks()
+    if isinstance(arr, pa.ChunkedArray):  # no chunks at all
+        return []
+    flat = arr.flatten().to_pylist()  # the values of the non-null lists, in order
+    offsets = arr.value_lengths().fill_null(0).to_numpy(zero_copy_only=False).cumsum().tolist()
+    valid = arr.is_valid().to_pylist()
+    out: list[Any] = []
+    prev = 0
+    for end, ok in zip(offsets, valid, strict=True):
+        out.append(flat[prev:end] if ok else None)
+        prev = end
+    return out
+
+
+def _from_table(table: pa.Table, where: str) -> list[Trajectory]:
+    """Trajectories (first-appearance order) from a table with :data:`PARQUET_SCHEMA`'s
+    columns; ``where`` names the source in errors."""
+    missing = [c for c in PARQUET_SCHEMA.names if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{where}: missing columns {missing}")
+    cols = {name: _pylist(table.column(name)) for name in PARQUET_SCHEMA.names}
+    for name in _FLOAT_FIELDS:  # NaN (e.g. from a pandas frame) is a missing value
+        cols[name] = [None if v is None or v != v else v for v in cols[name]]
+    for name in _BOOL_FIELDS:
+        cols[name] = [bool(v) for v in cols[name]]  # missing -> False
+    for name in ("paths_read", "paths_written"):
+        cols[name] = [[] if v is None else v for v in cols[name]]
+    try:
+        cols["kind"] = [_KINDS[v] for v in cols["kind"]]
+    except KeyError as exc:
+        raise ValueError(f"{where}: column kind has unknown event kind {exc.args[0]!r}") from None
+    try:
+        cols["boundary_kind"] = [None if v is None else _BOUNDARY_KINDS[v] for v in cols["boundary_kind"]]
+    except KeyError as exc:
+        raise ValueError(f"{where}: column boundary_kind has unknown kind {exc.args[0]!r}") from None
+    extras = cols["extra"]
+    for i, v in enumerate(extras):
+        try:
+            extras[i] = json.loads(v) if v and v != "{}" else {}
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where}: row {i}: column extra is not JSON ({exc})") from None
+    for name in ("index", "step"):
+        if None in cols[name]:
+            raise ValueError(f"{where}: row {cols[name].index(None)}: column {name} is missing")
+    out: dict[str, Trajectory] = {}
+    task_ids, event_cols = cols["task_id"], [cols[name] for name in _EVENT_FIELDS]
+    for i, values in enumerate(zip(*event_cols, strict=True)):
+        tid = task_ids[i]
+        traj = out.get(tid)
+        if traj is None:
+            traj = out[tid] = Trajectory(
+                tid, cols["repo"][i], cols["source_format"][i], [], json.loads(cols["traj_meta"][i])
+            )
+        try:
+            traj.events.append(Event(*values))
+        except ValueError as exc:
+            raise ValueError(f"{where}: row {i}: {exc}") from None
+    return list(out.values())
 
 
 def to_frame(trajectories: Trajectory | Iterable[Trajectory]) -> pd.DataFrame:
     """One row per event; list columns stay lists, ``extra`` and ``traj_meta`` are JSON."""
-    if isinstance(trajectories, Trajectory):
-        trajectories = [trajectories]
-    rows = [_event_row(t, e) for t in trajectories for e in t.events]
-    table = pa.Table.from_pylist(rows, schema=PARQUET_SCHEMA)
-    return table.to_pandas(types_mapper=_nullable_types)
+    return _to_table(trajectories).to_pandas(types_mapper=_nullable_types)
 
 
 def _nullable_types(t: pa.DataType) -> Any:
@@ -214,52 +300,21 @@ def _nullable_types(t: pa.DataType) -> Any:
     return None
 
 
-def _none_if_na(v: Any) -> Any:
-    if v is None or v is pd.NA:
-        return None
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
-
-
 def from_frame(df: pd.DataFrame) -> list[Trajectory]:
     """Inverse of :func:`to_frame`; trajectories come back in first-appearance order."""
     missing = [c for c in PARQUET_SCHEMA.names if c not in df.columns]
     if missing:
         raise ValueError(f"trajectory frame lacks columns {missing}")
-    out: dict[str, Trajectory] = {}
-    for rec in df.to_dict("records"):
-        tid = rec["task_id"]
-        if tid not in out:
-            out[tid] = Trajectory(
-                tid, rec["repo"], rec["source_format"], [], json.loads(rec["traj_meta"])
-            )
-        kw: dict[str, Any] = {}
-        for name in _EVENT_FIELDS:
-            v = _none_if_na(rec[name])
-            if name in ("argv",) and v is not None:
-                v = [str(x) for x in v]
-            elif name in ("paths_read", "paths_written"):
-                v = [] if v is None else [str(x) for x in v]
-            elif name == "extra":
-                v = json.loads(v) if v else {}
-            elif name in (
-                "index", "step", "input_tokens", "cached_tokens", "output_tokens",
-                "exit_code", "bytes_written", "tests_passed", "tests_failed",
-            ) and v is not None:
-                v = int(v)
-            elif name in ("safe_boundary", "turn_end", "is_error"):
-                v = bool(v) if v is not None else False
-            kw[name] = v
-        out[tid].events.append(Event(**kw))
-    return list(out.values())
+    table = pa.Table.from_pandas(df[PARQUET_SCHEMA.names], schema=PARQUET_SCHEMA, preserve_index=False)
+    with gc_paused():
+        return _from_table(table, "trajectory frame")
 
 
 def write_parquet(trajectories: Sequence[Trajectory] | Trajectory, path: str | Path) -> None:
     """Write atomically (temp file then rename), so a crash never leaves half a table."""
     path = Path(path)
-    df = to_frame(trajectories)
-    table = pa.Table.from_pandas(df, schema=PARQUET_SCHEMA, preserve_index=False)
+    with gc_paused():
+        table = _to_table(trajectories)
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(table, tmp)
     tmp.replace(path)
@@ -275,4 +330,10 @@ def read_parquet(path: str | Path) -> list[Trajectory]:
     missing = [n for n in PARQUET_SCHEMA.names if n not in table.schema.names]
     if missing:
         raise ValueError(f"{path}: missing columns {missing}")
-    return from_frame(table.to_pandas(types_mapper=_nullable_types))
+    if table.schema != PARQUET_SCHEMA:
+        try:
+            table = table.select(PARQUET_SCHEMA.names).cast(PARQUET_SCHEMA)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise ValueError(f"{path}: columns do not match the trajectory schema ({exc})") from None
+    with gc_paused():
+        return _from_table(table, str(path))

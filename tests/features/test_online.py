@@ -7,6 +7,7 @@ import random
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -288,3 +289,61 @@ def test_prefix_causal_on_real_fixtures() -> None:
             check_prefix_causal(traj, granularity, cps, picks)
             checked += 1
     assert checked >= 5
+
+
+def _online_rows(traj: Trajectory, granularity: str, cps: set[int], config: FeatureConfig) -> list[list[float]]:
+    """feature_vector() at each boundary, walking the trajectory as a runtime would."""
+    ex = OnlineFeatureExtractor(config)
+    rows = []
+    events = iter(traj.events)
+    for b, idx in enumerate(traj.boundaries(granularity), start=1):  # type: ignore[arg-type]
+        for e in events:
+            ex.observe(e)
+            if e.index == idx:
+                break
+        rows.append(ex.feature_vector())
+        if b in cps:
+            ex.mark_checkpoint()
+    return rows
+
+
+def assert_bitwise_equal(batch: np.ndarray, online: list[list[float]], where: str) -> None:
+    got = np.asarray(online, dtype=np.float64).reshape(batch.shape)
+    bad = np.argwhere(got.view(np.int64) != batch.view(np.int64))
+    assert not len(bad), (
+        f"{where}: online feature_vector() differs from boundary_features at "
+        f"{[(int(r) + 1, FEATURE_NAMES[c], got[r, c], batch[r, c]) for r, c in bad[:5]]}"
+    )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(traj=trajectories(), granularity=st.sampled_from(["turn", "tool_call"]), data=st.data(),
+       window=st.integers(1, 6), expensive=st.sampled_from([0.5, 30.0]))
+def test_online_vector_equals_batch_rows_bitwise(traj: Trajectory, granularity: str, data: st.DataObject,
+                                                 window: int, expensive: float) -> None:
+    """The scalar online row and the vectorised batch rows are two codings of the same
+    definitions: they must agree to the bit, NaN for NaN, at every boundary."""
+    n_b = len(traj.boundaries(granularity))  # type: ignore[arg-type]
+    cps = data.draw(st.sets(st.integers(1, max(n_b, 1))), label="checkpoints") if n_b else set()
+    config = FeatureConfig(error_trend_window=window, expensive_tool_seconds=expensive)
+    batch = boundary_features(traj, granularity, cps, config)[FEATURE_NAMES].to_numpy(np.float64)
+    assert_bitwise_equal(batch, _online_rows(traj, granularity, cps, config), traj.task_id)
+
+
+def test_online_vector_equals_batch_rows_on_real_fixtures() -> None:
+    readers = pytest.importorskip("features.readers")
+    from features.online import config_for
+
+    checked = 0
+    for path in _fixture_files():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            traj = readers.read_trajectory(path)
+        for granularity in ("turn", "tool_call"):
+            n_b = len(traj.boundaries(granularity))
+            cps = set(range(2, n_b + 1, 3))
+            config = config_for(traj)
+            batch = boundary_features(traj, granularity, cps, config)[FEATURE_NAMES].to_numpy(np.float64)
+            assert_bitwise_equal(batch, _online_rows(traj, granularity, cps, config), f"{path.name} {granularity}")
+            checked += n_b
+    assert checked > 100
