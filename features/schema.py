@@ -305,7 +305,10 @@ def from_frame(df: pd.DataFrame) -> list[Trajectory]:
     missing = [c for c in PARQUET_SCHEMA.names if c not in df.columns]
     if missing:
         raise ValueError(f"trajectory frame lacks columns {missing}")
-    table = pa.Table.from_pandas(df[PARQUET_SCHEMA.names], schema=PARQUET_SCHEMA, preserve_index=False)
+    try:
+        table = pa.Table.from_pandas(df[PARQUET_SCHEMA.names], schema=PARQUET_SCHEMA, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise ValueError(f"trajectory frame: {exc}") from None
     with gc_paused():
         return _from_table(table, "trajectory frame")
 

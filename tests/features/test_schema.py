@@ -114,3 +114,34 @@ def test_round_trip_property(events):
         for name in ("start", "duration"):
             v = getattr(e, name)
             assert v is None or math.isfinite(v)
+
+
+def test_from_frame_names_the_bad_column_or_row():
+    t = _traj()
+    df = to_frame(t)
+    bad_kind = df.copy()
+    bad_kind.loc[1, "kind"] = "bogus"
+    with pytest.raises(ValueError, match="column kind has unknown event kind 'bogus'"):
+        from_frame(bad_kind)
+    bad_extra = df.copy()
+    bad_extra.loc[0, "extra"] = "{not json"
+    with pytest.raises(ValueError, match="row 0: column extra is not JSON"):
+        from_frame(bad_extra)
+    bad_step = df.copy()
+    bad_step["step"] = bad_step["step"].astype(object)
+    bad_step.loc[0, "step"] = "seven"
+    with pytest.raises(ValueError, match="trajectory frame"):
+        from_frame(bad_step)
+    unsafe = df.copy()
+    unsafe.loc[0, "safe_boundary"] = False
+    unsafe.loc[0, "boundary_kind"] = "commit"
+    with pytest.raises(ValueError, match="row 0: event 0: boundary_kind set but safe_boundary is False"):
+        from_frame(unsafe)
+
+
+def test_several_trajectories_keep_first_appearance_order(tmp_path):
+    a, b = _traj(), _traj()
+    b.task_id, b.meta = "other", {"k": [1, 2]}
+    write_parquet([b, a], tmp_path / "ab.parquet")
+    assert read_parquet(tmp_path / "ab.parquet") == [b, a]
+    assert from_frame(to_frame([a, b])) == [a, b]
