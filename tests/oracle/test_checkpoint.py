@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -547,3 +548,188 @@ def test_concurrent_create_never_references_an_unpublished_blob(
     assert store.ids() == ["b"] and info.n_new_blobs == 1
     store.restore("b", tmp_path / "r")
     assert (tmp_path / "r" / "shared.txt").read_text() == "same content in both checkpoints"
+
+
+# ---------------------------------------------------------------- reuse between checkpoints
+def _age_all(ws: Path, seconds: float = 5.0) -> None:
+    """Backdate files *and directories*, so cached listings are trusted too.
+
+    Backdating sets a directory's ctime to now, and a directory's listing is trusted only
+    once its ctime is older than RACY_SLACK_NS too: wait that long.
+    """
+    _age(ws, seconds)
+    t = time.time() - seconds
+    for dirpath, _, _ in os.walk(ws, topdown=False):
+        os.utime(dirpath, (t, t))
+    time.sleep(ckpt.RACY_SLACK_NS / 1e9 + 0.01)
+
+
+def _members(store: CheckpointStore, cid: str) -> list[dict]:
+    return store.manifest(cid)["members"]
+
+
+def _cold(ws: Path, root: Path, cid: str) -> tuple[list[dict], str]:
+    """Members and digest from a fresh store (no stat cache, no cached listings)."""
+    store = CheckpointStore(root, threads=1)
+    info = store.create(ws, [], {}, checkpoint_id=cid)
+    return _members(store, cid), info.state_digest
+
+
+def _odd_tree(tmp_path: Path) -> Path:
+    ws = _make_ws(tmp_path)
+    # names whose path order differs from a directory-by-directory walk ("a-b" < "a/x")
+    (ws / "a").mkdir()
+    for rel in ("a/x", "a-b", "a.b", "a0", "a/sub/y", "b"):
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(rel * 3)
+    with open(os.path.join(os.fsencode(ws / "a"), b"caf\xe9"), "wb") as f:
+        f.write(b"undecodable name")
+    return ws
+
+
+def test_warm_checkpoints_equal_cold_ones_through_edits(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reused stat-cache entries give the same manifest and digest as a cold checkpoint,
+    also after adding, deleting, renaming, retyping, chmod-ing and linking members."""
+    monkeypatch.setattr(ckpt, "RACY_SLACK_NS", 20_000_000)  # shorter waits in _age_all
+    ws = _odd_tree(tmp_path)
+    _age_all(ws)
+    store = CheckpointStore(tmp_path / "store", threads=1)
+    edits = [
+        lambda: None,
+        lambda: (ws / "a" / "new.txt").write_text("added to an aged directory"),
+        lambda: (ws / "a" / "x").unlink(),
+        lambda: os.rename(ws / "a.b", ws / "a" / "moved"),
+        lambda: ((ws / "b").unlink(), (ws / "b").mkdir(), (ws / "b" / "inner").write_text("i")),
+        lambda: os.chmod(ws / "a" / "sub", 0o700),
+        lambda: os.symlink("a/sub", ws / "a" / "lnk"),
+    ]
+    for i, edit in enumerate(edits):
+        edit()
+        if i > 0:  # age the edit so that this store caches the new state too
+            _age_all(ws)
+        cold_members, cold_digest = _cold(ws, tmp_path / f"cold{i}", f"c{i}")
+        # 1st: re-reads what changed; 2nd and 3rd: all cached. All equal the cold one.
+        for j in range(3):
+            info = store.create(ws, [], {}, checkpoint_id=f"w{i}-{j}")
+            assert _members(store, f"w{i}-{j}") == cold_members, f"edit {i}, create {j}"
+            assert info.state_digest == cold_digest == state_digest(ws), f"edit {i}, {j}"
+
+
+def test_directory_timestamps_are_not_trusted(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file added to a directory is checkpointed even on a filesystem that never updates
+    directory timestamps (simulated by freezing them): change detection never skips
+    reading a directory because its timestamps look unchanged."""
+    ws = _make_ws(tmp_path)
+    _age_all(ws)
+    store = CheckpointStore(tmp_path / "store", threads=1)
+    store.create(ws, [], {}, checkpoint_id="a")
+    store.create(ws, [], {}, checkpoint_id="a2")
+    frozen: dict[tuple[int, int], os.stat_result] = {}
+
+    class Frozen:  # a directory's stat with the timestamps it had when first seen
+        def __init__(self, st: os.stat_result) -> None:
+            self._st, self._old = st, frozen.setdefault((st.st_dev, st.st_ino), st)
+
+        def __getattr__(self, name: str) -> object:
+            src = self._old if name in ("st_mtime", "st_mtime_ns", "st_ctime", "st_ctime_ns") else self._st
+            return getattr(src, name)
+
+    def wrap(real):  # noqa: ANN001, ANN202
+        def patched(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            st = real(*args, **kwargs)
+            return Frozen(st) if stat.S_ISDIR(st.st_mode) else st
+        return patched
+
+    for d in (ws, ws / "pkg", ws / "pkg" / "sub"):
+        Frozen(os.stat(d))
+    for name in ("stat", "lstat", "fstat"):
+        monkeypatch.setattr(os, name, wrap(getattr(os, name)))
+    (ws / "pkg" / "sub" / "new.py").write_text("print('new')\n")
+    info = store.create(ws, [], {}, checkpoint_id="b")
+    assert "pkg/sub/new.py" in {m["path"] for m in _members(store, "b")}
+    assert info.state_digest == state_digest(ws) != store.info("a").state_digest
+
+
+def test_in_place_edit_in_a_cached_directory_is_seen(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same size, mtime put back, no directory entry changed: the file's own lstat still
+    betrays the edit through its ctime, and only that file is read again."""
+    ws = _make_ws(tmp_path)
+    _age_all(ws)
+    store = CheckpointStore(tmp_path / "store", threads=1)
+    store.create(ws, [], {}, checkpoint_id="a")
+    store.create(ws, [], {}, checkpoint_id="a2")  # all cached
+    target = ws / "pkg" / "sub" / "data.bin"
+    st = target.stat()
+    dir_key = (ws / "pkg" / "sub").stat().st_mtime_ns
+    with open(target, "r+b") as f:  # in place: no directory entry changes
+        f.write(b"\xff\xfe")
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (ws / "pkg" / "sub").stat().st_mtime_ns == dir_key
+    assert target.stat().st_size == st.st_size and target.stat().st_mtime_ns == st.st_mtime_ns
+    reads = _count_reads(monkeypatch)
+    info = store.create(ws, [], {}, checkpoint_id="b")
+    assert reads == ["data.bin"]
+    assert info.state_digest == state_digest(ws) != store.info("a").state_digest
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_failed_publish_leaves_no_checkpoint_and_caches_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durable: bool) -> None:
+    """A create whose pack is never finished leaves no checkpoint and no file behind, and
+    the next checkpoint re-reads the files whose blobs were lost and stays restorable."""
+    ws = _make_ws(tmp_path)
+    _age_all(ws)
+    store = CheckpointStore(tmp_path / "store", threads=1, durable=durable)
+    original = ckpt._PackWriter.finish
+
+    def failing(self: object, durable: bool) -> None:
+        raise OSError("disk full while publishing the pack")
+
+    monkeypatch.setattr(ckpt._PackWriter, "finish", failing)
+    with pytest.raises(OSError, match="disk full"):
+        store.create(ws, [], {}, checkpoint_id="c")
+    assert store.ids() == []
+    assert list((tmp_path / "store" / "packs").iterdir()) == []
+    assert list((tmp_path / "store" / "tmp").iterdir()) == []
+    monkeypatch.setattr(ckpt._PackWriter, "finish", original)
+    reads = _count_reads(monkeypatch)
+    info = store.create(ws, [], {}, checkpoint_id="c")
+    assert len(reads) == 5 and info.n_new_blobs == 4
+    store.restore("c", tmp_path / "out")
+    assert state_digest(tmp_path / "out") == info.state_digest
+
+
+def test_manifest_is_published_after_its_pack(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The manifest must not become visible before its pack is published (fsync'd and
+    renamed): after a crash its blobs would be missing."""
+    import threading
+
+    ws = _make_ws(tmp_path)
+    store = CheckpointStore(tmp_path / "store", threads=1, durable=True)
+    original = ckpt._PackWriter.finish
+    published = threading.Event()
+    seen_early: list[bool] = []
+
+    def slow(self: object, durable: bool) -> object:
+        time.sleep(0.05)
+        out = original(self, durable)  # type: ignore[arg-type]
+        published.set()
+        return out
+
+    real_link = os.link
+
+    def link(src: str, dst: object, *args: object, **kwargs: object) -> None:
+        if str(dst).endswith(".zst"):
+            seen_early.append(not published.is_set())
+        real_link(src, dst, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ckpt._PackWriter, "finish", slow)
+    monkeypatch.setattr(ckpt.os, "link", link)
+    info = store.create(ws, [], {}, checkpoint_id="c")
+    assert seen_early == [False]
+    store.restore("c", tmp_path / "out")
+    assert state_digest(tmp_path / "out") == info.state_digest
