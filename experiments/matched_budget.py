@@ -212,7 +212,7 @@ def policies_for(args: Args) -> tuple[list[PlacementPolicy], list[str]]:
     pols = list(all_baselines(args.seed, hazard=args.hazard))
     learned: list[str] = []
     if args.learned:
-        extra = list(default_learned_policies(seed=args.seed, quick=args.quick))
+        extra = list(default_learned_policies(seed=args.seed, quick=args.quick, hazard=args.hazard))
         pols += extra
         learned = [p.name for p in extra]
     return pols, learned

@@ -25,20 +25,25 @@ __all__ = [
 ]
 
 
-def default_learned_policies(seed: int = 0, quick: bool = False) -> list[PlacementPolicy]:
+def default_learned_policies(seed: int = 0, quick: bool = False,
+                             hazard: str = "uniform") -> list[PlacementPolicy]:
     """The learned policies a matched-budget study compares with the baselines (unfitted).
 
     Gradient-boosted and ridge advantage regressors, and Q-Ripple with extremely
     randomized trees; ``quick`` shrinks ensembles and iterations for CI-sized runs.
+    ``hazard`` must match the evaluation's failure model: thresholds and fitted-Q targets
+    are expectations under it.
     """
     n_trees = 50 if quick else 200
     return [
-        AdvantageRegressorPolicy(model="xgboost", n_estimators=n_trees, random_state=seed),
-        AdvantageRegressorPolicy(model="ridge", random_state=seed),
+        AdvantageRegressorPolicy(model="xgboost", n_estimators=n_trees, random_state=seed,
+                                 hazard=hazard),
+        AdvantageRegressorPolicy(model="ridge", random_state=seed, hazard=hazard),
         FittedQPolicy(
             regressor="extratrees",
             n_estimators=20 if quick else 50,
             n_behaviour_seeds=2 if quick else 4,
             random_state=seed,
+            hazard=hazard,
         ),
     ]

@@ -96,7 +96,9 @@ class _ScoredPolicy(PlacementPolicy):
         """Fit on ``data`` (training repositories only); threshold from inner validation."""
         if self.budget_fill != "threshold":
             raise ValueError(f"budget_fill must be 'threshold', got {self.budget_fill!r}")
-        tasks = replays(data, self.feature_fn)
+        # the failure model of the evaluation that will score it: validation costs (and
+        # hence the threshold) are expectations under it
+        tasks = replays(data, self.feature_fn, self.hazard)
         table = advantage_table(data, tasks, verified_only=self.verified_only)
         self.audit_ = SplitAudit()
         self.feature_names_ = list(table.feature_names)
@@ -391,6 +393,7 @@ class AdvantageRegressorPolicy(_ScoredPolicy):
         n_thresholds: int = 11,
         max_inner_splits: int | None = 5,
         verified_only: bool = False,
+        hazard: str = "uniform",
     ) -> None:
         self.model = model
         self.threshold = threshold
@@ -408,6 +411,7 @@ class AdvantageRegressorPolicy(_ScoredPolicy):
         self.n_thresholds = n_thresholds
         self.max_inner_splits = max_inner_splits
         self.verified_only = verified_only
+        self.hazard = hazard
 
     def _fit_model(self, X: np.ndarray, y: np.ndarray) -> Any:
         if self.model == "xgboost":
@@ -457,6 +461,7 @@ class AdvantageClassifierPolicy(_ScoredPolicy):
         n_thresholds: int = 11,
         max_inner_splits: int | None = 5,
         verified_only: bool = False,
+        hazard: str = "uniform",
     ) -> None:
         self.model = model
         self.threshold = threshold
@@ -471,6 +476,7 @@ class AdvantageClassifierPolicy(_ScoredPolicy):
         self.n_thresholds = n_thresholds
         self.max_inner_splits = max_inner_splits
         self.verified_only = verified_only
+        self.hazard = hazard
 
     def _target(self, table: AdvantageTable) -> np.ndarray:
         return (table.y > 0).astype(int)

@@ -9,9 +9,10 @@ better). One decision at boundary b, reached (so the failure strikes after b):
               + h_{b+1} * [J(last', b+1) + RL(last', b+1)]  # failure in the next segment
               + s_{b+1} * min_{a' feasible} G(z_{b+1}, a')  # survive to the next boundary
 
-with ``h`` and ``s`` the failure model's conditional hazard and survival (the evaluation's
-failure weights, uniform by default), ``last'`` the last checkpoint after the action, and J
-read from the **measured** recovery table of the training task: never a cost model
+with ``h`` and ``s`` the failure model's conditional hazard and survival (the failure
+weights of the ``hazard`` parameter, which must match the evaluation's; uniform by
+default), ``last'`` the last checkpoint after the action, and J read from the
+**measured** recovery table of the training task: never a cost model
 monotone in elapsed work, which the pilot shows misprices the additional checkpoint
 (Appendix E's caution). The failure is taken in expectation rather than sampled, which
 removes sampling noise from the targets without changing their mean.
@@ -66,6 +67,7 @@ class FittedQPolicy(PlacementPolicy):
         device: str = "cpu",
         random_state: int = 0,
         feature_fn: FeatureFn | None = None,
+        hazard: str = "uniform",
     ) -> None:
         self.regressor = regressor
         self.n_iterations = n_iterations
@@ -80,6 +82,7 @@ class FittedQPolicy(PlacementPolicy):
         self.device = device
         self.random_state = random_state
         self.feature_fn = feature_fn
+        self.hazard = hazard
 
     # -- model ----------------------------------------------------------------------------
     def _make_regressor(self) -> Any:
@@ -184,7 +187,7 @@ class FittedQPolicy(PlacementPolicy):
     # -- fitting --------------------------------------------------------------------------
     def fit(self, data: LabelSet, budget: Budget | None = None) -> FittedQPolicy:
         """Fitted-Q iteration on trace-replay transitions of the training tasks in ``data``."""
-        all_tasks = list(replays(data, self.feature_fn).values())
+        all_tasks = list(replays(data, self.feature_fn, self.hazard).values())
         tasks = [t for t in all_tasks if t.costs.is_full()]
         self.skipped_tasks_ = sorted(t.task_id for t in all_tasks if not t.costs.is_full())
         if not tasks:
@@ -257,7 +260,7 @@ class FittedQPolicy(PlacementPolicy):
         """
         budget = budget or self.budget_
         rows = []
-        for task in replays(data, self.feature_fn).values():
+        for task in replays(data, self.feature_fn, self.hazard).values():
             tc = task.costs
             if not tc.is_full():
                 continue

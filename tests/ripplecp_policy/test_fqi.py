@@ -110,3 +110,23 @@ def test_fqi_refuses_tables_it_cannot_price(late_value) -> None:
                            late_value.trajectories, {})
     with pytest.raises(ValueError, match="full"):
         FittedQPolicy(n_estimators=5).fit(bad, BUDGET)
+
+
+def test_fqi_values_are_expectations_under_its_hazard(late_value) -> None:
+    """Under hazard="duration" both the fitted targets and the executed costs of the
+    value report use duration-weighted failures: the executed cost of each task equals
+    the measured objective of its placement under that hazard, and the predicted values
+    differ from the uniform fit."""
+    f = leave_one_repo_out(late_value)[0]
+    train, test = late_value.subset(f.train_tasks), late_value.subset(f.test_tasks)
+    reports = {}
+    for hazard in ("uniform", "duration"):
+        pol = FittedQPolicy(n_estimators=20, min_samples_leaf=1, n_behaviour_seeds=2,
+                            hazard=hazard).fit(train, BUDGET)
+        rep = pol.value_report(test, BUDGET)
+        tasks = replays(test, None, hazard)
+        for row in rep.itertuples():
+            place = [int(b) for b in row.checkpoints.split()]
+            assert row.executed_s == pytest.approx(tasks[row.task_id].expected_cost(place), rel=1e-12)
+        reports[hazard] = rep.set_index("task_id")["predicted_s"]
+    assert not np.allclose(reports["uniform"].to_numpy(), reports["duration"].to_numpy())

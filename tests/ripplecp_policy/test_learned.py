@@ -202,3 +202,25 @@ def test_training_replay_matches_the_evaluation_runner(fold) -> None:
         theirs = ev.run(pol, task.task_id, Budget("count", 2)).checkpoints
         assert ours == theirs
         assert task.expected_cost(ours) == pytest.approx(ev.score(ev.run(pol, task.task_id, Budget("count", 2)))["objective_s"])
+
+
+def test_threshold_validation_prices_under_the_policy_hazard(fold) -> None:
+    """Validation costs are expectations under the failure model the study is scored
+    with: at threshold +inf no task checkpoints, so the mean validation cost there is the
+    mean no-checkpoint cost of the training tasks under that hazard, and it differs
+    between hazards on tasks whose segments differ in length."""
+    _, train, _ = fold
+    never = {}
+    for hazard in ("uniform", "duration"):
+        pol = AdvantageRegressorPolicy(model="ridge", hazard=hazard, max_inner_splits=None).fit(train, BUDGET)
+        assert pol.get_params()["hazard"] == hazard
+        vc = pol.validation_costs_.set_index("threshold")
+        expected = np.mean([t.expected_cost([]) for t in replays(train, None, hazard).values()])
+        assert vc.loc[math.inf, "mean_cost"] == pytest.approx(expected, rel=1e-12)
+        never[hazard] = vc.loc[math.inf, "mean_cost"]
+    assert never["uniform"] != pytest.approx(never["duration"], rel=1e-6)
+
+
+def test_default_learned_policies_carry_the_study_hazard() -> None:
+    pols = default_learned_policies(seed=3, quick=True, hazard="duration")
+    assert pols and all(p.get_params()["hazard"] == "duration" for p in pols)
