@@ -8,7 +8,8 @@ Measures, in one run, on synthetic trajectories from ``features.synthetic``:
    features computed at every candidate boundary, for both candidate sets: the pilot's
    turn boundaries (``boundary_features``' default) and every tool-call boundary (the
    Appendix G.5 re-cut, about 23x more feature rows here). The same without the read is
-   printed for information. Variants are interleaved over ``--repeats`` runs; the median
+   printed for information, and so is read + graph alone (no feature): the floor under
+   any feature computation. Variants are interleaved over ``--repeats`` runs; the median
    is the figure, the range is printed below the table;
 2. per-boundary online latency p50/p99 at 10,000 events: observe() of the events since
    the previous boundary + the feature vector (target p99 <= 1 ms);
@@ -36,7 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from features.graph import _path_effects, _shell_effects
+from features._gc import gc_paused
+from features.graph import ProvenanceGraph, _path_effects, _shell_effects
 from features.online import OnlineFeatureExtractor, boundary_features, reference_ripple
 from features.schema import Trajectory, read_parquet, write_parquet
 from features.shell import _parse_cached
@@ -71,6 +73,19 @@ def throughput(traj: Trajectory, granularity: str, parquet: Path | None) -> tupl
     df = boundary_features(traj, granularity)
     dt = CLOCK() - t
     return len(traj.events) / dt, len(df)
+
+
+def read_and_graph(parquet: Path) -> float:
+    """events/s for reading the table and building the provenance graph alone (cold parse
+    caches, no feature): the floor under any feature computation in this pipeline."""
+    _clear_caches()
+    t = CLOCK()
+    (traj,) = read_parquet(parquet)
+    with gc_paused():
+        pg = ProvenanceGraph()
+        for e in traj.events:
+            pg.add_event(e)
+    return len(traj.events) / (CLOCK() - t)
 
 
 def latencies(traj: Trajectory, every_k: int) -> tuple[list[float], list[float]]:
@@ -154,6 +169,7 @@ def main() -> int:
           f"boundaries, {n_cmd} commands ({n_unique} distinct, each parsed once)")
 
     tput: dict[tuple[str, bool], list[float]] = {}
+    floor: list[float] = []
     n_rows: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "traj.parquet"
@@ -163,6 +179,7 @@ def main() -> int:
                 for with_read in (True, False):
                     eps, n_rows[gran] = throughput(big, gran, path if with_read else None)
                     tput.setdefault((gran, with_read), []).append(eps)
+            floor.append(read_and_graph(path))
     ex = OnlineFeatureExtractor()
     boundary_features(big, "tool_call", extractor=ex)
     print(f"graph: {ex.graph.n_edges} edges {ex.graph.edge_counts}")
@@ -184,6 +201,8 @@ def main() -> int:
                 f"{med:,.0f}", ">= 50,000" if with_read else "-",
                 (med >= 50_000) if with_read else None,
             ))
+    rows.append(("events/s, read Parquet + graph only, no features (the floor)",
+                 f"{statistics.median(floor):,.0f}", "-", None))
     rows += [
         (f"per-boundary latency p50, CPU ({len(small.events)} ev), ms", f"{p50:.4f}", "-", None),
         (f"per-boundary latency p99, CPU ({len(small.events)} ev), ms", f"{p99:.4f}", "<= 1 ms", p99 <= 1.0),
@@ -198,7 +217,8 @@ def main() -> int:
         verdict = "-" if ok is None else ("PASS" if ok else "FAIL")
         print(f"{name.ljust(w)}  {val:>12}  {target:>10}  {verdict}")
     print("\nthroughput runs (events/s): " + "; ".join(
-        f"{g}{' +read' if r else ''} {min(v):,.0f}-{max(v):,.0f}" for (g, r), v in tput.items()))
+        f"{g}{' +read' if r else ''} {min(v):,.0f}-{max(v):,.0f}" for (g, r), v in tput.items())
+        + f"; read+graph floor {min(floor):,.0f}-{max(floor):,.0f}")
     print(f"naive: {naive_b * 1e3:.2f} ms/boundary vs incremental {inc_b * 1e3:.4f} ms/boundary "
           f"(checkpoint every {args.checkpoint_every} boundaries)")
     return 0
