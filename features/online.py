@@ -710,9 +710,6 @@ def config_for(traj: Trajectory, config: FeatureConfig | None = None) -> Feature
     return config
 
 
-_ID_COLUMNS = ["task_id", "repo", "boundary", "event_index", "step"]
-
-
 def boundary_features(
     traj: Trajectory,
     granularity: str = "turn",
