@@ -222,32 +222,13 @@ def _to_table(trajectories: Trajectory | Iterable[Trajectory]) -> pa.Table:
     return pa.Table.from_pydict(cols, schema=PARQUET_SCHEMA)
 
 
-def _pylist(col: pa.ChunkedArray) -> list[Any]:
-    """``col.to_pylist()``; a list column is sliced from its flat values (Arrow builds
-    many short Python lists slowly)."""
-    if not pa.types.is_list(col.type):
-        return col.to_pylist()
-    arr = col.combine_chunks()
-    if isinstance(arr, pa.ChunkedArray):  # no chunks at all
-        return []
-    flat = arr.flatten().to_pylist()  # the values of the non-null lists, in order
-    offsets = arr.value_lengths().fill_null(0).to_numpy(zero_copy_only=False).cumsum().tolist()
-    valid = arr.is_valid().to_pylist()
-    out: list[Any] = []
-    prev = 0
-    for end, ok in zip(offsets, valid, strict=True):
-        out.append(flat[prev:end] if ok else None)
-        prev = end
-    return out
-
-
 def _from_table(table: pa.Table, where: str) -> list[Trajectory]:
     """Trajectories (first-appearance order) from a table with :data:`PARQUET_SCHEMA`'s
     columns; ``where`` names the source in errors."""
     missing = [c for c in PARQUET_SCHEMA.names if c not in table.column_names]
     if missing:
         raise ValueError(f"{where}: missing columns {missing}")
-    cols = {name: _pylist(table.column(name)) for name in PARQUET_SCHEMA.names}
+    cols = {name: table.column(name).to_pylist() for name in PARQUET_SCHEMA.names}
     for name in _FLOAT_FIELDS:  # NaN (e.g. from a pandas frame) is a missing value
         cols[name] = [None if v is None or v != v else v for v in cols[name]]
     for name in _BOOL_FIELDS:
