@@ -42,10 +42,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from oracle.agent import TaskSpec
 from oracle.harness import BranchSpec, HarnessConfig, StudyContext
+from oracle.labels import THIRD_RULE, cp_first, pair_seed
 
 __all__ = [
     "Plan",
@@ -59,8 +58,6 @@ __all__ = [
 ]
 
 PLAN_VERSION = 1
-THIRD_RULE = ("sign_change: after the first two repetitions of a pair cell, run exactly one "
-              "more pair when the two advantages J_skip - J_cp differ in sign (numpy.sign)")
 
 
 class PlanError(ValueError):
@@ -69,21 +66,6 @@ class PlanError(ValueError):
 
 def _canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
-
-
-def _key_ints(text: str) -> list[int]:
-    d = hashlib.sha256(text.encode()).digest()
-    return [int.from_bytes(d[i:i + 4], "little") for i in range(0, 16, 4)]
-
-
-def pair_seed(study_seed: int, cell_id: str, repetition: int) -> int:
-    """Seed of (cell, repetition): SeedSequence(study_seed) spawned at key (cell_id, rep)."""
-    ss = np.random.SeedSequence(int(study_seed), spawn_key=(*_key_ints(cell_id), int(repetition)))
-    return int(ss.generate_state(1, dtype=np.uint64)[0] & np.uint64(2**63 - 1))
-
-
-def _cp_first(seed: int) -> bool:
-    return bool(np.random.default_rng(seed).random() < 0.5)
 
 
 def task_to_dict(t: TaskSpec) -> dict:
@@ -283,7 +265,7 @@ def _pair_cell(task_id: str, t: int, c: int, f: int, seed: int, reps: int) -> di
     return {"cell_id": cid, "task_id": task_id, "kind": "pair", "candidate": t, "fallback": c,
             "failure": f, "drive_from": t, "restore_point": None,
             "stratum": "first" if c == 0 else "additional", "seeds": seeds,
-            "cp_first": [_cp_first(s) for s in seeds]}
+            "cp_first": [cp_first(s) for s in seeds]}
 
 
 def _table_cell(task_id: str, r: int, f: int, seed: int, reps: int) -> dict:

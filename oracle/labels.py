@@ -1,0 +1,120 @@
+"""The paper's definitions, one home each (RippleCP, Sections 2-3 and Appendices A, B, F).
+
+Every module that labels, plans, simulates, audits or analyses imports these names rather
+than restating them: the harness and the simulator, the plan, the label-set tables, the
+statistics, the datasets and the experiments.
+
+- **Charged CP cost** ``J_cp = J(t, f) + C(t)``: recovery from the candidate's checkpoint
+  plus that checkpoint's measured creation time (Section 3, cost accounting: CP is charged
+  its own overhead). Restore latency is recorded apart and not folded into a label.
+- **Counterfactual checkpoint advantage** ``A_CP = J_skip - J_cp`` (Eq. 3), with
+  ``J_skip = J(c-, f)``: positive means checkpointing saves more than it costs.
+- **The price of a placement at one failure** (Appendix F, TotalFailureCost less the
+  nominal run): creation of the checkpoints taken before the failure, plus the restore
+  latency of the restore point used, plus the measured recovery from it. The recovery
+  table, the table-derived training targets, the evaluation and the clairvoyant optimum
+  all price with :func:`failure_cost`.
+- **Stratum**: what the SKIP world falls back to (Section 4) - ``"first"`` when the fallback
+  is the pristine start (one checkpoint against none), ``"additional"`` otherwise (one more
+  checkpoint beside an earlier one); ``"pooled"`` names both together. Never by distance.
+- **Sign-unstable cell** (Appendix A): the first two repetitions' advantages differ in
+  sign (``numpy.sign``; zero differs from nonzero); such a pair cell gets exactly one
+  predeclared third repetition.
+- **Pilot cells** (Section 4, the frozen stratification): per task one early cell
+  (t=1, c-=0, f=2) and, when B >= 3, one late cell (t=B-1, c-=B-2, f=B).
+- **Seeds and branch order**: one pair seed per (cell, repetition) from the study seed;
+  the branch order of a pair is drawn from its pair seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+FIRST = "first"
+ADDITIONAL = "additional"
+#: the two strata of the paper's Table 1, in report order
+STRATA: tuple[str, str] = (FIRST, ADDITIONAL)
+#: both strata together (Table 1's last row)
+POOLED = "pooled"
+#: the plan designs: the pilot's stratification, adjacent tool-call cells, every (r, f)
+DESIGNS: tuple[str, str, str] = ("pilot", "tool_call", "full")
+
+#: the predeclared third-repetition rule, as recorded in every plan
+THIRD_RULE = (
+    "sign_change: after the first two repetitions of a pair cell, run exactly one more pair "
+    "when the two advantages J_skip - J_cp differ in sign (numpy.sign)"
+)
+
+Num = TypeVar("Num", float, np.ndarray)
+
+
+def stratum(fallback: Any) -> Any:
+    """``"first"`` when the SKIP world falls back to the pristine start (fallback 0), else
+    ``"additional"``; element-wise (an object array) for an array of fallbacks."""
+    if np.ndim(fallback) == 0:
+        return FIRST if int(fallback) == 0 else ADDITIONAL
+    return np.where(np.asarray(fallback) == 0, FIRST, ADDITIONAL).astype(object)
+
+
+def charged_cp(recovery_s: Num, creation_s: Num) -> Num:
+    """``J_cp``: recovery from the candidate's checkpoint plus its creation time."""
+    return recovery_s + creation_s
+
+
+def advantage(j_skip: Num, j_cp: Num) -> Num:
+    """Counterfactual checkpoint advantage ``J_skip - J_cp`` (J_cp already charged C(t))."""
+    return j_skip - j_cp
+
+
+def failure_cost(creation_before: Num, restore_latency: Num, recovery: Num) -> Num:
+    """The one price of a placement at one failure: creation of the checkpoints taken
+    before it + restore latency of the restore point used + measured recovery from it."""
+    return creation_before + restore_latency + recovery
+
+
+def sign_unstable(advantages: Sequence[float] | np.ndarray) -> bool:
+    """True when the first two repetitions' advantages differ in sign (zero differs from
+    nonzero: rerun rather than guess). Fewer than two repetitions are never unstable."""
+    a = np.asarray(advantages, dtype=float)
+    return bool(a.size >= 2 and np.sign(a[0]) != np.sign(a[1]))
+
+
+def pilot_cells(n_boundaries: int) -> list[tuple[int, int, int]]:
+    """The pilot's frozen cells ``(t, c-, f)`` for a task with ``n_boundaries`` boundaries."""
+    b = int(n_boundaries)
+    cells = []
+    if b >= 2:
+        cells.append((1, 0, 2))
+    if b >= 3:
+        cells.append((b - 1, b - 2, b))
+    return cells
+
+
+def cell_id(task_id: str, candidate: int, fallback: int, failure: int) -> str:
+    """The id of a pair cell (t, c-, f) of a task."""
+    return f"{task_id}:t{int(candidate)}:c{int(fallback)}:f{int(failure)}"
+
+
+def table_cell_id(task_id: str, restore_point: int, failure: int) -> str:
+    """The id of a table cell (r, f) of a task."""
+    return f"{task_id}:r{int(restore_point)}:f{int(failure)}"
+
+
+def _key_ints(text: str) -> list[int]:
+    d = hashlib.sha256(text.encode()).digest()
+    return [int.from_bytes(d[i:i + 4], "little") for i in range(0, 16, 4)]
+
+
+def pair_seed(study_seed: int, cell: str, repetition: int) -> int:
+    """Seed of (cell, repetition): ``SeedSequence(study_seed)`` spawned at key (cell, rep)."""
+    ss = np.random.SeedSequence(int(study_seed), spawn_key=(*_key_ints(cell), int(repetition)))
+    return int(ss.generate_state(1, dtype=np.uint64)[0] & np.uint64(2**63 - 1))
+
+
+def cp_first(seed: int) -> bool:
+    """The branch order of a pair, drawn from its pair seed: True runs CP before SKIP."""
+    return bool(np.random.default_rng(int(seed)).random() < 0.5)
