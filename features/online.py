@@ -57,7 +57,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -69,7 +69,8 @@ from features.graph import DEFAULT_FAMILIES, EdgeFamily, Node, ProvenanceGraph
 from features.schema import Event, EventKind, Trajectory
 
 __all__ = [
-    "FEATURE_NAMES", "FeatureConfig", "OnlineFeatureExtractor", "boundary_features", "config_for",
+    "FEATURE_NAMES", "FeatureConfig", "OnlineFeatureExtractor", "PrefixWalk", "boundary_features",
+    "config_for",
     "hindsight_descendants", "reference_ripple",
 ]
 
@@ -710,6 +711,54 @@ def config_for(traj: Trajectory, config: FeatureConfig | None = None) -> Feature
     return config
 
 
+class PrefixWalk:
+    """The one prefix walk: a trajectory's events fed to an extractor, boundary by boundary.
+
+    Boundary ``b`` (1-based) follows event ``boundary_events[b - 1]``. :meth:`advance`
+    observes every event up to and including that event and none after it, so features
+    read after ``advance(b)`` are computed from the prefix alone; a checkpoint taken at
+    ``b`` is marked with ``walk.extractor.mark_checkpoint()`` before advancing further.
+    Batch rows (:func:`boundary_features`), matched-budget episodes and training replays
+    all walk a trajectory through this class.
+    """
+
+    def __init__(self, traj: Trajectory, boundary_events: Sequence[int],
+                 config: FeatureConfig | None = None, *,
+                 extractor: OnlineFeatureExtractor | None = None) -> None:
+        self.trajectory = traj
+        self.boundary_events = [int(i) for i in boundary_events]
+        self.extractor = extractor if extractor is not None else OnlineFeatureExtractor(
+            config_for(traj, config))
+        self.boundary = 0  # the last boundary advanced to (0 = the start)
+        self._events = iter(traj.events)
+
+    @property
+    def n_boundaries(self) -> int:
+        return len(self.boundary_events)
+
+    def advance(self, boundary: int) -> None:
+        """Observe the events up to boundary ``boundary``'s event (later than the current)."""
+        if not self.boundary < boundary <= len(self.boundary_events):
+            raise ValueError(f"{self.trajectory.task_id}: cannot advance from boundary "
+                             f"{self.boundary} to {boundary} of {len(self.boundary_events)}")
+        target = self.boundary_events[boundary - 1]
+        observe = self.extractor.observe
+        for e in self._events:
+            observe(e)
+            if e.index >= target:
+                if e.index != target:
+                    raise ValueError(f"{self.trajectory.task_id}: boundary event index {target} "
+                                     "not found in its events")
+                self.boundary = boundary
+                return
+        raise ValueError(f"{self.trajectory.task_id}: boundary event indices "
+                         f"{self.boundary_events[boundary - 1:]} not found in its events")
+
+    def features(self) -> dict[str, float]:
+        """The online features at the current boundary."""
+        return self.extractor.features()
+
+
 def boundary_features(
     traj: Trajectory,
     granularity: str = "turn",
@@ -734,28 +783,16 @@ def boundary_features(
     bad = [c for c in cps if not 1 <= c <= len(bounds)]
     if bad:
         raise ValueError(f"{traj.task_id}: checkpoint boundaries {sorted(bad)} outside 1..{len(bounds)}")
-    ex = extractor if extractor is not None else OnlineFeatureExtractor(config_for(traj, config))
+    walk = PrefixWalk(traj, bounds, config, extractor=extractor)
+    ex = walk.extractor
     buffer = array("d")
-    observe = ex.observe
-    snapshot = ex.snapshot
-    mark = ex.mark_checkpoint
     nb = len(bounds)
-    b = 0
-    nxt = bounds[0] if nb else -1
     with gc_paused():  # many small long-lived acyclic objects: see features._gc
-        if nb:
-            for e in traj.events:
-                observe(e)
-                if e.index == nxt:
-                    b += 1
-                    snapshot(buffer)
-                    if b in cps:
-                        mark()
-                    if b == nb:
-                        break
-                    nxt = bounds[b]
-    if b != nb:
-        raise ValueError(f"{traj.task_id}: boundary event indices {bounds[b:]} not found in its events")
+        for b in range(1, nb + 1):
+            walk.advance(b)
+            ex.snapshot(buffer)
+            if b in cps:
+                ex.mark_checkpoint()
     values = ex.features_from_snapshots(buffer)
     steps = np.frombuffer(buffer, dtype=np.float64)[_STEP :: len(_RAW_FIELDS)].astype(np.int64)
     cols: dict[str, object] = {
