@@ -1,0 +1,166 @@
+"""The shared command-line builder: flags, help, one-line errors, suggestions, subcommands."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from ripplecp_cli import opt, parse, run, run_subcommands
+
+FAMS = ("swe-pilot", "dependency-resolution")
+
+
+@dataclass(frozen=True)
+class Args:
+    """A toy study."""
+
+    labels: Path | None = None
+    """a label-set directory"""
+    families: tuple[str, ...] = opt(FAMS, choices=FAMS)
+    """workload families"""
+    seed: int = opt(0, min=0)
+    """one seed"""
+    tolerance: float = opt(0.05, min=0.0)
+    """spend tolerance"""
+    hazard: Literal["uniform", "duration"] = "uniform"
+    """failure distribution"""
+    quick: bool = False
+    """a small study"""
+    learned: bool = True
+    """run the learned policies"""
+
+
+def test_defaults_and_values() -> None:
+    a = parse(Args, [], prog="toy")
+    assert a == Args()
+    a = parse(Args, ["--families", "swe-pilot", "--seed", "3", "--quick", "--no-learned",
+                     "--hazard", "duration", "--labels", "/x"], prog="toy")
+    assert a.families == ("swe-pilot",) and a.seed == 3 and a.quick and not a.learned
+    assert a.hazard == "duration" and a.labels == Path("/x")
+
+
+def test_commas_split_and_checked() -> None:
+    assert parse(Args, ["--families", "swe-pilot,dependency-resolution"], prog="t").families == FAMS
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--families", "swe-pilto"], "argument --families: invalid choice 'swe-pilto' (did you mean 'swe-pilot'?)"),
+    (["--seed", "-1"], "argument --seed: must be >= 0, got -1"),
+    (["--seed", "1.5"], "argument --seed: expected an integer, got '1.5'"),
+    (["--tolerance", "nan"], "argument --tolerance: expected a finite number"),
+    (["--hazard", "unifrom"], "did you mean 'uniform'?"),
+    (["--nope"], "unrecognized arguments: --nope"),
+])
+def test_errors_are_one_line_exit_2(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse(Args, argv, prog="toy")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("toy: error: ") and needle in err, err
+
+
+def test_help_lists_every_option_with_docs_and_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse(Args, ["--help"], prog="python -m toy")
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m toy")
+    for text in ("a label-set directory", "{swe-pilot, dependency-resolution}", "one seed (default: 0)",
+                 "{uniform, duration}", "run the learned policies (default: on; --no-learned turns it off)",
+                 "a small study (default: off)", "--debug"):
+        assert text in out, text
+
+
+def test_check_callback_error_names_argument(capsys: pytest.CaptureFixture[str]) -> None:
+    def positive_even(v: int) -> int:
+        if v % 2:
+            raise ValueError(f"must be even, got {v}")
+        return v
+
+    @dataclass(frozen=True)
+    class A:
+        n: int = opt(2, check=positive_even)
+        """an even number"""
+
+    assert parse(A, ["--n", "4"], prog="t").n == 4
+    with pytest.raises(SystemExit):
+        parse(A, ["--n", "3"], prog="t")
+    assert "t: error: argument --n: must be even, got 3" in capsys.readouterr().err
+
+
+def test_run_turns_input_errors_into_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    def study(a: Args) -> int:
+        raise FileNotFoundError(2, "No such file or directory", "/nonexistent/labels")
+
+    assert run(study, Args, [], prog="toy") == 2
+    err = capsys.readouterr().err
+    assert err == "toy: error: /nonexistent/labels: No such file or directory\n"
+    with pytest.raises(FileNotFoundError):
+        run(study, Args, ["--debug"], prog="toy")
+
+
+def test_run_reports_a_defect_without_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    def study(a: Args) -> int:
+        raise TypeError("boom")
+
+    assert run(study, Args, [], prog="toy") == 1
+    assert "internal error: TypeError: boom (rerun with --debug" in capsys.readouterr().err
+
+
+@dataclass(frozen=True)
+class PlanArgs:
+    """Freeze a plan."""
+
+    agent: str = opt(positional=True, choices=("scripted", "repair"))
+    """the agent"""
+    tasks: int = opt(4, min=1)
+    """how many tasks"""
+
+
+@dataclass(frozen=True)
+class ListArgs:
+    """List installed runtimes."""
+
+
+def test_subcommands_nested_and_suggested(capsys: pytest.CaptureFixture[str]) -> None:
+    seen = []
+    table = {"plan": (PlanArgs, lambda a: seen.append(a) or 0),
+             "agents": {"list": (ListArgs, lambda a: seen.append(a) or 0)}}
+    assert run_subcommands(table, ["plan", "repair", "--tasks", "2"], prog="python -m oracle") == 0
+    assert seen[-1] == PlanArgs("repair", 2)
+    assert run_subcommands(table, ["agents", "list"], prog="python -m oracle") == 0
+    assert seen[-1] == ListArgs()
+    with pytest.raises(SystemExit) as exc:
+        run_subcommands(table, ["pln"], prog="python -m oracle")
+    assert exc.value.code == 2
+    assert "unknown command 'pln' (did you mean 'plan'?)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run_subcommands(table, ["plan", "repiar"], prog="python -m oracle")
+    err = capsys.readouterr().err
+    assert err.startswith("python -m oracle plan: error: argument agent: invalid choice 'repiar' (did you mean 'repair'?)")
+
+
+def test_real_process_exit_status(tmp_path: Path) -> None:
+    script = tmp_path / "tool.py"
+    script.write_text(textwrap.dedent('''
+        from dataclasses import dataclass
+        from ripplecp_cli import opt, run
+
+        @dataclass(frozen=True)
+        class Args:
+            """Tool."""
+            n: int = opt(1, min=1)
+            """how many"""
+
+        raise SystemExit(run(lambda a: print(a.n) or 0, Args, prog="python -m tool"))
+    '''))
+    ok = subprocess.run([sys.executable, str(script), "--n", "3"], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout == "3\n"
+    bad = subprocess.run([sys.executable, str(script), "--n", "0"], capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert bad.stderr == "python -m tool: error: argument --n: must be >= 1, got 0 (see python -m tool --help)\n"
