@@ -41,6 +41,7 @@ from oracle.model_server.wire import (
     json_reply,
     resolve_path,
     sse,
+    text_of,
 )
 
 __all__ = ["MessagesProtocol"]
@@ -48,14 +49,6 @@ __all__ = ["MessagesProtocol"]
 _EXIT = re.compile(r"^Exit code (-?\d+)\s*(?:\n|$)")
 _CWD = re.compile(r"[Ww]orking directory: (\S+)")
 
-
-def _text(content: Any, sep: str = "") -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return sep.join(str(b.get("text", "")) for b in content
-                        if isinstance(b, Mapping) and b.get("type", "text") == "text")
-    return ""
 
 
 def _call(block: Mapping[str, Any], where: str) -> ToolCall:
@@ -72,7 +65,7 @@ def _call(block: Mapping[str, Any], where: str) -> ToolCall:
 
 
 def _result(block: Mapping[str, Any], where: str) -> ToolResult:
-    text = _text(block.get("content", ""))
+    text = text_of(block.get("content", ""))
     is_error = bool(block.get("is_error", False))
     m = _EXIT.match(text) if is_error else None
     exit_code = int(m.group(1)) if m else None
@@ -89,7 +82,7 @@ class MessagesProtocol(WireProtocol):
 
     def read(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> Conversation:
         msgs: list[Message] = []
-        system = _text(body.get("system", ""), "\n")
+        system = text_of(body.get("system", ""), "\n")
         if system:
             msgs.append(Message("system", system))
         for i, m in enumerate(field(body, "messages", list, "request")):

@@ -42,6 +42,7 @@ from oracle.model_server.wire import (
     json_reply,
     loads_arguments,
     sse,
+    text_of,
 )
 
 __all__ = ["ChatProtocol"]
@@ -50,16 +51,9 @@ _SUBMIT = re.compile(r"echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
 _XML_EXIT = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-    return ""
-
 
 def _result(m: Mapping[str, Any], where: str) -> ToolResult:
-    text = _text(m.get("content", ""))
+    text = text_of(m.get("content", ""))
     exit_code: int | None = None
     try:
         obj = json.loads(text)
@@ -108,10 +102,10 @@ class ChatProtocol(WireProtocol):
             elif role == "assistant":
                 calls = tuple(_call(c, f"{where}.tool_calls[{j}]")
                               for j, c in enumerate(m.get("tool_calls") or []))
-                msgs.append(Message("assistant", _text(m.get("content")), calls))
+                msgs.append(Message("assistant", text_of(m.get("content")), calls))
             elif role in ("system", "developer", "user"):
                 msgs.append(Message("system" if role == "developer" else role,  # type: ignore[arg-type]
-                                    _text(m.get("content"))))
+                                    text_of(m.get("content"))))
             else:
                 raise BadRequest(f"{where}.role: unknown role {role!r}")
         head = "\n".join(m.text for m in msgs[:2])

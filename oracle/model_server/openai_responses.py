@@ -42,6 +42,7 @@ from oracle.model_server.wire import (
     json_reply,
     loads_arguments,
     sse,
+    text_of,
 )
 
 __all__ = ["ResponsesProtocol", "apply_patch_text"]
@@ -59,17 +60,10 @@ def apply_patch_text(edit: Edit) -> str:
     return f"*** Begin Patch\n*** Update File: {edit.path}\n@@\n{minus}{plus}*** End Patch\n"
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-    return ""
-
 
 def _result(item: Mapping[str, Any], where: str) -> ToolResult:
     raw = item.get("output", "")
-    text = _text(raw) if not isinstance(raw, Mapping) else _text(raw.get("content", ""))
+    text = text_of(raw) if not isinstance(raw, Mapping) else text_of(raw.get("content", ""))
     m = _EXIT.search(text)
     exit_code = int(m.group(1)) if m else None
     if m and "\nOutput:\n" in f"\n{text}":
@@ -132,7 +126,7 @@ class ResponsesProtocol(WireProtocol):
                 role = {"developer": "system"}.get(role, role)
                 if role not in ("system", "user", "assistant"):
                     raise BadRequest(f"{where}.role: unknown role {role!r}")
-                text = _text(item.get("content", ""))
+                text = text_of(item.get("content", ""))
                 if role == "assistant":
                     merge(role, text)
                 else:

@@ -171,6 +171,24 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _send(h: BaseHTTPRequestHandler, reply: Reply) -> None:
+    """Write the reply (no body for HEAD); a runtime that went away is not an error."""
+    try:
+        h.send_response(reply.status)
+        h.send_header("Content-Type", reply.content_type)
+        h.send_header("Content-Length", str(len(reply.body)))
+        if reply.content_type.startswith("text/event-stream"):
+            h.send_header("Cache-Control", "no-cache")
+        if h.close_connection:
+            h.send_header("Connection", "close")
+        h.end_headers()
+        if h.command != "HEAD":
+            h.wfile.write(reply.body)
+        h.wfile.flush()
+    except (BrokenPipeError, ConnectionResetError):
+        h.close_connection = True  # the runtime went away (killed): nothing to answer
+
+
 class ModelServer:
     """A loopback model server around a brain; a thread in this process once started.
 
@@ -349,7 +367,7 @@ class ModelServer:
             h.close_connection = True
         if delay:
             time.sleep(delay)
-        self._send(h, reply)
+        _send(h, reply)
         if done:
             self.end()
 
@@ -388,20 +406,3 @@ class ModelServer:
             if self._audit is not None:
                 self._audit.append(record)
             self.exchanges.append(record)
-
-    @staticmethod
-    def _send(h: BaseHTTPRequestHandler, reply: Reply) -> None:
-        try:
-            h.send_response(reply.status)
-            h.send_header("Content-Type", reply.content_type)
-            h.send_header("Content-Length", str(len(reply.body)))
-            if reply.content_type.startswith("text/event-stream"):
-                h.send_header("Cache-Control", "no-cache")
-            if h.close_connection:
-                h.send_header("Connection", "close")
-            h.end_headers()
-            if h.command != "HEAD":
-                h.wfile.write(reply.body)
-            h.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
-            h.close_connection = True  # the runtime went away (killed): nothing to answer

@@ -32,6 +32,7 @@ __all__ = [
     "loads_arguments",
     "resolve_path",
     "sse",
+    "text_of",
 ]
 
 
@@ -79,6 +80,17 @@ def json_reply(obj: Mapping[str, Any], *, status: int = 200, input_tokens: int |
     """One JSON body."""
     return Reply(json.dumps(obj, ensure_ascii=False).encode("utf-8"), "application/json",
                  status, input_tokens, output_tokens)
+
+
+def text_of(content: Any, sep: str = "") -> str:
+    """The text of a message content: a string, or the ``text`` of each part of a list
+    (parts without text — images, tool calls, thinking — are skipped)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return sep.join(str(p["text"]) for p in content
+                        if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return ""
 
 
 def resolve_path(path: str, cwd: str | None) -> str:

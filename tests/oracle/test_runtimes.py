@@ -22,7 +22,15 @@ import pytest
 
 from oracle import runtimes
 from oracle.audit import AuditLog
-from oracle.model_server import Conversation, ModelServer, Plan, ScriptedBrain, ServerConfig, Step
+from oracle.model_server import (
+    Conversation,
+    ModelServer,
+    Plan,
+    ProxyBrain,
+    ScriptedBrain,
+    ServerConfig,
+    Step,
+)
 from oracle.runtimes import (
     ClaudeCode,
     Codex,
@@ -244,6 +252,18 @@ def _run(launch: Launch, timeout: float = 120) -> subprocess.CompletedProcess:
                           capture_output=True, stdin=subprocess.DEVNULL, timeout=timeout)
 
 
+def _run_task(rt: runtimes.Runtime, tmp_path: Path, base_url: str,
+              wrap: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """Run the three-step task in ``tmp_path/ws`` (``wrap`` prefixes argv); it must succeed."""
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    launch = rt.launch("make hello.txt", home=tmp_path / "home", cwd=ws, base_url=base_url)
+    p = _run(Launch((*wrap, *launch.argv), launch.env, launch.cwd), timeout=300)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
+    assert (ws / "hello.txt").read_text() == "hello world\n"
+    return p
+
+
 def _check_audit(audit: Path, served: int) -> list[dict]:
     records = AuditLog(audit).records()
     model = [r for r in records if r.get("protocol")]
@@ -259,12 +279,8 @@ def _check_audit(audit: Path, served: int) -> list[dict]:
 @pytest.mark.slow
 def test_codex_exec_runs_a_scripted_task(tmp_path: Path) -> None:
     rt = _ready("codex")
-    (tmp_path / "ws").mkdir()
     with ModelServer(ScriptedBrain(THREE_STEPS), ServerConfig(audit=tmp_path / "a.jsonl")) as srv:
-        p = _run(rt.launch("make hello.txt", home=tmp_path / "home", cwd=tmp_path / "ws",
-                           base_url=srv.url))
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert (tmp_path / "ws" / "hello.txt").read_text() == "hello world\n"
+        p = _run_task(rt, tmp_path, srv.url)
     events = [json.loads(line) for line in p.stdout.splitlines()]
     items = [e["item"]["type"] for e in events if e["type"] == "item.completed"]
     assert items == ["command_execution", "file_change", "agent_message"]
@@ -275,14 +291,26 @@ def test_codex_exec_runs_a_scripted_task(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_codex_through_the_proxy_brain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rt = _ready("codex")
+    monkeypatch.setenv("RIPPLECP_TEST_UPSTREAM_KEY", "sk-upstream-secret")
+    with ModelServer(ScriptedBrain(THREE_STEPS), ServerConfig(audit=tmp_path / "up.jsonl")) as up, \
+            ModelServer(ProxyBrain(up.url, key_env="RIPPLECP_TEST_UPSTREAM_KEY"),
+                        ServerConfig(audit=tmp_path / "proxy.jsonl")) as proxy:
+        _run_task(rt, tmp_path, proxy.url)
+    up_recs, proxy_recs = (AuditLog(tmp_path / n).records() for n in ("up.jsonl", "proxy.jsonl"))
+    assert len(proxy_recs) == len(up_recs) == 3
+    for a, b in zip(proxy_recs, up_recs, strict=True):
+        assert (a["request_sha256"], a["response_sha256"], a["transcript_sha256"]) == \
+            (b["request_sha256"], b["response_sha256"], b["transcript_sha256"])
+    assert "sk-upstream-secret" not in (tmp_path / "proxy.jsonl").read_text()
+
+
+@pytest.mark.slow
 def test_claude_code_runs_a_scripted_task(tmp_path: Path) -> None:
     rt = _ready("claude-code")
-    (tmp_path / "ws").mkdir()
     with ModelServer(ScriptedBrain(THREE_STEPS), ServerConfig(audit=tmp_path / "a.jsonl")) as srv:
-        p = _run(rt.launch("make hello.txt", home=tmp_path / "home", cwd=tmp_path / "ws",
-                           base_url=srv.url))
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert (tmp_path / "ws" / "hello.txt").read_text() == "hello world\n"
+        p = _run_task(rt, tmp_path, srv.url)
     events = [json.loads(line) for line in p.stdout.splitlines()]
     assert events[0]["type"] == "system" and events[0]["subtype"] == "init"
     result = events[-1]
@@ -300,12 +328,8 @@ def test_claude_code_runs_a_scripted_task(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_mini_swe_agent_runs_a_scripted_task(tmp_path: Path) -> None:
     rt = _ready("mini-swe-agent")
-    (tmp_path / "ws").mkdir()
     with ModelServer(ScriptedBrain(THREE_STEPS), ServerConfig(audit=tmp_path / "a.jsonl")) as srv:
-        p = _run(rt.launch("make hello.txt", home=tmp_path / "home", cwd=tmp_path / "ws",
-                           base_url=srv.url))
-    assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
-    assert (tmp_path / "ws" / "hello.txt").read_text() == "hello world\n"
+        _run_task(rt, tmp_path, srv.url)
     model = _check_audit(tmp_path / "a.jsonl", srv.requests_served)
     assert {r["protocol"] for r in model} == {"openai-chat"}
     traj = json.loads(rt.sessions(tmp_path / "home")[0].read_text())
@@ -381,15 +405,10 @@ def test_nothing_leaves_loopback_under_strace(name: str, tmp_path: Path) -> None
     if strace is None:
         pytest.skip("strace is not installed (apt-get install -y strace)")
     rt = _ready(name)
-    (tmp_path / "ws").mkdir()
     trace = tmp_path / "trace.txt"
     with ModelServer(ScriptedBrain(THREE_STEPS)) as srv:
-        launch = rt.launch("make hello.txt", home=tmp_path / "home", cwd=tmp_path / "ws",
-                           base_url=srv.url)
-        p = _run(Launch((strace, "-f", "-qq", "-e", "trace=connect,sendto,sendmsg", "-o",
-                         str(trace), *launch.argv), launch.env, launch.cwd), timeout=300)
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert (tmp_path / "ws" / "hello.txt").read_text() == "hello world\n"
+        _run_task(rt, tmp_path, srv.url, wrap=(strace, "-f", "-qq", "-e",
+                                               "trace=connect,sendto,sendmsg", "-o", str(trace)))
     text = trace.read_text()
     assert f"htons({srv.port})" in text  # the trace did see the model connection
     assert _connects(trace) == []
