@@ -27,12 +27,11 @@ from features.readers import codex_exec, codex_rollout, mini_swe_agent, openhand
 from features.readers.common import (
     TrajectoryFormatError,
     UnknownEventWarning,
-    is_git_commit,
-    is_test_command,
     parse_test_counts,
     read_text,
 )
 from features.schema import Trajectory
+from features.shell import is_git_commit, is_test_command
 
 FORMATS: tuple[str, ...] = (
     codex_exec.FORMAT,

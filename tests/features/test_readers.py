@@ -27,7 +27,7 @@ from features.readers import (
     parse_test_counts,
     read_trajectory,
 )
-from features.readers.common import parse_apply_patch, split_command
+from features.readers.common import parse_apply_patch
 from features.schema import (
     BoundaryKind,
     EventKind,
@@ -37,6 +37,7 @@ from features.schema import (
     to_frame,
     write_parquet,
 )
+from features.shell import split_command
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
 TRAJ = FIXTURES / "trajectories"
