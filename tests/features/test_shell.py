@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-import pytest
+import shlex
 
-from features.shell import ShellEffects, _effects_via, parse_command, patch_paths
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from features.shell import (
+    ShellEffects,
+    _effects_via,
+    is_git_commit,
+    is_test_command,
+    parse_command,
+    patch_paths,
+    split_command,
+)
 
 # (command, reads, writes, deletes)
 CASES = [
@@ -178,3 +190,57 @@ def test_fast_path_agrees_with_bashlex_on_generated_commands() -> None:
             n_fast += 1
             assert _effects_via(e.command, "fast") == _effects_via(e.command, "bashlex"), e.command
     assert n_fast > 300
+
+
+@pytest.mark.parametrize("cmd,expected", [
+    ("pytest -x tests/", True),
+    ("python -m pytest -q", True),
+    ("python3 -m unittest discover", True),
+    ("./python -m test test_os", True),
+    ("tox -e py311", True),
+    ("cd repo && npm test", True),
+    (["bash", "-lc", "pnpm --filter @repo/web test"], True),
+    ("bash -lc 'go test ./...'", True),
+    ("cargo test --release", True),
+    ("python3 tests/runtests.py sitemaps_tests", True),
+    ("timeout 300 python manage.py test app", True),
+    ("FOO=1 uv run pytest", True),
+    ("npx vitest run", True),
+    ("yarn run test:unit", True),
+    ("make test", True),
+    ("python -W ignore -m pytest", True),
+    ("make -C build test", True),
+    ("npm exec jest", True),
+    ("yarn jest --ci", True),
+    ("yarn add -D jest", False),
+    ("python -c 'import pytest'", False),
+    ("pnpm install --filter test", False),
+    ("python3 reproduce_issue.py", False),
+    ("pnpm --filter @repo/web lint", False),
+    ("sed -n '1,20p' tests/test_x.py", False),
+    ("echo pytest", False),
+    ("cat <<'EOF' > t.sh\npytest\nEOF", False),
+    ("npm install", False),
+    ("git commit -m 'run pytest later'", False),
+    (None, False),
+])
+def test_is_test_command(cmd: object, expected: bool) -> None:
+    assert is_test_command(cmd) is expected
+
+
+def test_is_git_commit() -> None:
+    assert is_git_commit("git commit -m x")
+    assert is_git_commit(["bash", "-lc", "git add -A && git -C repo commit -am 'x'"])
+    assert not is_git_commit("git log --grep commit")
+    assert not is_git_commit("echo git commit")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=list("ab -'\"\t\n;|&$#é()\\"), max_size=16))
+def test_split_command_matches_shlex(s: str) -> None:
+    # the fast path of split_command must agree with shlex.split everywhere
+    try:
+        ref = shlex.split(s)
+    except ValueError:
+        ref = None
+    assert split_command(s) == ref
