@@ -13,8 +13,10 @@ import pytest
 
 from features.readers import (
     FORMATS,
+    READERS,
     TrajectoryFormatError,
     detect_format,
+    format_names,
     read_trajectory,
 )
 from features.schema import (
@@ -87,3 +89,25 @@ def test_bad_unknown_format(write_file: Callable[..., Path]) -> None:
     r = write_file("list.json", "[1, 2, 3]")
     with pytest.raises(TrajectoryFormatError, match="unknown trajectory format"):
         read_trajectory(r)
+
+
+def test_one_table_names_every_format_once() -> None:
+    assert FORMATS == tuple(r.name for r in READERS)
+    names = format_names()
+    assert len(names) == len(set(names))  # no alias shadows a format or another alias
+    assert names[: len(FORMATS)] == list(FORMATS)
+    assert {r.layout for r in READERS} == {"json", "jsonl"}
+
+
+@pytest.mark.parametrize("rel", sorted(ALL_FIXTURES))
+def test_detection_is_the_table_detector(rel: str, fixture_path: Callable[[str], Path],
+                                         read_fixture: Callable[[str], Trajectory]) -> None:
+    p = fixture_path(rel)
+    (spec,) = [r for r in READERS if r.name == ALL_FIXTURES[rel]]
+    text = p.read_text(encoding="utf-8")
+    doc = json.loads(text) if spec.layout == "json" else json.loads(text.splitlines()[0])
+    assert spec.detect(doc)
+    # no other detector of its layout claims it
+    assert not any(r.detect(doc) for r in READERS if r.layout == spec.layout and r is not spec)
+    for alias in spec.aliases:  # every alias reads the same trajectory
+        assert read_trajectory(p, alias) == read_fixture(rel)
