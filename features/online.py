@@ -68,7 +68,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from features._gc import gc_paused
+from features.gc_pause import gc_paused
 from features.graph import DEFAULT_FAMILIES, EdgeFamily, Node, ProvenanceGraph
 from features.row import (
     CP_PAIRS,
@@ -628,7 +628,7 @@ def boundary_features(
     ex = walk.extractor
     buffer = array("d")
     nb = len(bounds)
-    with gc_paused():  # many small long-lived acyclic objects: see features._gc
+    with gc_paused():  # many small long-lived acyclic objects: see features.gc_pause
         for b in range(1, nb + 1):
             walk.advance(b)
             ex.snapshot(buffer)

@@ -52,7 +52,7 @@ from features.commands import (
 )
 
 __all__ = [
-    "ShellEffects", "is_git_commit", "is_test_command", "parse_command", "parse_with",
+    "ShellEffects", "clear_cache", "is_git_commit", "is_test_command", "parse_command", "parse_with",
     "patch_paths", "split_command",
 ]
 
@@ -1066,6 +1066,11 @@ def _parse_cached(command: str | None, argv: tuple[str, ...] | None) -> ShellEff
     else:
         return ShellEffects(interpreted=False)
     return acc.result()
+
+
+def clear_cache() -> None:
+    """Forget cached parses (benchmarks measure cold parsing)."""
+    _parse_cached.cache_clear()
 
 
 def parse_command(command: str | None = None, argv: list[str] | tuple[str, ...] | None = None) -> ShellEffects:
