@@ -1,8 +1,5 @@
 """The ``codex exec --json`` reader (``features.readers.codex_exec``) on the real fixtures and on
 variants they do not show.
-
-Every expected count below was checked BY HAND against the fixture files with jq/grep
-one-liners that do not use the readers; the command used is in the comment next to it.
 """
 
 from __future__ import annotations
@@ -14,16 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from features.readers import (
-    UnknownEventWarning,
-    detect_format,
-    read_trajectory,
-)
-from features.schema import (
-    BoundaryKind,
-    EventKind,
-    Trajectory,
-)
+from features.readers import UnknownEventWarning, detect_format, read_trajectory
+from features.schema import BoundaryKind, EventKind, Trajectory
 
 CODEX_EXEC = "codex_exec_jsonl"
 OH_BASIC = "openhands/basic.json"

@@ -1,8 +1,4 @@
-"""The Codex session-rollout reader (``features.readers.codex_rollout``).
-
-Every expected count below was checked BY HAND against the fixture files with jq/grep
-one-liners that do not use the readers; the command used is in the comment next to it.
-"""
+"""The Codex session-rollout reader (``features.readers.codex_rollout``)."""
 
 from __future__ import annotations
 
@@ -12,14 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from features.readers import (
-    read_trajectory,
-)
-from features.schema import (
-    BoundaryKind,
-    EventKind,
-    Trajectory,
-)
+from features.readers import read_trajectory
+from features.schema import BoundaryKind, EventKind, Trajectory
 
 ROLLOUT_FILE = "codex_rollout/agentcmd_rollout-2025-09-24T19-22-20-01997e76.jsonl"
 

@@ -10,15 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from features.readers import (
-    TrajectoryFormatError,
-    UnknownEventWarning,
-    read_trajectory,
-)
+from features.readers import TrajectoryFormatError, UnknownEventWarning, read_trajectory
 from features.readers.common import parse_apply_patch, parse_test_counts
-from features.schema import (
-    EventKind,
-)
+from features.schema import EventKind
 
 CODEX_EXEC = "codex_exec_jsonl"
 ROLLOUT_FILE = "codex_rollout/agentcmd_rollout-2025-09-24T19-22-20-01997e76.jsonl"

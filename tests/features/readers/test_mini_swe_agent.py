@@ -1,8 +1,4 @@
-"""The mini-SWE-agent reader (``features.readers.mini_swe_agent``), v1 and v1.1.
-
-Every expected count below was checked BY HAND against the fixture files with jq/grep
-one-liners that do not use the readers; the command used is in the comment next to it.
-"""
+"""The mini-SWE-agent reader (``features.readers.mini_swe_agent``), v1 and v1.1."""
 
 from __future__ import annotations
 
@@ -10,14 +6,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from features.readers import (
-    detect_format,
-    read_trajectory,
-)
-from features.schema import (
-    EventKind,
-    Trajectory,
-)
+from features.readers import detect_format, read_trajectory
+from features.schema import EventKind, Trajectory
 
 MINI_FILE = "mini_swe_agent/django__django-16255.traj.json"
 

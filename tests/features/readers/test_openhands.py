@@ -1,8 +1,4 @@
-"""The OpenHands V0 event-list reader (``features.readers.openhands``).
-
-Every expected count below was checked BY HAND against the fixture files with jq/grep
-one-liners that do not use the readers; the command used is in the comment next to it.
-"""
+"""The OpenHands V0 event-list reader (``features.readers.openhands``)."""
 
 from __future__ import annotations
 
@@ -12,16 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from features.readers import (
-    UnknownEventWarning,
-    detect_format,
-    read_trajectory,
-)
-from features.schema import (
-    BoundaryKind,
-    EventKind,
-    Trajectory,
-)
+from features.readers import UnknownEventWarning, detect_format, read_trajectory
+from features.schema import BoundaryKind, EventKind, Trajectory
 
 OH_BASIC = "openhands/basic.json"
 OH_WRONG = "openhands/wrong_initial_state.json"

@@ -19,13 +19,7 @@ from features.readers import (
     format_names,
     read_trajectory,
 )
-from features.schema import (
-    Trajectory,
-    from_frame,
-    read_parquet,
-    to_frame,
-    write_parquet,
-)
+from features.schema import Trajectory, from_frame, read_parquet, to_frame, write_parquet
 
 OH_BASIC = "openhands/basic.json"
 

@@ -1,8 +1,4 @@
-"""The SWE-agent reader (``features.readers.swe_agent``), v1 and 0.x.
-
-Every expected count below was checked BY HAND against the fixture files with jq/grep
-one-liners that do not use the readers; the command used is in the comment next to it.
-"""
+"""The SWE-agent reader (``features.readers.swe_agent``), v1 and 0.x."""
 
 from __future__ import annotations
 
@@ -10,10 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from features.schema import (
-    EventKind,
-    Trajectory,
-)
+from features.schema import EventKind, Trajectory
 
 SWE_V1 = "swe_agent/demo_function_calling_replace_marshmallow-1867.traj"
 SWE_0X = "swe_agent/testdata_gpt4_swe-agent__test-repo-i1.traj"
