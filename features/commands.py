@@ -30,13 +30,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "ACI_COMMANDS", "ASSIGNMENT", "BUILD_TOOLS", "FILE_READERS", "INSTALLERS",
+    "ACI_COMMANDS", "ASSIGNMENT", "BUILD_TOOLS", "FILE_READERS", "GIT_OPTIONS", "GIT_QUERIES",
+    "GIT_READS", "INSTALLERS",
     "INTERPRETERS", "JS_PACKAGE_MANAGERS", "MAKE", "MAKE_OPTIONS", "MAKE_TEST_TARGETS",
     "NO_EFFECT", "PACKAGE_MANAGER_OPTIONS", "PACKAGE_MANAGER_QUERIES", "PYTHON",
     "PYTHON_OPTIONS", "PYTHON_TEST_MODULES", "RUNNERS", "SEARCH_OPTIONS", "SEARCH_TOOLS",
     "SHELLS", "TEST_RUNNERS", "TEST_SCRIPTS", "TEST_SUBCOMMANDS", "TOOLCHAINS", "VCS",
     "WRAPPERS", "Runner", "Wrapper", "command_start", "is_test_run", "positionals",
-    "program_name",
+    "program_name", "shell_script_option",
 ]
 
 # ---------------------------------------------------------------------------------------
@@ -328,7 +329,7 @@ def is_test_run(argv: Sequence[str]) -> bool:
         return _package_script_is_test(prog, args)
     if prog in SHELLS:
         pos = positionals(args, {"-o", "+o", "-O"})
-        return bool(pos) and not any(_is_shell_c(a) for a in args) and _script_runs_tests(
+        return bool(pos) and shell_script_option(args) is None and _script_runs_tests(
             pos[0], pos[1:])
     if prog == "test":
         # bin/test, ./test, or a bare `test` (a project script: `hatch run test`); not the
@@ -339,9 +340,13 @@ def is_test_run(argv: Sequence[str]) -> bool:
     return _script_runs_tests(word, args)
 
 
-def _is_shell_c(a: str) -> bool:
-    """``-c``/``-lc``/``-ic``: the shell runs the next word as a script."""
-    return a.startswith("-") and not a.startswith("--") and "c" in a[1:]
+def shell_script_option(args: Sequence[str]) -> int | None:
+    """Index in a shell's arguments of ``-c`` (``-lc``, ``-ic`` ...): the next word is the
+    script it runs; None when it runs a script file or its standard input."""
+    for i, a in enumerate(args):
+        if a.startswith("-") and not a.startswith("--") and "c" in a[1:]:
+            return i
+    return None
 
 
 def _package_script_is_test(prog: str, args: Sequence[str]) -> bool:
@@ -409,6 +414,16 @@ PACKAGE_MANAGER_QUERIES = frozenset({
     "view", "info", "ls", "list", "outdated", "why", "config", "whoami", "help", "version",
 })
 VCS = frozenset({"git"})
+GIT_OPTIONS = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})  # take a value
+# git subcommands that read the paths they name (the work tree when none)
+GIT_READS = frozenset({"diff", "status", "grep", "ls-files", "difftool", "blame", "annotate"})
+# git subcommands without effects on the work tree (``show -- PATH`` reads PATH)
+GIT_QUERIES = frozenset({
+    "show", "log", "shortlog", "rev-parse", "rev-list", "branch", "tag", "remote", "fetch",
+    "config", "describe", "reflog", "show-ref", "cat-file", "ls-tree", "init", "help",
+    "version", "--version", "worktree-list", "count-objects", "var", "for-each-ref", "push",
+    "notes", "bisect-log", "check-ignore", "name-rev", "merge-base",
+})
 INTERPRETERS = re.compile(
     r"^(python[0-9.]*|pypy[0-9.]*|node|ruby|perl|php|Rscript|deno|bun|ts-node|lua)$")
 # SWE-agent's agent-computer interface commands and its str_replace_editor tool

@@ -34,6 +34,9 @@ from features.commands import (
     ACI_COMMANDS,
     BUILD_TOOLS,
     FILE_READERS,
+    GIT_OPTIONS,
+    GIT_QUERIES,
+    GIT_READS,
     INSTALLERS,
     INTERPRETERS,
     JS_PACKAGE_MANAGERS,
@@ -49,6 +52,7 @@ from features.commands import (
     command_start,
     is_test_run,
     positionals,
+    shell_script_option,
 )
 
 __all__ = [
@@ -285,7 +289,7 @@ def _other(c: _Call) -> None:
 
 def _shell(c: _Call) -> None:
     args = c.args
-    idx = next((i for i, a in enumerate(args) if _is_shell_c(a)), None)
+    idx = shell_script_option(args)
     if idx is not None:
         if idx + 1 < len(args):
             _parse_into(args[idx + 1], c.acc)
@@ -297,10 +301,6 @@ def _shell(c: _Call) -> None:
             c.acc.interpreted = False
     elif c.heredoc is not None:
         _parse_into(c.heredoc, c.acc)
-
-
-def _is_shell_c(a: str) -> bool:
-    return a.startswith("-") and "c" in a[1:] and not a.startswith("--")
 
 
 def _cd(c: _Call) -> None:
@@ -599,7 +599,7 @@ def _git(c: _Call) -> None:
     args, dyn, heredoc, acc = c.args, c.dyn, c.heredoc, c.acc
     i = 0
     while i < len(args) and args[i].startswith("-"):
-        if args[i] in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") and i + 1 < len(args):
+        if args[i] in GIT_OPTIONS and i + 1 < len(args):
             if args[i] == "-C":
                 _simple([_Word("cd"), _Word(args[i + 1], args[i + 1] in dyn)], [], acc)
             i += 2
@@ -619,7 +619,7 @@ def _git(c: _Call) -> None:
             "/" in a or "." in a
         ) and not a.startswith(("HEAD", "origin/"))
 
-    if sub in ("diff", "status", "grep", "ls-files", "difftool", "blame", "annotate"):
+    if sub in GIT_READS:
         if sub == "grep":
             pos = positionals(before, {"-e", "-f", "-A", "-B", "-C", "-m"})
             paths = after if after is not None else [p for p in pos[1:] if pathlike(p)]
@@ -632,10 +632,7 @@ def _git(c: _Call) -> None:
         for p in paths or ["."]:
             acc.read(p, p in dyn)
         return
-    if sub in ("show", "log", "shortlog", "rev-parse", "rev-list", "branch", "tag", "remote", "fetch",
-               "config", "describe", "reflog", "show-ref", "cat-file", "ls-tree", "init", "help",
-               "version", "--version", "worktree-list", "count-objects", "var", "for-each-ref", "push",
-               "notes", "bisect-log", "check-ignore", "name-rev", "merge-base"):
+    if sub in GIT_QUERIES:
         if sub == "show" and after:
             for p in after:
                 acc.read(p, p in dyn)
