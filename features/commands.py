@@ -36,7 +36,9 @@ __all__ = [
     "NO_EFFECT", "PACKAGE_MANAGER_OPTIONS", "PACKAGE_MANAGER_QUERIES", "PYTHON",
     "PYTHON_OPTIONS", "PYTHON_TEST_MODULES", "RUNNERS", "SEARCH_OPTIONS", "SEARCH_TOOLS",
     "SHELLS", "TEST_RUNNERS", "TEST_SCRIPTS", "TEST_SUBCOMMANDS", "TOOLCHAINS", "VCS",
-    "WRAPPERS", "Runner", "Wrapper", "command_start", "is_test_run", "positionals",
+    "WRAPPERS", "Runner", "Wrapper", "command_start", "is_test_run", "might_commit",
+    "might_run_tests",
+    "positionals",
     "program_name", "shell_script_option",
 ]
 
@@ -338,6 +340,28 @@ def is_test_run(argv: Sequence[str]) -> bool:
             return not word.startswith(("/usr/", "/bin/"))
         return "/" in word and not word.startswith(("/usr/", "/bin/")) and not args[0].startswith("-")
     return _script_runs_tests(word, args)
+
+
+_UNQUOTE = str.maketrans("", "", "'\"\\")
+# a test run names one of these words (its program, subcommand, target, module, script or
+# package script); the pattern is built from the tables above, so it cannot fall behind them
+_TEST_WORDS = sorted(
+    {*TEST_RUNNERS, *PYTHON_TEST_MODULES, *MAKE_TEST_TARGETS, *TEST_SCRIPTS, "test", "spec",
+     "tst", *(s for subs in TEST_SUBCOMMANDS.values() for s in subs)}, key=len, reverse=True)
+_TEST_HINT = re.compile("|".join(re.escape(w) for w in _TEST_WORDS) + r"|\bt\b")
+
+
+def might_run_tests(text: str) -> bool:
+    """A cheap necessary condition for a command text to run tests: one of the words
+    :func:`is_test_run` keys on appears in it (quotes and backslashes dropped). False means
+    no simple command in the text is a test run; True means parse it to know."""
+    return _TEST_HINT.search(text.translate(_UNQUOTE)) is not None
+
+
+def might_commit(text: str) -> bool:
+    """A cheap necessary condition for a command text to run ``git commit``."""
+    text = text.translate(_UNQUOTE)
+    return "commit" in text and any(v in text for v in VCS)
 
 
 def shell_script_option(args: Sequence[str]) -> int | None:

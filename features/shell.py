@@ -51,6 +51,8 @@ from features.commands import (
     VCS,
     command_start,
     is_test_run,
+    might_commit,
+    might_run_tests,
     positionals,
     shell_script_option,
 )
@@ -1079,9 +1081,11 @@ def parse_command(command: str | None = None, argv: list[str] | tuple[str, ...] 
     return _parse_cached(None, tuple(argv) if argv else None)
 
 
-def _effects_of(command: str | Sequence[str] | None) -> ShellEffects | None:
-    if command is None:
-        return None
+def _text_of(command: str | Sequence[str]) -> str:
+    return command if isinstance(command, str) else " ".join(command)
+
+
+def _effects_of(command: str | Sequence[str]) -> ShellEffects:
     if isinstance(command, str):
         return parse_command(command)
     return parse_command(argv=tuple(command))
@@ -1091,15 +1095,21 @@ def is_test_command(command: str | Sequence[str] | None) -> bool:
     """Whether a command runs tests: :func:`parse_command`'s ``is_test`` of a shell string
     or of an executed argv (``bash -lc '...'`` unwrapped, each command of a ``&&``/``;``/
     ``|`` chain checked, so ``cd x && pytest`` counts). The one rule behind it is
-    :func:`features.commands.is_test_run`; readers and the provenance graph share it."""
-    eff = _effects_of(command)
-    return eff is not None and eff.is_test
+    :func:`features.commands.is_test_run`; readers and the provenance graph share it. Text
+    that names no test word is answered without parsing (:func:`might_run_tests`)."""
+    if not command or not might_run_tests(_text_of(command)):
+        return False
+    return _effects_of(command).is_test
 
 
 def is_git_commit(command: str | Sequence[str] | None) -> bool:
-    """Whether a command (possibly inside ``bash -lc`` or a ``&&`` chain) runs ``git commit``."""
-    eff = _effects_of(command)
-    return eff is not None and eff.is_commit
+    """Whether a command (possibly inside ``bash -lc`` or a ``&&`` chain) runs ``git commit``:
+    :func:`parse_command`'s ``is_commit``."""
+    if not command:
+        return False
+    if not might_commit(_text_of(command)):
+        return False
+    return _effects_of(command).is_commit
 
 
 # ---------------------------------------------------------------------------------------

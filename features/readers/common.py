@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
-from features.shell import parse_command
+from features.shell import is_git_commit, is_test_command
 
 
 class TrajectoryFormatError(ValueError):
@@ -321,7 +321,7 @@ def parse_test_counts(output: str | None) -> tuple[int | None, int | None]:
 def classify_command(command: str | None, argv: list[str] | None) -> EventKind:
     """``test`` for a test command, else ``command``: the shell parser's verdict on the
     command string (else the argv), the same the provenance graph reaches."""
-    if parse_command(command if isinstance(command, str) else None, argv).is_test:
+    if is_test_command(command if isinstance(command, str) and command else argv):
         return EventKind.TEST
     return EventKind.COMMAND
 
@@ -339,7 +339,7 @@ def mark_tool_return(e: Event) -> None:
         e.kind == EventKind.COMMAND
         and not e.is_error
         and e.exit_code in (0, None)
-        and parse_command(e.command, e.argv).is_commit
+        and is_git_commit(e.command or e.argv)
     ):
         e.boundary_kind = BoundaryKind.COMMIT
     else:

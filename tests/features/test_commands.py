@@ -5,11 +5,20 @@ from __future__ import annotations
 import shlex
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from features.commands import RUNNERS, WRAPPERS, command_start, is_test_run
+from features.commands import (
+    RUNNERS,
+    WRAPPERS,
+    command_start,
+    is_test_run,
+    might_commit,
+    might_run_tests,
+)
 from features.readers.common import classify_command
 from features.schema import EventKind
-from features.shell import is_test_command, parse_command, split_command
+from features.shell import is_git_commit, is_test_command, parse_command, split_command
 
 # (command, runs tests?): the cases where the readers' and the shell parser's old rules
 # disagreed come first; every other case agreed before and must still agree
@@ -110,3 +119,26 @@ def test_long_heredoc_is_split_without_shlex(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(shlex, "split", lambda *a, **k: pytest.fail("shlex.split called"))
     assert split_command(cmd) == expected
     assert is_test_command(cmd) is False
+
+
+_PIECES = ["pytest", "py.test", "tox", "bats", "go", "test", "cargo", "nextest", "make", "check",
+           "npm", "t", "run", "test:unit", "python", "-m", "unittest", "runtests.py", "&&", "|",
+           "cd", "x", "bash", "-lc", "uv", "timeout", "5", "git", "commit", "-m", "msg"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=6), st.data())
+def test_cheap_hint_never_hides_a_test_or_a_commit(words: list[str], data: st.DataObject) -> None:
+    """might_run_tests / might_commit answer without parsing; they may say yes wrongly,
+    never no wrongly, however the words are quoted."""
+    quoted = []
+    for w in words:
+        cut = data.draw(st.integers(0, len(w)))
+        q = data.draw(st.sampled_from(["", "'", '"', "\\\\"]))
+        quoted.append(w if not q or w in ("&&", "|") else
+                      (w[:cut] + "\\" + w[cut:] if q == "\\\\" and cut < len(w) else w[:cut] + q + q + w[cut:]))
+    cmd = " ".join(quoted)
+    eff = parse_command(cmd)
+    assert might_run_tests(cmd) or not eff.is_test, cmd
+    assert might_commit(cmd) or not eff.is_commit, cmd
+    assert is_test_command(cmd) is eff.is_test and is_git_commit(cmd) is eff.is_commit
