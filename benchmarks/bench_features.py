@@ -37,20 +37,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from features._gc import gc_paused
-from features.graph import ProvenanceGraph, _path_effects, _shell_effects
+from features.gc_pause import gc_paused
+from features.graph import ProvenanceGraph, clear_caches
 from features.online import OnlineFeatureExtractor, boundary_features, reference_ripple
 from features.schema import Trajectory, read_parquet, write_parquet
-from features.shell import _parse_cached
 from features.synthetic import generate_trajectory
 
 CLOCK = time.process_time
-
-
-def _clear_caches() -> None:
-    _parse_cached.cache_clear()
-    _shell_effects.cache_clear()
-    _path_effects.cache_clear()
 
 
 def calibration() -> float:
@@ -66,7 +59,7 @@ def calibration() -> float:
 def throughput(traj: Trajectory, granularity: str, parquet: Path | None) -> tuple[float, int]:
     """(events/s, rows) for graph + features at every ``granularity`` boundary, cold parse
     caches; with ``parquet``, reading the trajectory back from that file is included."""
-    _clear_caches()
+    clear_caches()
     t = CLOCK()
     if parquet is not None:
         (traj,) = read_parquet(parquet)
@@ -78,7 +71,7 @@ def throughput(traj: Trajectory, granularity: str, parquet: Path | None) -> tupl
 def read_and_graph(parquet: Path) -> float:
     """events/s for reading the table and building the provenance graph alone (cold parse
     caches, no feature): the floor under any feature computation in this pipeline."""
-    _clear_caches()
+    clear_caches()
     t = CLOCK()
     (traj,) = read_parquet(parquet)
     with gc_paused():
@@ -91,7 +84,7 @@ def read_and_graph(parquet: Path) -> float:
 def latencies(traj: Trajectory, every_k: int) -> tuple[list[float], list[float]]:
     """Per-boundary seconds (observe since previous boundary, cold parse included, + the
     feature vector), checkpoints every k: (thread CPU time, wall time)."""
-    _clear_caches()
+    clear_caches()
     ex = OnlineFeatureExtractor()
     bounds = traj.boundaries("tool_call")
     cpu: list[float] = []
@@ -121,7 +114,7 @@ def naive(traj: Trajectory, every_k: int, sample: int) -> tuple[float, float, in
     """(incremental s/boundary, naive s/boundary, sampled boundaries): same walk, same
     checkpoints; the naive side adds reference_ripple (nx.descendants per segment node)
     at sampled boundaries; the nx graph sync is charged to the naive side."""
-    _clear_caches()
+    clear_caches()
     ex = OnlineFeatureExtractor()
     bounds = traj.boundaries("tool_call")
     step = max(1, len(bounds) // sample)

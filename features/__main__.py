@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from features.graph import EdgeFamily
 from features.online import FeatureConfig, OnlineFeatureExtractor, boundary_features, config_for
+from features.readers import FORMATS, format_names, read_trajectory
 from features.schema import Trajectory, read_parquet
 
 TRAJECTORY_PARQUET = "trajectory-parquet"
@@ -43,10 +44,6 @@ def load(path: Path, fmt: str | None) -> list[Trajectory]:
         raise FileNotFoundError(f"{path}: no such file")
     if fmt == TRAJECTORY_PARQUET or (fmt is None and _is_trajectory_parquet(path)):
         return read_parquet(path)
-    try:
-        from features.readers import read_trajectory  # lazy: readers are optional here
-    except ImportError as exc:  # pragma: no cover - only without the readers package
-        raise RuntimeError(f"{path}: agent-log readers unavailable ({exc})") from exc
     return [read_trajectory(path, fmt)]
 
 
@@ -63,8 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path, help="output Parquet file")
     ap.add_argument("--granularity", choices=("turn", "tool_call"), default="turn",
                     help="candidate boundaries: turn ends (pilot) or every tool call")
-    ap.add_argument("--format", dest="fmt", default=None,
-                    help=f"input format (default: detect); '{TRAJECTORY_PARQUET}' or a reader format")
+    ap.add_argument("--format", dest="fmt", default=None, metavar="FORMAT",
+                    choices=[TRAJECTORY_PARQUET, *format_names()],
+                    help=f"input format (default: detect from the content): {TRAJECTORY_PARQUET}, "
+                         f"{', '.join(FORMATS)} (or an alias of one)")
     ap.add_argument("--keep-going", action="store_true",
                     help="skip bad files, list them at the end, exit 1")
     ap.add_argument("--without-family", action="append", default=[],

@@ -57,10 +57,11 @@ import networkx as nx
 
 from features.schema import BoundaryKind, Event, EventKind
 from features.shell import ShellEffects, parse_command
+from features.shell import clear_cache as clear_parse_cache
 
 __all__ = [
     "AddResult", "DEFAULT_FAMILIES", "EdgeFamily", "EventEffects", "Node",
-    "ProvenanceGraph", "build_graph", "event_effects",
+    "ProvenanceGraph", "build_graph", "clear_caches", "event_effects",
 ]
 
 
@@ -122,6 +123,13 @@ def _shell_effects(command: str | None, argv: tuple[str, ...] | None, root: str 
 
 
 _NO_EFFECTS = EventEffects()
+
+
+def clear_caches() -> None:
+    """Forget cached command parses and event effects (benchmarks measure cold parsing)."""
+    clear_parse_cache()
+    _shell_effects.cache_clear()
+    _path_effects.cache_clear()
 
 
 def event_effects(event: Event, root: str | None = None) -> EventEffects:

@@ -15,6 +15,10 @@ uses everything except ``ripple__``):
 ``context__``   whether a checkpoint exists yet, distance and work since it, time since
                 progress, recent error trend, position in the run.
 
+Each feature's name, family and formula over the extractor's raw state are declared once,
+in ``features.row``, which generates :data:`FEATURE_NAMES`, the raw layout and the row
+builders; this module keeps the state up to date.
+
 "Since the last checkpoint" means since the start of the run while none exists (the
 fallback is the pristine start). The *segment* is the set of graph nodes created since
 then (epoch = segment). Ripple definitions:
@@ -64,8 +68,18 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from features._gc import gc_paused
+from features.gc_pause import gc_paused
 from features.graph import DEFAULT_FAMILIES, EdgeFamily, Node, ProvenanceGraph
+from features.row import (
+    CP_PAIRS,
+    EPOCH_COUNTERS,
+    FEATURE_NAMES,
+    RAW_FIELDS,
+    RAW_INDEX,
+    feature_row,
+    feature_rows,
+    initial_raw,
+)
 from features.schema import Event, EventKind, Trajectory
 
 __all__ = [
@@ -78,42 +92,6 @@ NAN = float("nan")
 _TOOL_KINDS = {EventKind.COMMAND, EventKind.FILE_CHANGE, EventKind.TEST, EventKind.OTHER}
 _MODEL_CALL = EventKind.MODEL_CALL
 _ROOT_KEYS = ("cwd", "workdir", "working_dir", "root", "repo_root")
-
-FEATURE_NAMES: list[str] = [
-    # execution cost
-    "cost__wall_s_total", "cost__wall_s_since_cp", "cost__busy_s_total", "cost__busy_s_since_cp",
-    "cost__tokens_total", "cost__tokens_since_cp", "cost__input_tokens_since_cp",
-    "cost__cached_tokens_since_cp", "cost__output_tokens_since_cp",
-    "cost__tool_calls_total", "cost__tool_calls_since_cp", "cost__model_calls_since_cp",
-    "cost__retries_total", "cost__retries_since_cp", "cost__errors_total", "cost__errors_since_cp",
-    "cost__expensive_tool_calls_since_cp", "cost__test_build_calls_since_cp",
-    "cost__uninterpreted_commands_since_cp",
-    # physical state
-    "state__files_touched_total", "state__files_touched_since_cp", "state__files_read_since_cp",
-    "state__files_deleted_since_cp", "state__bytes_modified_total", "state__bytes_modified_since_cp",
-    "state__live_files", "state__artifact_bytes",
-    # verified progress
-    "progress__tests_passed_latest", "progress__tests_failed_latest",
-    "progress__newly_passing_since_cp", "progress__verifier_events_total",
-    "progress__verifier_events_since_cp", "progress__verifier_passes_since_cp",
-    "progress__last_verifier_passed", "progress__validated_artifacts_since_cp",
-    "progress__commits_since_cp",
-    # ripple / graph
-    "ripple__frontier_size", "ripple__frontier_new", "ripple__frontier_new_frac",
-    "ripple__live_versions_new", "ripple__latest_tests_new", "ripple__segment_nodes",
-    "ripple__new_descendant_count", "ripple__descendant_frac", "ripple__segment_edges",
-    "ripple__edges_from_past", "ripple__fanout_mean", "ripple__fanout_max",
-    "ripple__downstream_verified", "ripple__downstream_verified_passed",
-    "ripple__affected_artifacts", "ripple__from_prev_segment",
-    "ripple__edges_total",
-    # context
-    "context__has_checkpoint", "context__checkpoints", "context__events_since_cp",
-    "context__steps_since_cp", "context__seconds_since_cp", "context__work_since_cp_s",
-    "context__events_since_progress", "context__seconds_since_progress",
-    "context__error_rate_recent", "context__error_trend", "context__step",
-    "context__events_seen", "context__safe_boundaries_seen", "context__turns_completed",
-]
-
 
 @dataclass(frozen=True)
 class FeatureConfig:
@@ -171,213 +149,76 @@ def _event_time(e: Event) -> float | None:
     return e.start
 
 
-# The extractor's numeric state is one flat list (:data:`_RAW_FIELDS`; ints, floats, NaN
-# for an unknown time). The features at a point are a pure function of it
-# (:func:`_features_from_raw`, vectorised over rows), so batch extraction appends the list
-# to an ``array('d')`` at each boundary (one C-level copy) and converts all rows at once,
-# instead of building and converting 67 Python values per boundary. "Since the last
-# checkpoint" integer counters are totals minus their value at the checkpoint (exact);
-# float sums since the checkpoint are accumulated on their own, as before.
-_RAW_FIELDS: tuple[str, ...] = (
-    "n", "step", "safe", "turns", "n_cp", "cp_n", "cp_step",
-    "t_first", "t_now", "cp_t", "lp_t", "lp_n",
-    "busy_known", "busy_total", "s_busy",
-    "tok_known", "pk_in", "pk_cached", "pk_out",
-    "tok_in", "tok_cached", "tok_out", "tok_in_cp", "tok_cached_cp", "tok_out_cp",
-    "tools", "tools_cp", "model", "model_cp", "retries", "retries_cp", "errors", "errors_cp",
-    "expensive", "expensive_cp", "testbuild", "testbuild_cp", "uninterp", "uninterp_cp",
-    "commits", "commits_cp",
-    "n_touched", "n_s_touched", "n_s_read", "n_s_deleted", "n_s_validated",
-    "bytes_known", "bytes", "bytes_cp", "n_live", "size_sum", "size_known",
-    "passed_latest", "failed_latest", "newly", "test_counts_seen",
-    "verif", "verif_cp", "verif_pass", "verif_pass_cp", "last_verifier",
-    "n_tests", "r_live_new", "r_tests_new", "r_nodes", "r_desc", "r_edges", "r_edges_past",
-    "r_fanout_max", "r_down", "r_down_pass", "r_affected", "r_prev", "n_edges",
-    "err_recent", "err_prev", "n_errs",
-)
-(
-    _N, _STEP, _SAFE, _TURNS, _N_CP, _CP_N, _CP_STEP,
-    _T_FIRST, _T_NOW, _CP_T, _LP_T, _LP_N,
-    _BUSY_KNOWN, _BUSY_TOTAL, _S_BUSY,
-    _TOK_KNOWN, _PK_IN, _PK_CACHED, _PK_OUT,
-    _TOK_IN, _TOK_CACHED, _TOK_OUT, _TOK_IN_CP, _TOK_CACHED_CP, _TOK_OUT_CP,
-    _TOOLS, _TOOLS_CP, _MODEL, _MODEL_CP, _RETRIES, _RETRIES_CP, _ERRORS, _ERRORS_CP,
-    _EXPENSIVE, _EXPENSIVE_CP, _TESTBUILD, _TESTBUILD_CP, _UNINTERP, _UNINTERP_CP,
-    _COMMITS, _COMMITS_CP,
-    _N_TOUCHED, _N_S_TOUCHED, _N_S_READ, _N_S_DELETED, _N_S_VALIDATED,
-    _BYTES_KNOWN, _BYTES, _BYTES_CP, _N_LIVE, _SIZE_SUM, _SIZE_KNOWN,
-    _PASSED_LATEST, _FAILED_LATEST, _NEWLY, _TEST_COUNTS_SEEN,
-    _VERIF, _VERIF_CP, _VERIF_PASS, _VERIF_PASS_CP, _LAST_VERIFIER,
-    _N_TESTS, _R_LIVE_NEW, _R_TESTS_NEW, _R_NODES, _R_DESC, _R_EDGES, _R_EDGES_PAST,
-    _R_FANOUT_MAX, _R_DOWN, _R_DOWN_PASS, _R_AFFECTED, _R_PREV, _N_EDGES,
-    _ERR_RECENT, _ERR_PREV, _N_ERRS,
-) = range(len(_RAW_FIELDS))
-_NAN_FIELDS = (_T_FIRST, _T_NOW, _CP_T, _LP_T, _PASSED_LATEST, _FAILED_LATEST, _LAST_VERIFIER)
-_FLOAT_FIELDS = (_BUSY_TOTAL, _S_BUSY)
-# (total, value at the last checkpoint) pairs: "since the checkpoint" is their difference
-_CP_PAIRS = (
-    (_TOK_IN, _TOK_IN_CP), (_TOK_CACHED, _TOK_CACHED_CP), (_TOK_OUT, _TOK_OUT_CP),
-    (_TOOLS, _TOOLS_CP), (_MODEL, _MODEL_CP), (_RETRIES, _RETRIES_CP), (_ERRORS, _ERRORS_CP),
-    (_EXPENSIVE, _EXPENSIVE_CP), (_TESTBUILD, _TESTBUILD_CP), (_UNINTERP, _UNINTERP_CP),
-    (_COMMITS, _COMMITS_CP), (_BYTES, _BYTES_CP), (_VERIF, _VERIF_CP),
-    (_VERIF_PASS, _VERIF_PASS_CP), (_N, _CP_N), (_STEP, _CP_STEP),
-)
-# per-epoch ripple counters, zeroed at a checkpoint
-_EPOCH_COUNTERS = (
-    _R_LIVE_NEW, _R_TESTS_NEW, _R_NODES, _R_DESC, _R_EDGES, _R_EDGES_PAST, _R_FANOUT_MAX,
-    _R_DOWN, _R_DOWN_PASS, _R_AFFECTED, _R_PREV, _NEWLY,
-)
-
-
-def _initial_raw() -> list[float | int]:
-    raw: list[float | int] = [0] * len(_RAW_FIELDS)
-    for i in _NAN_FIELDS:
-        raw[i] = NAN
-    for i in _FLOAT_FIELDS:
-        raw[i] = 0.0
-    return raw
-
-
-def _features_from_raw(raw: np.ndarray, error_trend_window: int) -> np.ndarray:
-    """Feature rows (``len(raw)`` x ``len(FEATURE_NAMES)``) from raw state rows.
-
-    Integer quantities are exact in float64 (< 2**53), and every derived value is the same
-    IEEE operation the scalar definition implies (a difference, a correctly rounded
-    division), so a row does not depend on how many rows are converted together."""
-    c = raw.T
-    b = raw.shape[0]
-    nan = np.nan
-
-    def div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-        return np.divide(num, den, out=np.full(b, nan), where=den > 0)
-
-    def since(total: int, at_cp: int) -> np.ndarray:
-        return c[total] - c[at_cp]
-
-    t_now, t_first, cp_t, lp_t = c[_T_NOW], c[_T_FIRST], c[_CP_T], c[_LP_T]
-    has_wall = ~(np.isnan(t_now) | np.isnan(t_first))
-    wall_total = np.where(has_wall, t_now - t_first, nan)
-    wall_cp = np.where(has_wall & ~np.isnan(cp_t), t_now - cp_t, nan)
-    busy = c[_BUSY_KNOWN] > 0
-    busy_total = np.where(busy, c[_BUSY_TOTAL], nan)
-    busy_cp = np.where(busy, c[_S_BUSY], nan)
-    tok = c[_TOK_KNOWN] > 0
-    s_in, s_cached, s_out = since(_TOK_IN, _TOK_IN_CP), since(_TOK_CACHED, _TOK_CACHED_CP), since(_TOK_OUT, _TOK_OUT_CP)
-    bytes_known = c[_BYTES_KNOWN] > 0
-    n_live = c[_N_LIVE]
-    frontier = n_live + c[_N_TESTS]
-    frontier_new = c[_R_LIVE_NEW] + c[_R_TESTS_NEW]
-    seg_nodes = c[_R_NODES]
-    has_cp = c[_N_CP] > 0
-    w = error_trend_window
-    n_errs = c[_N_ERRS]
-    rate_recent = div(c[_ERR_RECENT], np.minimum(n_errs, w))
-    over = n_errs > w
-    rate_trend = np.full(b, nan)
-    rate_trend[over] = rate_recent[over] - c[_ERR_PREV][over] / (n_errs[over] - w)
-    lp_or_first = np.where(np.isnan(lp_t), t_first, lp_t)
-    cols = (
-        wall_total, wall_cp, busy_total, busy_cp,
-        np.where(tok, c[_TOK_IN] + c[_TOK_OUT], nan),
-        np.where(tok, s_in + s_out, nan),
-        np.where(c[_PK_IN] > 0, s_in, nan),
-        np.where(c[_PK_CACHED] > 0, s_cached, nan),
-        np.where(c[_PK_OUT] > 0, s_out, nan),
-        c[_TOOLS], since(_TOOLS, _TOOLS_CP), since(_MODEL, _MODEL_CP),
-        c[_RETRIES], since(_RETRIES, _RETRIES_CP), c[_ERRORS], since(_ERRORS, _ERRORS_CP),
-        np.where(busy, since(_EXPENSIVE, _EXPENSIVE_CP), nan),
-        since(_TESTBUILD, _TESTBUILD_CP), since(_UNINTERP, _UNINTERP_CP),
-        # physical state
-        c[_N_TOUCHED], c[_N_S_TOUCHED], c[_N_S_READ], c[_N_S_DELETED],
-        np.where(bytes_known, c[_BYTES], nan),
-        np.where(bytes_known, since(_BYTES, _BYTES_CP), nan),
-        n_live,
-        np.where(c[_SIZE_KNOWN] > 0, c[_SIZE_SUM], nan),
-        # verified progress
-        c[_PASSED_LATEST], c[_FAILED_LATEST],
-        np.where(c[_TEST_COUNTS_SEEN] > 0, c[_NEWLY], nan),
-        c[_VERIF], since(_VERIF, _VERIF_CP), since(_VERIF_PASS, _VERIF_PASS_CP),
-        c[_LAST_VERIFIER], c[_N_S_VALIDATED], since(_COMMITS, _COMMITS_CP),
-        # ripple
-        frontier, frontier_new, div(frontier_new, frontier),
-        c[_R_LIVE_NEW], c[_R_TESTS_NEW], seg_nodes, c[_R_DESC], div(c[_R_DESC], seg_nodes),
-        c[_R_EDGES], c[_R_EDGES_PAST], div(c[_R_EDGES] - c[_R_EDGES_PAST], seg_nodes),
-        c[_R_FANOUT_MAX], c[_R_DOWN], c[_R_DOWN_PASS], c[_R_AFFECTED],
-        np.where(has_cp, c[_R_PREV], nan),
-        c[_N_EDGES],
-        # context
-        has_cp.astype(np.float64), c[_N_CP], since(_N, _CP_N), since(_STEP, _CP_STEP),
-        wall_cp, busy_cp, c[_N] - c[_LP_N],
-        np.where(has_wall, t_now - lp_or_first, nan),
-        rate_recent, rate_trend, c[_STEP], c[_N], c[_SAFE], c[_TURNS],
-    )
-    return np.stack(cols, axis=1)
-
-
-def _row_from_raw(raw: list[float | int], w: int) -> list[float]:
-    """One feature row from one raw state: the scalar twin of :func:`_features_from_raw`
-    for the online path (a NumPy call per feature would cost more than the row). A test
-    pins the two to bit-identical output."""
-    t_now, t_first, cp_t, lp_t = raw[_T_NOW], raw[_T_FIRST], raw[_CP_T], raw[_LP_T]
-    has_wall = t_now == t_now and t_first == t_first  # neither is NaN
-    wall_total = t_now - t_first if has_wall else NAN
-    wall_cp = t_now - cp_t if (has_wall and cp_t == cp_t) else NAN
-    busy = raw[_BUSY_KNOWN]
-    busy_total = raw[_BUSY_TOTAL] if busy else NAN
-    busy_cp = raw[_S_BUSY] if busy else NAN
-    tok = raw[_TOK_KNOWN]
-    s_in = raw[_TOK_IN] - raw[_TOK_IN_CP]
-    s_cached = raw[_TOK_CACHED] - raw[_TOK_CACHED_CP]
-    s_out = raw[_TOK_OUT] - raw[_TOK_OUT_CP]
-    bytes_known = raw[_BYTES_KNOWN]
-    n_live = raw[_N_LIVE]
-    frontier = n_live + raw[_N_TESTS]
-    frontier_new = raw[_R_LIVE_NEW] + raw[_R_TESTS_NEW]
-    seg_nodes = raw[_R_NODES]
-    has_cp = raw[_N_CP] > 0
-    n_errs = raw[_N_ERRS]
-    n_recent = n_errs if n_errs < w else w
-    rate_recent = raw[_ERR_RECENT] / n_recent if n_recent else NAN
-    rate_trend = (rate_recent - raw[_ERR_PREV] / (n_errs - w)) if n_errs > w else NAN
-    row = [
-        wall_total, wall_cp, busy_total, busy_cp,
-        raw[_TOK_IN] + raw[_TOK_OUT] if tok else NAN,
-        s_in + s_out if tok else NAN,
-        s_in if raw[_PK_IN] else NAN,
-        s_cached if raw[_PK_CACHED] else NAN,
-        s_out if raw[_PK_OUT] else NAN,
-        raw[_TOOLS], raw[_TOOLS] - raw[_TOOLS_CP], raw[_MODEL] - raw[_MODEL_CP],
-        raw[_RETRIES], raw[_RETRIES] - raw[_RETRIES_CP],
-        raw[_ERRORS], raw[_ERRORS] - raw[_ERRORS_CP],
-        raw[_EXPENSIVE] - raw[_EXPENSIVE_CP] if busy else NAN,
-        raw[_TESTBUILD] - raw[_TESTBUILD_CP], raw[_UNINTERP] - raw[_UNINTERP_CP],
-        # physical state
-        raw[_N_TOUCHED], raw[_N_S_TOUCHED], raw[_N_S_READ], raw[_N_S_DELETED],
-        raw[_BYTES] if bytes_known else NAN,
-        raw[_BYTES] - raw[_BYTES_CP] if bytes_known else NAN,
-        n_live,
-        raw[_SIZE_SUM] if raw[_SIZE_KNOWN] > 0 else NAN,
-        # verified progress
-        raw[_PASSED_LATEST], raw[_FAILED_LATEST],
-        raw[_NEWLY] if raw[_TEST_COUNTS_SEEN] else NAN,
-        raw[_VERIF], raw[_VERIF] - raw[_VERIF_CP], raw[_VERIF_PASS] - raw[_VERIF_PASS_CP],
-        raw[_LAST_VERIFIER], raw[_N_S_VALIDATED], raw[_COMMITS] - raw[_COMMITS_CP],
-        # ripple
-        frontier, frontier_new, frontier_new / frontier if frontier else NAN,
-        raw[_R_LIVE_NEW], raw[_R_TESTS_NEW], seg_nodes, raw[_R_DESC],
-        raw[_R_DESC] / seg_nodes if seg_nodes else NAN,
-        raw[_R_EDGES], raw[_R_EDGES_PAST],
-        (raw[_R_EDGES] - raw[_R_EDGES_PAST]) / seg_nodes if seg_nodes else NAN,
-        raw[_R_FANOUT_MAX], raw[_R_DOWN], raw[_R_DOWN_PASS], raw[_R_AFFECTED],
-        raw[_R_PREV] if has_cp else NAN,
-        raw[_N_EDGES],
-        # context
-        1.0 if has_cp else 0.0, raw[_N_CP], raw[_N] - raw[_CP_N], raw[_STEP] - raw[_CP_STEP],
-        wall_cp, busy_cp, raw[_N] - raw[_LP_N],
-        t_now - (lp_t if lp_t == lp_t else t_first) if has_wall else NAN,
-        rate_recent, rate_trend, raw[_STEP], raw[_N], raw[_SAFE], raw[_TURNS],
-    ]
-    return [float(x) for x in row]
+# The extractor's numeric state is one flat list, laid out by ``features.row`` (ints,
+# floats, NaN for an unknown time); the features at a point are a pure function of it
+# (``features.row.feature_row`` / ``feature_rows``, generated from the one declaration of
+# the row), so batch extraction appends the list to an ``array('d')`` at each boundary (one
+# C-level copy) and converts all rows at once. "Since the last checkpoint" integer counters
+# are totals minus their value at the checkpoint (exact); float sums since the checkpoint
+# are accumulated on their own. The hot path indexes the list by these constants, each
+# bound to its field by name.
+_N = RAW_INDEX["n"]
+_STEP = RAW_INDEX["step"]
+_SAFE = RAW_INDEX["safe"]
+_TURNS = RAW_INDEX["turns"]
+_N_CP = RAW_INDEX["n_cp"]
+_T_FIRST = RAW_INDEX["t_first"]
+_T_NOW = RAW_INDEX["t_now"]
+_CP_T = RAW_INDEX["cp_t"]
+_LP_T = RAW_INDEX["lp_t"]
+_LP_N = RAW_INDEX["lp_n"]
+_BUSY_KNOWN = RAW_INDEX["busy_known"]
+_BUSY_TOTAL = RAW_INDEX["busy_total"]
+_S_BUSY = RAW_INDEX["s_busy"]
+_TOK_KNOWN = RAW_INDEX["tok_known"]
+_PK_IN = RAW_INDEX["pk_in"]
+_PK_CACHED = RAW_INDEX["pk_cached"]
+_PK_OUT = RAW_INDEX["pk_out"]
+_TOK_IN = RAW_INDEX["tok_in"]
+_TOK_CACHED = RAW_INDEX["tok_cached"]
+_TOK_OUT = RAW_INDEX["tok_out"]
+_TOOLS = RAW_INDEX["tools"]
+_MODEL = RAW_INDEX["model"]
+_RETRIES = RAW_INDEX["retries"]
+_ERRORS = RAW_INDEX["errors"]
+_EXPENSIVE = RAW_INDEX["expensive"]
+_TESTBUILD = RAW_INDEX["testbuild"]
+_UNINTERP = RAW_INDEX["uninterp"]
+_COMMITS = RAW_INDEX["commits"]
+_N_TOUCHED = RAW_INDEX["n_touched"]
+_N_S_TOUCHED = RAW_INDEX["n_s_touched"]
+_N_S_READ = RAW_INDEX["n_s_read"]
+_N_S_DELETED = RAW_INDEX["n_s_deleted"]
+_N_S_VALIDATED = RAW_INDEX["n_s_validated"]
+_BYTES_KNOWN = RAW_INDEX["bytes_known"]
+_BYTES = RAW_INDEX["bytes"]
+_N_LIVE = RAW_INDEX["n_live"]
+_SIZE_SUM = RAW_INDEX["size_sum"]
+_SIZE_KNOWN = RAW_INDEX["size_known"]
+_PASSED_LATEST = RAW_INDEX["passed_latest"]
+_FAILED_LATEST = RAW_INDEX["failed_latest"]
+_NEWLY = RAW_INDEX["newly"]
+_TEST_COUNTS_SEEN = RAW_INDEX["test_counts_seen"]
+_VERIF = RAW_INDEX["verif"]
+_VERIF_PASS = RAW_INDEX["verif_pass"]
+_LAST_VERIFIER = RAW_INDEX["last_verifier"]
+_N_TESTS = RAW_INDEX["n_tests"]
+_R_LIVE_NEW = RAW_INDEX["r_live_new"]
+_R_TESTS_NEW = RAW_INDEX["r_tests_new"]
+_R_NODES = RAW_INDEX["r_nodes"]
+_R_DESC = RAW_INDEX["r_desc"]
+_R_EDGES = RAW_INDEX["r_edges"]
+_R_EDGES_PAST = RAW_INDEX["r_edges_past"]
+_R_FANOUT_MAX = RAW_INDEX["r_fanout_max"]
+_R_DOWN = RAW_INDEX["r_down"]
+_R_DOWN_PASS = RAW_INDEX["r_down_pass"]
+_R_AFFECTED = RAW_INDEX["r_affected"]
+_R_PREV = RAW_INDEX["r_prev"]
+_N_EDGES = RAW_INDEX["n_edges"]
+_ERR_RECENT = RAW_INDEX["err_recent"]
+_ERR_PREV = RAW_INDEX["err_prev"]
+_N_ERRS = RAW_INDEX["n_errs"]
+_N_RAW = len(RAW_FIELDS)
 
 
 class OnlineFeatureExtractor:
@@ -388,7 +229,7 @@ class OnlineFeatureExtractor:
         self.graph = ProvenanceGraph(self.config.edge_families, self.config.root)
         self._w = self.config.error_trend_window
         self._expensive = self.config.expensive_tool_seconds
-        self._raw = _initial_raw()
+        self._raw = initial_raw()
         self._errs: deque[int] = deque()  # last 2w error flags (window sums in _raw)
         self._failed_cmds: set[str] = set()
         self._touched_total: set[str] = set()
@@ -404,9 +245,9 @@ class OnlineFeatureExtractor:
     def _reset_segment(self) -> None:
         raw = self._raw
         raw[_CP_T] = raw[_T_NOW] if raw[_N_CP] else raw[_T_FIRST]
-        for total, at_cp in _CP_PAIRS:
+        for total, at_cp in CP_PAIRS:
             raw[at_cp] = raw[total]
-        for i in _EPOCH_COUNTERS:
+        for i in EPOCH_COUNTERS:
             raw[i] = 0
         raw[_S_BUSY] = 0.0
         # newly passing: per test key, passed count now minus at the checkpoint (>= 0)
@@ -663,8 +504,8 @@ class OnlineFeatureExtractor:
 
     def features_from_snapshots(self, buffer: array) -> np.ndarray:
         """Feature rows (one per snapshot, columns in :data:`FEATURE_NAMES` order)."""
-        raw = np.frombuffer(buffer, dtype=np.float64).reshape(-1, len(_RAW_FIELDS))
-        return _features_from_raw(raw, self._w)
+        raw = np.frombuffer(buffer, dtype=np.float64).reshape(-1, _N_RAW)
+        return feature_rows(raw, self._w)
 
     @property
     def feature_names(self) -> list[str]:
@@ -677,7 +518,7 @@ class OnlineFeatureExtractor:
 
     def feature_vector(self) -> list[float]:
         """The values of :meth:`features` as a list in :attr:`feature_names` order."""
-        return _row_from_raw(self._current_raw(), self._w)
+        return feature_row(self._current_raw(), self._w)
 
     def ripple_state(self) -> dict[str, float]:
         """The descent-based ripple counters, for comparison with :func:`reference_ripple`."""
@@ -787,14 +628,14 @@ def boundary_features(
     ex = walk.extractor
     buffer = array("d")
     nb = len(bounds)
-    with gc_paused():  # many small long-lived acyclic objects: see features._gc
+    with gc_paused():  # many small long-lived acyclic objects: see features.gc_pause
         for b in range(1, nb + 1):
             walk.advance(b)
             ex.snapshot(buffer)
             if b in cps:
                 ex.mark_checkpoint()
     values = ex.features_from_snapshots(buffer)
-    steps = np.frombuffer(buffer, dtype=np.float64)[_STEP :: len(_RAW_FIELDS)].astype(np.int64)
+    steps = np.frombuffer(buffer, dtype=np.float64)[_STEP :: _N_RAW].astype(np.int64)
     cols: dict[str, object] = {
         "task_id": [traj.task_id] * nb,
         "repo": [traj.repo] * nb,

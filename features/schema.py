@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from features._gc import gc_paused
+from features.gc_pause import gc_paused
 
 SCHEMA_VERSION = "1"
 

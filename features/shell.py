@@ -23,13 +23,44 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import bashlex
 import bashlex.errors
 
-__all__ = ["ShellEffects", "parse_command", "patch_paths"]
+from features.commands import (
+    ACI_COMMANDS,
+    BUILD_TOOLS,
+    FILE_READERS,
+    GIT_OPTIONS,
+    GIT_QUERIES,
+    GIT_READS,
+    INSTALLERS,
+    INTERPRETERS,
+    JS_PACKAGE_MANAGERS,
+    MAKE,
+    NO_EFFECT,
+    PACKAGE_MANAGER_QUERIES,
+    SEARCH_OPTIONS,
+    SEARCH_TOOLS,
+    SHELLS,
+    TEST_RUNNERS,
+    TOOLCHAINS,
+    VCS,
+    command_start,
+    is_test_run,
+    might_commit,
+    might_run_tests,
+    positionals,
+    shell_script_option,
+)
+
+__all__ = [
+    "ShellEffects", "clear_cache", "is_git_commit", "is_test_command", "parse_command", "parse_with",
+    "patch_paths", "split_command",
+]
 
 
 @dataclass(frozen=True)
@@ -169,74 +200,8 @@ def _strip_ab(p: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# Program rules
+# Program rules: one table, program -> rule (the vocabulary is features.commands)
 # ---------------------------------------------------------------------------------------
-
-# program -> options that take a separate value
-_READERS: dict[str, set[str]] = {
-    "cat": set(), "nl": {"-b", "-n", "-s", "-v", "-w", "-i"}, "head": {"-n", "-c"},
-    "tail": {"-n", "-c", "-s"}, "less": set(), "more": set(), "wc": set(), "stat": {"-c", "-f"},
-    "file": set(), "diff": {"-U", "-C", "-x", "-X", "-I"}, "cmp": set(), "md5sum": set(),
-    "sha1sum": set(), "sha256sum": set(), "du": {"-d"}, "tac": set(), "strings": set(),
-    "xxd": set(), "hexdump": set(), "od": set(), "bat": {"-r", "--line-range", "-l"},
-    "sort": {"-k", "-t", "-o"}, "uniq": set(), "cut": {"-d", "-f", "-c", "-b"},
-    "column": {"-t", "-s"}, "realpath": set(), "readlink": set(), "tree": {"-L", "-I", "-P"},
-    "source": set(), ".": set(), "jq": {"--arg", "--argjson"}, "wc-l": set(), "view": set(),
-    "cloc": set(), "pygmentize": {"-l", "-f"}, "iconv": {"-f", "-t"}, "diff3": set(),
-}
-_NO_EFFECT = {
-    "echo", "printf", "true", "false", "pwd", "export", "set", "unset", "which", "type",
-    "sleep", "date", "whoami", "env", "alias", "exit", "clear", "history", "uname", "id",
-    "hostname", "nproc", "free", "df", "ps", "kill", "jobs", "wait", "read", "shift", "local",
-    "declare", "test", "[", "[[", "basename", "dirname", "seq", "yes", "tr", "mkdir", "pushd",
-    "popd", "umask", "ulimit", "trap", "return", "break", "continue", "hash", "command",
-    "shopt", "printenv", "locale", "lsb_release", "top", "uptime", "expr", "bc", "tput",
-    "stty", "ss", "netstat", "lsof", "pgrep", "pip-list", "conda", "tty", "getconf", ":",
-}
-_WRAPPERS = {"sudo", "time", "nohup", "nice", "stdbuf", "unbuffer", "exec", "builtin"}
-_SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
-_INTERPRETERS = re.compile(r"^(python[0-9.]*|pypy[0-9.]*|node|ruby|perl|php|Rscript|deno|bun|ts-node|lua)$")
-
-_TEST_PROGRAMS = {
-    "pytest", "py.test", "tox", "nox", "jest", "vitest", "mocha", "ava", "karma", "rspec",
-    "phpunit", "ctest", "bats", "nosetests", "trial", "unittest",
-}
-_BUILD_PROGRAMS = {
-    "cmake", "ninja", "meson", "tsc", "webpack", "gcc", "g++", "clang", "clang++", "cc", "c++",
-    "javac", "rustc", "esbuild", "rollup", "scons", "autoreconf", "configure", "./configure",
-    "maturin", "poetry", "pdm", "hatch", "flit",
-}
-_TEST_SCRIPT = re.compile(r"(^|/)(runtests|run_tests|run-tests|test_[^/]*|[^/]*_test)\.(py|sh)$|(^|/)bin/test$")
-_PM = {"npm", "yarn", "pnpm", "bun"}
-_TEST_WORDS = {"test", "tests", "check", "verify", "spec", "unittest"}
-
-_GREP_VALUE_OPTS = {
-    "-e", "-f", "-m", "-A", "-B", "-C", "-g", "-t", "-T", "--max-count", "--context",
-    "--glob", "--type", "--type-not", "-d", "-D", "--include", "--exclude", "-M",
-    "--max-columns", "--regexp", "--file", "-j", "--threads", "--sort", "--sortr", "-E",
-}
-
-
-def _positionals(args: list[str], value_opts: set[str]) -> list[str]:
-    out: list[str] = []
-    it = iter(range(len(args)))
-    skip = False
-    ddash = False
-    for i in it:
-        a = args[i]
-        if skip:
-            skip = False
-            continue
-        if ddash:
-            out.append(a)
-        elif a == "--":
-            ddash = True
-        elif a.startswith("-") and a != "-":
-            if a in value_opts:
-                skip = True
-        else:
-            out.append(a)
-    return out
 
 
 class _Word:
@@ -245,6 +210,37 @@ class _Word:
     def __init__(self, text: str, dynamic: bool = False) -> None:
         self.text = text
         self.dynamic = dynamic
+
+
+class _Call:
+    """One simple command as a rule sees it: the program (its name and the word naming
+    it), its arguments (``dyn``: those holding an expansion), the heredoc fed to it, and
+    whether the command vocabulary calls it a test run."""
+
+    __slots__ = ("prog", "path", "args", "dyn", "heredoc", "acc", "is_test")
+
+    def __init__(self, prog: str, path: str, args: list[str], dyn: set[str],
+                 heredoc: str | None, acc: _Acc, is_test: bool) -> None:
+        self.prog, self.path, self.args, self.dyn = prog, path, args, dyn
+        self.heredoc, self.acc, self.is_test = heredoc, acc, is_test
+
+    def rd(self, p: str) -> None:
+        self.acc.read(p, p in self.dyn)
+
+    def wr(self, p: str) -> None:
+        self.acc.write(p, p in self.dyn)
+
+    def dl(self, p: str) -> None:
+        self.acc.delete(p, p in self.dyn)
+
+    def patch(self, text: str) -> bool:
+        """Write and delete what a patch's headers name; whether they named anything."""
+        w, d = patch_paths(text)
+        for p in w:
+            self.acc.write(p)
+        for p in d:
+            self.acc.delete(p)
+        return bool(w or d)
 
 
 def _simple(words: list[_Word], redirects: list[tuple[str, str | None, str | None]], acc: _Acc) -> None:
@@ -259,390 +255,353 @@ def _simple(words: list[_Word], redirects: list[tuple[str, str | None, str | Non
             acc.read(target)
         elif op in (">", ">>", ">|", "&>", "&>>", ">&"):
             acc.write(target)
-        elif op == "<<<":
-            continue
-    # strip env assignments and wrappers
-    while words and ("=" in words[0].text and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0].text)):
-        words = words[1:]
-    while words and words[0].text in _WRAPPERS:
-        words = words[1:]
-        while words and words[0].text.startswith("-"):
-            words = words[1:]
-    if words and words[0].text == "timeout":
-        words = words[1:]
-        while words and words[0].text.startswith("-"):
-            words = words[1:]
-        words = words[1:]  # the duration
-    if words and words[0].text == "env":
-        rest = words[1:]
-        while rest and (rest[0].text.startswith("-") or "=" in rest[0].text):
-            rest = rest[1:]
-        if rest:
-            words = rest
-    if not words:
+    texts = [w.text for w in words]
+    start = command_start(texts)  # past NAME=value words, wrappers and runners
+    if start >= len(words):
         return
-    if words[0].dynamic:
+    if words[start].dynamic:
         acc.interpreted = False
         return
-    prog_path = words[0].text
-    prog = posixpath.basename(prog_path)
-    args = [w.text for w in words[1:]]
-    dyn = {w.text for w in words[1:] if w.dynamic}
-
-    def rd(p: str) -> None:
-        acc.read(p, p in dyn)
-
-    def wr(p: str) -> None:
-        acc.write(p, p in dyn)
-
-    def dl(p: str) -> None:
-        acc.delete(p, p in dyn)
-
-    if prog in _SHELLS:
-        if any(a.startswith("-") and "c" in a[1:] and not a.startswith("--") for a in args):
-            idx = next(i for i, a in enumerate(args) if a.startswith("-") and "c" in a[1:] and not a.startswith("--"))
-            if idx + 1 < len(args):
-                _parse_into(args[idx + 1], acc)
-            return
-        pos = _positionals(args, {"-o", "+o", "-O"})
-        if pos:
-            rd(pos[0])
-            if _TEST_SCRIPT.search(pos[0]):
-                acc.is_test = True
-            else:
-                acc.interpreted = False
-        elif heredoc is not None:
-            _parse_into(heredoc, acc)
-        return
-    if prog == "cd":
-        pos = [a for a in args if not a.startswith("-")]
-        if not pos or pos[0] in ("~", "-") or pos[0] in dyn or "$" in pos[0]:
-            acc.cwd_known = False
-        else:
-            target = pos[0]
-            acc.cwd = posixpath.normpath(target if target.startswith("/") else posixpath.join(acc.cwd, target))
-            if acc.cwd == ".":
-                acc.cwd = ""
-        return
-    if "/" in prog_path and _TEST_SCRIPT.search(prog_path):
-        acc.is_test = True  # ./runtests.py, bin/test, tests/run_tests.sh
-        return
-    if prog in _NO_EFFECT:
-        return
-    if prog in _TEST_PROGRAMS:
+    path = texts[start]
+    prog = posixpath.basename(path)
+    test = is_test_run(texts[start:])
+    if test:
         acc.is_test = True
+    call = _Call(prog, path, texts[start + 1:], {w.text for w in words[start + 1:] if w.dynamic},
+                 heredoc, acc, test)
+    rule = _RULES.get(prog)
+    if rule is None:
+        rule = _interpreter if INTERPRETERS.match(prog) else _other
+    rule(call)
+
+
+def _no_effect(c: _Call) -> None:
+    """No file effects (``echo``, ``pwd``; a test runner: the graph adds its inputs)."""
+
+
+def _other(c: _Call) -> None:
+    """A program no rule knows: a test run reads the workspace (the graph's business);
+    anything else has effects we cannot name (a script run by path is also read)."""
+    if c.is_test:
         return
-    if prog in _BUILD_PROGRAMS:
-        acc.is_build = True
+    if "/" in c.path:
+        c.rd(c.path)
+    c.acc.interpreted = False
+
+
+def _shell(c: _Call) -> None:
+    args = c.args
+    idx = shell_script_option(args)
+    if idx is not None:
+        if idx + 1 < len(args):
+            _parse_into(args[idx + 1], c.acc)
         return
-    if prog in ("runtests.py", "run_tests.py"):
-        acc.is_test = True
+    pos = positionals(args, {"-o", "+o", "-O"})
+    if pos:
+        c.rd(pos[0])
+        if not c.is_test:
+            c.acc.interpreted = False
+    elif c.heredoc is not None:
+        _parse_into(c.heredoc, c.acc)
+
+
+def _cd(c: _Call) -> None:
+    acc = c.acc
+    pos = [a for a in c.args if not a.startswith("-")]
+    if not pos or pos[0] in ("~", "-") or pos[0] in c.dyn or "$" in pos[0]:
+        acc.cwd_known = False
+    else:
+        target = pos[0]
+        acc.cwd = posixpath.normpath(target if target.startswith("/") else posixpath.join(acc.cwd, target))
+        if acc.cwd == ".":
+            acc.cwd = ""
+
+
+def _build_tool(c: _Call) -> None:
+    if not c.is_test:
+        c.acc.is_build = True
+
+
+def _apply_patch(c: _Call) -> None:
+    text = c.args[0] if c.args else (c.heredoc or "")
+    if not text:
+        c.acc.interpreted = False
         return
-    if prog == "apply_patch" or prog == "applypatch":
-        text = args[0] if args else (heredoc or "")
-        if not text:
-            acc.interpreted = False
-            return
-        w, d = patch_paths(text)
-        for p in w:
-            acc.write(p)
-        for p in d:
-            acc.delete(p)
+    c.patch(text)
+
+
+def _patch(c: _Call) -> None:
+    args = c.args
+    pos = positionals(args, {"-p", "-d", "-i", "-o", "-B", "-F", "-z", "-V", "-D", "-r"})
+    if "-i" in args:
+        i = args.index("-i")
+        if i + 1 < len(args):
+            c.rd(args[i + 1])
+    if pos:
+        c.wr(pos[0])
+    elif c.heredoc:
+        c.patch(c.heredoc)
+    else:
+        c.acc.interpreted = False
+
+
+def _file_reader(c: _Call) -> None:
+    pos = positionals(c.args, FILE_READERS[c.prog])
+    for p in pos:
+        c.rd(p)
+    if c.prog == "tree" and not pos:
+        c.acc.read(".")
+
+
+def _search(c: _Call) -> None:
+    args, prog = c.args, c.prog
+    pos = positionals(args, SEARCH_OPTIONS)
+    has_pattern_opt = any(a in ("-e", "-f", "--regexp", "--file") or a.startswith(("--regexp=", "--file=")) for a in args)
+    files_only = prog == "rg" and "--files" in args
+    paths = pos if (has_pattern_opt or files_only) else pos[1:]
+    recursive = prog not in ("grep", "egrep", "fgrep") or any(
+        a in ("-r", "-R", "--recursive") or (a.startswith("-") and not a.startswith("--") and ("r" in a or "R" in a)) for a in args
+    )
+    for p in paths:
+        c.rd(p)
+    if not paths and recursive:
+        c.acc.read(".")
+
+
+def _ls(c: _Call) -> None:
+    for p in positionals(c.args, {"-I", "--ignore", "-w", "-T"}) or ["."]:
+        c.rd(p)
+
+
+_FIND_EXEC = {"-exec", "-execdir", "-ok", "-okdir"}
+_FIND_EXEC_SAFE = FILE_READERS.keys() | {"grep", "egrep", "rg", "wc", "ls", "echo", "stat"}
+
+
+def _find(c: _Call) -> None:
+    args = c.args
+    roots: list[str] = []
+    i = 0
+    while i < len(args) and not args[i].startswith(("-", "(", "!")):
+        roots.append(args[i])
+        i += 1
+    expr = args[i:]
+    for p in roots or ["."]:
+        c.rd(p)
+    if "-delete" in expr:
+        c.acc.interpreted = False
+    if any(a in _FIND_EXEC for a in expr):
+        j = next(k for k, a in enumerate(expr) if a in _FIND_EXEC)
+        sub = expr[j + 1 : j + 2]
+        if not sub or posixpath.basename(sub[0]) not in _FIND_EXEC_SAFE:
+            c.acc.interpreted = False
+
+
+def _sed(c: _Call) -> None:
+    args = c.args
+    inplace = any(a == "-i" or a.startswith("-i") and not a.startswith("--") and len(a) > 1 or a.startswith("--in-place") for a in args)
+    # -i may carry a suffix (-i.bak); -e/-f take values
+    has_script_opt = any(a in ("-e", "-f", "--expression", "--file") for a in args)
+    pos = positionals(args, {"-e", "-f", "--expression", "--file", "-l"})
+    for p in pos if has_script_opt else pos[1:]:
+        c.rd(p)
+        if inplace:
+            c.wr(p)
+
+
+def _awk(c: _Call) -> None:
+    args = c.args
+    inplace = "inplace" in args
+    pos = positionals(args, {"-F", "-v", "-f", "-i", "--include"})
+    for p in [p for p in (pos if "-f" in args else pos[1:]) if not re.match(r"^[A-Za-z_]\w*=", p)]:
+        c.rd(p)
+        if inplace:
+            c.wr(p)
+
+
+def _perl(c: _Call) -> None:
+    args = c.args
+    if any(a.startswith("-") and "i" in a and not a.startswith("--") for a in args) and (
+        "-e" in args or any(a.startswith("-") and a.endswith("e") for a in args)
+    ):  # perl -i -pe '...' FILE: an in-place edit
+        for p in positionals(args, {"-e", "-E", "-M", "-I"}):
+            c.rd(p)
+            c.wr(p)
         return
-    if prog == "patch":
-        text = heredoc
-        pos = _positionals(args, {"-p", "-d", "-i", "-o", "-B", "-F", "-z", "-V", "-D", "-r"})
-        if "-i" in args:
-            i = args.index("-i")
-            if i + 1 < len(args):
-                rd(args[i + 1])
-        if pos:
-            wr(pos[0])
-        elif text:
-            w, d = patch_paths(text)
-            for p in w:
-                acc.write(p)
-            for p in d:
-                acc.delete(p)
-        else:
-            acc.interpreted = False
+    _interpreter(c)
+
+
+def _tee(c: _Call) -> None:
+    for p in positionals(c.args, set()):
+        c.wr(p)
+
+
+def _copy(c: _Call) -> None:
+    """cp, mv, ln, install, rsync: sources read (mv: deleted), destinations written."""
+    args, prog, dyn = c.args, c.prog, c.dyn
+    pos = positionals(args, {"-t", "--target-directory", "-S", "--suffix", "-m", "-o", "-g", "-e"})
+    target_dir = None
+    for k, a in enumerate(args):
+        if a in ("-t", "--target-directory") and k + 1 < len(args):
+            target_dir = args[k + 1]
+        elif a.startswith("--target-directory="):
+            target_dir = a.split("=", 1)[1]
+    if target_dir is not None:
+        srcs, dst, is_dir = pos, target_dir, True
+    elif len(pos) >= 2:
+        srcs, dst = pos[:-1], pos[-1]
+        is_dir = len(srcs) > 1 or dst.endswith("/") or dst in (".", "..")
+    else:
+        c.acc.interpreted = False
         return
-    if prog in _READERS:
-        for p in _positionals(args, _READERS[prog]):
-            rd(p)
-        if prog == "tree" and not _positionals(args, _READERS[prog]):
-            acc.read(".")
-        return
-    if prog in ("grep", "egrep", "fgrep", "rg", "ag", "ack", "git-grep"):
-        pos = _positionals(args, _GREP_VALUE_OPTS)
-        has_pattern_opt = any(a in ("-e", "-f", "--regexp", "--file") or a.startswith(("--regexp=", "--file=")) for a in args)
-        files_only = prog == "rg" and "--files" in args
-        paths = pos if (has_pattern_opt or files_only) else pos[1:]
-        recursive = prog != "grep" and prog != "egrep" and prog != "fgrep" or any(
-            a in ("-r", "-R", "--recursive") or (a.startswith("-") and not a.startswith("--") and ("r" in a or "R" in a)) for a in args
-        )
-        for p in paths:
-            rd(p)
-        if not paths and recursive:
-            acc.read(".")
-        return
-    if prog == "ls":
-        pos = _positionals(args, {"-I", "--ignore", "-w", "-T"})
-        for p in pos or ["."]:
-            rd(p)
-        return
-    if prog == "find":
-        roots: list[str] = []
-        i = 0
-        while i < len(args) and not args[i].startswith(("-", "(", "!")):
-            roots.append(args[i])
-            i += 1
-        expr = args[i:]
-        for p in roots or ["."]:
-            rd(p)
-        if "-delete" in expr:
-            acc.interpreted = False
-        if any(a in ("-exec", "-execdir", "-ok", "-okdir") for a in expr):
-            j = next(k for k, a in enumerate(expr) if a in ("-exec", "-execdir", "-ok", "-okdir"))
-            sub = expr[j + 1 : j + 2]
-            if not sub or posixpath.basename(sub[0]) not in set(_READERS) | {"grep", "egrep", "rg", "wc", "ls", "echo", "stat"}:
-                acc.interpreted = False
-        return
-    if prog == "sed":
-        inplace = any(a == "-i" or a.startswith("-i") and not a.startswith("--") and len(a) > 1 or a.startswith("--in-place") for a in args)
-        # -i may carry a suffix (-i.bak); -e/-f take values
-        has_script_opt = any(a in ("-e", "-f", "--expression", "--file") for a in args)
-        pos = _positionals(args, {"-e", "-f", "--expression", "--file", "-l"})
-        files = pos if has_script_opt else pos[1:]
-        for p in files:
-            rd(p)
-            if inplace:
-                wr(p)
-        return
-    if prog in ("awk", "gawk", "mawk", "nawk"):
-        inplace = "inplace" in args
-        has_prog_file = "-f" in args
-        pos = _positionals(args, {"-F", "-v", "-f", "-i", "--include"})
-        files = [p for p in (pos if has_prog_file else pos[1:]) if not re.match(r"^[A-Za-z_]\w*=", p)]
-        for p in files:
-            rd(p)
-            if inplace:
-                wr(p)
-        return
-    if prog == "perl" and any(a.startswith("-") and "i" in a and not a.startswith("--") for a in args) and ("-e" in args or any(a.startswith("-") and a.endswith("e") for a in args)):
-        pos = _positionals(args, {"-e", "-E", "-M", "-I"})
-        for p in pos:
-            rd(p)
-            wr(p)
-        return
-    if prog == "tee":
-        for p in _positionals(args, set()):
-            wr(p)
-        return
-    if prog in ("cp", "mv", "ln", "install", "rsync"):
-        value_opts = {"-t", "--target-directory", "-S", "--suffix", "-m", "-o", "-g", "-e"}
-        pos = _positionals(args, value_opts)
-        target_dir = None
-        for k, a in enumerate(args):
-            if a in ("-t", "--target-directory") and k + 1 < len(args):
-                target_dir = args[k + 1]
-            elif a.startswith("--target-directory="):
-                target_dir = a.split("=", 1)[1]
-        if target_dir is not None:
-            srcs, dst, is_dir = pos, target_dir, True
-        elif len(pos) >= 2:
-            srcs, dst = pos[:-1], pos[-1]
-            is_dir = len(srcs) > 1 or dst.endswith("/") or dst in (".", "..")
-        else:
-            acc.interpreted = False
-            return
-        if prog == "ln":
-            for s in srcs:
-                wr(posixpath.join(dst, posixpath.basename(s)) if is_dir else dst)
-            return
+    if prog == "ln":
         for s in srcs:
-            rd(s)
-            if prog == "mv":
-                dl(s)
-            if s in dyn or dst in dyn:
-                acc.interpreted = False
-                continue
-            wr(posixpath.join(dst, posixpath.basename(s.rstrip("/"))) if is_dir else dst)
+            c.wr(posixpath.join(dst, posixpath.basename(s)) if is_dir else dst)
         return
-    if prog in ("rm", "rmdir", "unlink", "shred"):
-        for p in _positionals(args, set()):
-            dl(p)
-        return
-    if prog in ("touch", "truncate", "chmod", "chown", "chgrp"):
-        vopts = {"-s", "--size", "-r", "--reference", "-d", "-t"}
-        pos = _positionals(args, vopts)
-        if prog in ("chmod", "chown", "chgrp") and pos:
-            pos = pos[1:]
-        for p in pos:
-            wr(p)
-        return
-    if prog == "dd":
-        for a in args:
-            if a.startswith("if="):
-                rd(a[3:])
-            elif a.startswith("of="):
-                wr(a[3:])
-        return
-    if prog == "git":
-        _git(args, dyn, heredoc, acc)
-        return
-    if prog in _PM:
-        sub = _positionals(args, {"--filter", "-F", "--prefix", "-C", "--dir", "-w", "--workspace", "--cwd"})
-        if not sub:
-            if any(a in ("-v", "--version", "-h", "--help") for a in args):
-                return
-            acc.is_build = True  # bare `npm`/`yarn`/`pnpm` installs
-            return
-        script = sub[1] if sub[0] in ("run", "run-script") and len(sub) > 1 else sub[0]
-        if sub[0] in ("exec", "x", "dlx") and len(sub) > 1:
-            _simple([_Word(s) for s in sub[1:]], [], acc)
-        elif script in ("t",) or "test" in script or "spec" in script:
-            acc.is_test = True
-        elif sub[0] in ("view", "info", "ls", "list", "outdated", "why", "config", "whoami", "help", "version"):
-            return
-        else:
-            acc.is_build = True  # install, build, lint, check-types, any package script
-        return
-    if prog in ("npx", "pnpx", "bunx"):
-        rest = [w for w in words[1:] if not w.text.startswith("-")]
-        _simple(rest, [], acc)
-        return
-    if prog in ("make", "gmake"):
-        targets = [a for a in _positionals(args, {"-C", "-f", "-j", "-l", "-o", "-W"}) if "=" not in a]
-        if any(t in _TEST_WORDS or t.startswith("test") for t in targets):
-            acc.is_test = True
-        else:
-            acc.is_build = True
-        return
-    if prog in ("go", "cargo", "dotnet", "mix", "bazel", "bazelisk", "sbt", "mvn", "gradle", "gradlew", "./gradlew", "deno", "swift", "zig", "stack", "cabal"):
-        sub = [a for a in args if not a.startswith("-")]
-        if sub and (sub[0] in _TEST_WORDS or sub[0] in ("nextest", "vet") and prog == "cargo" and sub[0] == "nextest"):
-            acc.is_test = True
-        elif sub and sub[0] in ("build", "install", "compile", "package", "check", "clippy", "vet", "run", "generate", "fmt", "restore", "publish", "get", "mod"):
-            if prog in ("mvn",) and sub[0] in ("verify",):
-                acc.is_test = True
-            else:
-                acc.is_build = True
-        elif sub and sub[0] in ("verify", "integration-test"):
-            acc.is_test = True
-        else:
-            acc.interpreted = False
-        return
-    if prog in ("pip", "pip3", "uv", "conda", "mamba", "pipx"):
-        sub = [a for a in args if not a.startswith("-")]
-        if sub and sub[0] in ("install", "sync", "pip", "add", "uninstall", "remove", "create", "lock", "build"):
-            acc.is_build = True
-        elif sub and sub[0] == "run" and len(sub) > 1:
-            _simple([_Word(s) for s in args[args.index("run") + 1 :]], [], acc)
-        # pip list/show/freeze: no file effects
-        return
-    if prog in _ACI:
-        _aci(prog, args, dyn, acc)
-        return
-    if _INTERPRETERS.match(prog):
-        _interpreter(prog, args, dyn, heredoc, acc)
-        return
-    if prog_path.startswith(("./", "/")) or "/" in prog_path:
-        # running a local script or binary: effects unknown
-        rd(prog_path)
-        acc.interpreted = False
-        return
-    acc.interpreted = False
+    for s in srcs:
+        c.rd(s)
+        if prog == "mv":
+            c.dl(s)
+        if s in dyn or dst in dyn:
+            c.acc.interpreted = False
+            continue
+        c.wr(posixpath.join(dst, posixpath.basename(s.rstrip("/"))) if is_dir else dst)
 
 
-# SWE-agent's agent-computer interface commands and its str_replace_editor tool
-_ACI = {"open", "goto", "scroll_down", "scroll_up", "create", "find_file", "search_dir",
-        "search_file", "submit", "edit", "str_replace_editor", "view_file", "insert"}
+def _remove(c: _Call) -> None:
+    for p in positionals(c.args, set()):
+        c.dl(p)
 
 
-def _aci(prog: str, args: list[str], dyn: set[str], acc: _Acc) -> None:
+def _touch(c: _Call) -> None:
+    """touch, truncate, chmod, chown, chgrp: the files named are written."""
+    pos = positionals(c.args, {"-s", "--size", "-r", "--reference", "-d", "-t"})
+    if c.prog in ("chmod", "chown", "chgrp") and pos:
+        pos = pos[1:]
+    for p in pos:
+        c.wr(p)
+
+
+def _dd(c: _Call) -> None:
+    for a in c.args:
+        if a.startswith("if="):
+            c.rd(a[3:])
+        elif a.startswith("of="):
+            c.wr(a[3:])
+
+
+_PM_OPTIONS = {"--filter", "-F", "--prefix", "-C", "--dir", "-w", "--workspace", "--cwd"}
+
+
+def _package_manager(c: _Call) -> None:
+    """npm/yarn/pnpm/bun: a package script or an install is a build, a query nothing."""
+    if c.is_test:
+        return
+    args = c.args
+    sub = positionals(args, _PM_OPTIONS)
+    if not sub:
+        if not any(a in ("-v", "--version", "-h", "--help") for a in args):
+            c.acc.is_build = True  # bare `npm`/`yarn`/`pnpm` installs
+        return
+    if sub[0] not in PACKAGE_MANAGER_QUERIES:
+        c.acc.is_build = True  # install, build, lint, check-types, any package script
+
+
+def _toolchain(c: _Call) -> None:
+    """go, cargo, mvn, gradle, ...: a build subcommand builds; an unknown one is opaque."""
+    if c.is_test:
+        return
+    sub = [a for a in c.args if not a.startswith("-")]
+    if sub and sub[0] in TOOLCHAINS[c.prog]:
+        c.acc.is_build = True
+    else:
+        c.acc.interpreted = False
+
+
+def _installer(c: _Call) -> None:
+    """pip/uv/mamba/pipx: install and the like build; list/show/freeze have no effects."""
+    sub = [a for a in c.args if not a.startswith("-")]
+    if sub and sub[0] in INSTALLERS[c.prog]:
+        c.acc.is_build = True
+
+
+def _aci(c: _Call) -> None:
+    """SWE-agent's interface commands: open/view read, create/str_replace_editor write."""
+    prog, args, acc = c.prog, c.args, c.acc
     if prog in ("open", "view_file") and args:
-        acc.read(args[0], args[0] in dyn)
+        c.rd(args[0])
     elif prog == "create" and args:
-        acc.write(args[0], args[0] in dyn)
-    elif prog == "find_file" and args:
-        acc.read(args[1] if len(args) > 1 else ".")
-    elif prog == "search_dir" and args:
+        c.wr(args[0])
+    elif prog in ("find_file", "search_dir") and args:
         acc.read(args[1] if len(args) > 1 else ".")
     elif prog == "search_file" and len(args) > 1:
-        acc.read(args[1], args[1] in dyn)
+        c.rd(args[1])
     elif prog == "submit":
         acc.read(".")  # produces the diff of the workspace
     elif prog == "str_replace_editor" and len(args) >= 2:
         if args[0] == "view":
-            acc.read(args[1], args[1] in dyn)
+            c.rd(args[1])
         else:  # create, str_replace, insert, undo_edit
-            acc.write(args[1], args[1] in dyn)
+            c.wr(args[1])
     elif prog in ("goto", "scroll_down", "scroll_up"):
         return  # moves the window over the already-open file
     else:
         acc.interpreted = False  # edit/insert/search_file without a file: the open file is unknown
 
 
-def _interpreter(prog: str, args: list[str], dyn: set[str], heredoc: str | None, acc: _Acc) -> None:
+_PY_BUILD_MODULES = {"pip", "build", "compileall", "py_compile", "setup", "installer", "maturin"}
+_PY_QUIET_MODULES = {"venv", "virtualenv", "http.server", "site", "this", "timeit", "platform"}
+
+
+def _interpreter(c: _Call) -> None:
+    prog, args, acc = c.prog, c.args, c.acc
     if prog.startswith(("python", "pypy")):
         if "-m" in args:
             i = args.index("-m")
             mod = args[i + 1] if i + 1 < len(args) else ""
             rest = args[i + 2 :]
-            if mod in ("pytest", "unittest", "test", "nose", "nose2", "tox", "nox", "doctest", "xdist"):
-                acc.is_test = True
-            elif mod == "django" and rest and rest[0] == "test":
-                acc.is_test = True
-            elif mod in ("pip", "build", "compileall", "py_compile", "setup", "installer", "maturin"):
+            if c.is_test:
+                return
+            if mod in _PY_BUILD_MODULES:
                 acc.is_build = True
                 if mod == "py_compile":
                     for p in rest:
-                        acc.read(p, p in dyn)
-            elif mod in ("json.tool",):
-                for p in _positionals(rest, set())[:1]:
-                    acc.read(p, p in dyn)
-            elif mod in ("venv", "virtualenv", "http.server", "site", "this", "timeit", "platform"):
-                return
-            else:
+                        c.rd(p)
+            elif mod == "json.tool":
+                for p in positionals(rest, set())[:1]:
+                    c.rd(p)
+            elif mod not in _PY_QUIET_MODULES:
                 acc.interpreted = False
             return
         if any(a in ("-V", "--version") for a in args):
             return
-        if "-c" in args or (args and args[0] == "-") or (not args and heredoc is not None):
+        if "-c" in args or (args and args[0] == "-") or (not args and c.heredoc is not None):
             acc.interpreted = False
             return
-        pos = _positionals(args, {"-W", "-X", "-Q"})
+        pos = positionals(args, {"-W", "-X", "-Q"})
         if not pos:
             acc.interpreted = False
             return
-        script = pos[0]
-        acc.read(script, script in dyn)
-        base = posixpath.basename(script)
-        if base in ("manage.py",) and len(pos) > 1 and pos[1] == "test":
-            acc.is_test = True
-        elif base == "setup.py" and len(pos) > 1:
-            if pos[1] == "test":
-                acc.is_test = True
-            else:
-                acc.is_build = True
-        elif _TEST_SCRIPT.search(script):
-            acc.is_test = True
+        c.rd(pos[0])
+        if c.is_test:
+            return
+        if posixpath.basename(pos[0]) == "setup.py" and len(pos) > 1:
+            acc.is_build = True
         else:
             acc.interpreted = False
         return
     if any(a in ("-v", "--version", "-V") for a in args) and len(args) == 1:
         return
-    pos = _positionals(args, {"-e", "-E", "-r", "-I", "-M"})
+    pos = positionals(args, {"-e", "-E", "-r", "-I", "-M"})
     if pos and "-e" not in args:
-        acc.read(pos[0], pos[0] in dyn)
+        c.rd(pos[0])
     acc.interpreted = False
 
 
-def _git(args: list[str], dyn: set[str], heredoc: str | None, acc: _Acc) -> None:
+def _git(c: _Call) -> None:
+    args, dyn, heredoc, acc = c.args, c.dyn, c.heredoc, c.acc
     i = 0
     while i < len(args) and args[i].startswith("-"):
-        if args[i] in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") and i + 1 < len(args):
+        if args[i] in GIT_OPTIONS and i + 1 < len(args):
             if args[i] == "-C":
                 _simple([_Word("cd"), _Word(args[i + 1], args[i + 1] in dyn)], [], acc)
             i += 2
@@ -662,9 +621,9 @@ def _git(args: list[str], dyn: set[str], heredoc: str | None, acc: _Acc) -> None
             "/" in a or "." in a
         ) and not a.startswith(("HEAD", "origin/"))
 
-    if sub in ("diff", "status", "grep", "ls-files", "difftool", "blame", "annotate"):
+    if sub in GIT_READS:
         if sub == "grep":
-            pos = _positionals(before, {"-e", "-f", "-A", "-B", "-C", "-m"})
+            pos = positionals(before, {"-e", "-f", "-A", "-B", "-C", "-m"})
             paths = after if after is not None else [p for p in pos[1:] if pathlike(p)]
         elif sub == "blame":
             paths = after if after is not None else [p for p in before if pathlike(p)][-1:]
@@ -675,10 +634,7 @@ def _git(args: list[str], dyn: set[str], heredoc: str | None, acc: _Acc) -> None
         for p in paths or ["."]:
             acc.read(p, p in dyn)
         return
-    if sub in ("show", "log", "shortlog", "rev-parse", "rev-list", "branch", "tag", "remote", "fetch",
-               "config", "describe", "reflog", "show-ref", "cat-file", "ls-tree", "init", "help",
-               "version", "--version", "worktree-list", "count-objects", "var", "for-each-ref", "push",
-               "notes", "bisect-log", "check-ignore", "name-rev", "merge-base"):
+    if sub in GIT_QUERIES:
         if sub == "show" and after:
             for p in after:
                 acc.read(p, p in dyn)
@@ -689,7 +645,7 @@ def _git(args: list[str], dyn: set[str], heredoc: str | None, acc: _Acc) -> None
         return
     if sub == "apply" or sub == "am":
         flags = [a for a in before if a.startswith("-")]
-        pos = _positionals(before, {"-p", "-C", "--directory", "--exclude", "--include"})
+        pos = positionals(before, {"-p", "-C", "--directory", "--exclude", "--include"})
         for p in pos:
             acc.read(p, p in dyn)
         if any(f in ("--check", "--stat", "--numstat", "--summary") for f in flags):
@@ -710,7 +666,7 @@ def _git(args: list[str], dyn: set[str], heredoc: str | None, acc: _Acc) -> None
                 acc.write(p, p in dyn)
             return
         opts_with_value = {"-b", "-B", "--orphan", "-s", "--source", "--conflict"}
-        pos = _positionals(before, opts_with_value)
+        pos = positionals(before, opts_with_value)
         if sub == "checkout" and any(a in ("-b", "-B", "--orphan") for a in before):
             return
         if sub == "restore":
@@ -732,13 +688,33 @@ def _git(args: list[str], dyn: set[str], heredoc: str | None, acc: _Acc) -> None
         _simple([_Word("mv")] + [_Word(a, a in dyn) for a in rest], [], acc)
         return
     if sub == "rm":
-        pos = _positionals(before, set()) if after is None else after
+        pos = positionals(before, set()) if after is None else after
         if "--cached" in before:
             return
         for p in pos:
             acc.delete(p, p in dyn)
         return
     acc.interpreted = False  # stash, reset, pull, merge, rebase, clean, cherry-pick, ...
+
+
+
+
+# first registration wins: the order is the precedence of the rules
+_RULES: dict[str, Callable[[_Call], None]] = {}
+for _programs, _rule in (
+    (SHELLS, _shell), (("cd",), _cd), (NO_EFFECT, _no_effect), (TEST_RUNNERS, _no_effect),
+    (BUILD_TOOLS, _build_tool), (("apply_patch", "applypatch"), _apply_patch),
+    (("patch",), _patch), (FILE_READERS, _file_reader), (SEARCH_TOOLS, _search),
+    (("ls",), _ls), (("find",), _find), (("sed",), _sed), (("awk", "gawk", "mawk", "nawk"), _awk),
+    (("perl",), _perl), (("tee",), _tee), (("cp", "mv", "ln", "install", "rsync"), _copy),
+    (("rm", "rmdir", "unlink", "shred"), _remove),
+    (("touch", "truncate", "chmod", "chown", "chgrp"), _touch), (("dd",), _dd),
+    (VCS, _git), (JS_PACKAGE_MANAGERS, _package_manager), (MAKE, _build_tool),
+    (TOOLCHAINS, _toolchain), (INSTALLERS, _installer), (ACI_COMMANDS, _aci),
+):
+    for _p in _programs:
+        _RULES.setdefault(_p, _rule)
+del _programs, _rule, _p
 
 
 # ---------------------------------------------------------------------------------------
@@ -1057,15 +1033,20 @@ def _fallback(stripped: str, bodies: list[str], original: str, acc: _Acc) -> Non
     _run_tokens(tokens, bodies, acc)
 
 
-_TEST_RE = re.compile(r"\b(pytest|py\.test|tox|unittest|runtests|go test|cargo test|npm test|jest|vitest|mocha|make (test|check))\b")
-_BUILD_RE = re.compile(r"\b(make|cmake|ninja|cargo build|go build|npm (install|ci|run build)|pip install|tsc|gcc|g\+\+|clang)\b")
+_NAIVE_SEPARATORS = re.compile(r"&&|\|\||[;|&\n]")
 
 
 def _keyword_flags(text: str, acc: _Acc) -> None:
-    if _TEST_RE.search(text):
-        acc.is_test = True
-    elif _BUILD_RE.search(text):
-        acc.is_build = True
+    """Test and build flags of text no tokenizer splits (an unbalanced quote): each
+    command between separators, split at whitespace with quote characters dropped, goes
+    through the same program rules; its file effects are not trusted and are dropped."""
+    for segment in _NAIVE_SEPARATORS.split(text):
+        words = segment.replace("'", "").replace('"', "").split()
+        if words:
+            flags = _Acc()
+            _simple([_Word(w, "$" in w or "`" in w) for w in words], [], flags)
+            acc.is_test = acc.is_test or flags.is_test
+            acc.is_build = acc.is_build or flags.is_build
 
 
 # ---------------------------------------------------------------------------------------
@@ -1086,6 +1067,11 @@ def _parse_cached(command: str | None, argv: tuple[str, ...] | None) -> ShellEff
     return acc.result()
 
 
+def clear_cache() -> None:
+    """Forget cached parses (benchmarks measure cold parsing)."""
+    _parse_cached.cache_clear()
+
+
 def parse_command(command: str | None = None, argv: list[str] | tuple[str, ...] | None = None) -> ShellEffects:
     """File effects of one shell command. The command string is parsed when given (an argv
     split from it loses its operators and quoting); ``argv`` is used only without one, as
@@ -1095,8 +1081,91 @@ def parse_command(command: str | None = None, argv: list[str] | tuple[str, ...] 
     return _parse_cached(None, tuple(argv) if argv else None)
 
 
-def _effects_via(text: str, engine: str) -> ShellEffects:
-    """Parse with one engine only ("fast", "bashlex" or "shlex"); for equivalence tests."""
+def _text_of(command: str | Sequence[str]) -> str:
+    return command if isinstance(command, str) else " ".join(command)
+
+
+def _effects_of(command: str | Sequence[str]) -> ShellEffects:
+    if isinstance(command, str):
+        return parse_command(command)
+    return parse_command(argv=tuple(command))
+
+
+def is_test_command(command: str | Sequence[str] | None) -> bool:
+    """Whether a command runs tests: :func:`parse_command`'s ``is_test`` of a shell string
+    or of an executed argv (``bash -lc '...'`` unwrapped, each command of a ``&&``/``;``/
+    ``|`` chain checked, so ``cd x && pytest`` counts). The one rule behind it is
+    :func:`features.commands.is_test_run`; readers and the provenance graph share it. Text
+    that names no test word is answered without parsing (:func:`might_run_tests`)."""
+    if not command or not might_run_tests(_text_of(command)):
+        return False
+    return _effects_of(command).is_test
+
+
+def is_git_commit(command: str | Sequence[str] | None) -> bool:
+    """Whether a command (possibly inside ``bash -lc`` or a ``&&`` chain) runs ``git commit``:
+    :func:`parse_command`'s ``is_commit``."""
+    if not command:
+        return False
+    if not might_commit(_text_of(command)):
+        return False
+    return _effects_of(command).is_commit
+
+
+# ---------------------------------------------------------------------------------------
+# Word splitting
+# ---------------------------------------------------------------------------------------
+
+# one POSIX word: unquoted characters, backslash escapes, '...' and "..." pieces
+_SPLIT_WORD = re.compile(r"(?:[^ \t\r\n'\"\\]+|\\[\s\S]|'[^']*'|\"(?:[^\"\\]|\\[\s\S])*\")+")
+_SPLIT_PIECE = re.compile(r"\\([\s\S])|'([^']*)'|\"((?:[^\"\\]|\\[\s\S])*)\"")
+_DQ_ESCAPE = re.compile(r'\\(["\\])')
+
+
+def _unquote_piece(m: re.Match[str]) -> str:
+    if m.group(1) is not None:
+        return m.group(1)
+    if m.group(2) is not None:
+        return m.group(2)
+    inner = m.group(3)
+    return _DQ_ESCAPE.sub(r"\1", inner) if "\\" in inner else inner
+
+
+def _fast_split(cmd: str) -> list[str] | None:
+    """``shlex.split(cmd)`` by regular expressions over the whole text (shlex reads
+    character by character, slow on long heredocs); None when the text is not splittable
+    (an unbalanced quote, a trailing backslash: shlex raises)."""
+    words = _SPLIT_WORD.findall(cmd)
+    if _SPLIT_WORD.sub("", cmd).strip(" \t\r\n"):
+        return None  # a character outside every word: the words do not tile the text
+    for i, w in enumerate(words):
+        sq, dq, bs = "'" in w, '"' in w, "\\" in w
+        if not (sq or dq or bs):
+            continue
+        if not bs and not (sq and dq):  # one kind of quote, no escapes: drop the quotes
+            words[i] = w.replace("'" if sq else '"', "")
+        else:
+            words[i] = _SPLIT_PIECE.sub(_unquote_piece, w)
+    return words
+
+
+def split_command(cmd: str) -> list[str] | None:
+    """``shlex.split`` of a shell string (the words of an event's ``argv``), or None when
+    shlex cannot split it (unbalanced quotes, e.g. a heredoc holding an apostrophe)."""
+    fast = _fast_split(cmd)
+    if fast is not None:
+        return fast
+    try:
+        return shlex.split(cmd)
+    except ValueError:
+        return None
+
+
+def parse_with(text: str, engine: str) -> ShellEffects:
+    """File effects of ``text`` parsed by one engine only: ``"fast"`` (the plain-command
+    tokenizer; ValueError when the text needs a real parser), ``"bashlex"`` or ``"shlex"``
+    (the fallback). :func:`parse_command` picks the first that applies; the three must
+    agree wherever they all apply, which the tests check."""
     acc = _Acc()
     stripped, bodies = _cut_heredocs(text)
     if engine == "fast":

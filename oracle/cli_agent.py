@@ -55,9 +55,9 @@ from features.readers.common import (
     apply_test_counts,
     classify_command,
     mark_tool_return,
-    split_command,
 )
 from features.schema import Event, EventKind
+from features.shell import split_command
 from oracle.agent import AgentReport, Clock, RestorePoint, TaskSpec, register_agent
 
 __all__ = [

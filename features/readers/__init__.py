@@ -1,7 +1,10 @@
 """Readers for real agent logs → the canonical :class:`~features.schema.Trajectory`.
 
 ``read_trajectory(path)`` detects the format from the file's content (not only its name)
-and dispatches to one reader per format:
+and dispatches to one reader per format. Every format is registered once, in
+:data:`READERS` (name, layout, detector, reader, aliases, options); detection, the
+``format`` argument, :data:`FORMATS` and the command line's ``--format`` choices all read
+that table:
 
 =================  ==========================================================
 ``codex-exec``     ``codex exec --json`` JSONL (:mod:`.codex_exec`)
@@ -19,47 +22,76 @@ event types are kept as ``other`` events with an :class:`UnknownEventWarning`.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from features.readers import codex_exec, codex_rollout, mini_swe_agent, openhands, swe_agent
 from features.readers.common import (
     TrajectoryFormatError,
     UnknownEventWarning,
-    is_git_commit,
-    is_test_command,
     parse_test_counts,
     read_text,
 )
 from features.schema import Trajectory
-
-FORMATS: tuple[str, ...] = (
-    codex_exec.FORMAT,
-    codex_rollout.FORMAT,
-    mini_swe_agent.FORMAT,
-    swe_agent.FORMAT,
-    openhands.FORMAT,
-)
-_ALIASES = {
-    "codex": codex_exec.FORMAT,
-    "codex-exec-json": codex_exec.FORMAT,
-    "rollout": codex_rollout.FORMAT,
-    "mini-swe-agent-1": mini_swe_agent.FORMAT,
-    "mini-swe-agent-1.1": mini_swe_agent.FORMAT,
-    "sweagent": swe_agent.FORMAT,
-}
+from features.shell import is_git_commit, is_test_command
 
 __all__ = [
     "FORMATS",
+    "READERS",
+    "ReaderSpec",
     "TrajectoryFormatError",
     "UnknownEventWarning",
     "detect_format",
+    "format_names",
     "is_git_commit",
     "is_test_command",
     "parse_test_counts",
     "read_trajectory",
 ]
+
+
+@dataclass(frozen=True)
+class ReaderSpec:
+    """One log format: its name, how its files are laid out, how to recognise one, how to
+    read one. A streaming line parser per format (for live logs) is to join these fields."""
+
+    name: str
+    layout: Literal["json", "jsonl"]  # one JSON document, or one JSON object per line
+    detect: Callable[[Any], bool]  # the parsed document (json) or first record (jsonl)
+    read: Callable[..., Trajectory]  # read(path, *, task_id, repo, **options)
+    aliases: tuple[str, ...] = ()
+    options: frozenset[str] = frozenset()  # keyword options read() takes beyond task_id/repo
+
+
+_JSONL_OPTIONS = frozenset({"allow_truncated_tail"})
+
+READERS: tuple[ReaderSpec, ...] = (
+    ReaderSpec(codex_exec.FORMAT, "jsonl", codex_exec.looks_like, codex_exec.read_codex_exec,
+               ("codex", "codex-exec-json"), _JSONL_OPTIONS | {"arrival_times"}),
+    ReaderSpec(codex_rollout.FORMAT, "jsonl", codex_rollout.looks_like,
+               codex_rollout.read_codex_rollout, ("rollout",), _JSONL_OPTIONS),
+    ReaderSpec(mini_swe_agent.FORMAT, "json", mini_swe_agent.looks_like,
+               mini_swe_agent.read_mini_swe_agent, mini_swe_agent.VERSIONS),
+    ReaderSpec(swe_agent.FORMAT, "json", swe_agent.looks_like, swe_agent.read_swe_agent,
+               ("sweagent",)),
+    ReaderSpec(openhands.FORMAT, "json", openhands.looks_like, openhands.read_openhands),
+)
+FORMATS: tuple[str, ...] = tuple(r.name for r in READERS)
+_BY_NAME: dict[str, ReaderSpec] = {n: r for r in READERS for n in (r.name, *r.aliases)}
+
+
+def format_names() -> list[str]:
+    """Every name ``read_trajectory`` accepts for ``format``: the formats, then aliases."""
+    return [*FORMATS, *(a for r in READERS for a in r.aliases)]
+
+
+def _detect(doc: Any, layout: str) -> str | None:
+    for r in READERS:
+        if r.layout == layout and r.detect(doc):
+            return r.name
+    return None
 
 
 def detect_format(path: str | Path) -> str:
@@ -82,17 +114,9 @@ def detect_format(path: str | Path) -> str:
     except json.JSONDecodeError as exc:
         whole, werr = False, exc
     if whole:
-        if mini_swe_agent.looks_like(doc):
-            return mini_swe_agent.FORMAT
-        if swe_agent.looks_like(doc):
-            return swe_agent.FORMAT
-        if openhands.looks_like(doc):
-            return openhands.FORMAT
-        if isinstance(doc, dict):  # a one-line JSONL stream
-            if codex_rollout.looks_like(doc):
-                return codex_rollout.FORMAT
-            if codex_exec.looks_like(doc):
-                return codex_exec.FORMAT
+        name = _detect(doc, "json") or (_detect(doc, "jsonl") if isinstance(doc, dict) else None)
+        if name is not None:  # a JSON document, or a one-line JSONL stream
+            return name
         shape = type(doc).__name__ if not isinstance(doc, dict) else f"keys {sorted(doc)[:8]}"
         raise TrajectoryFormatError(
             f"{path}: unknown trajectory format (a JSON {shape}); known formats: "
@@ -112,11 +136,8 @@ def detect_format(path: str | Path) -> str:
             raise TrajectoryFormatError(
                 f"{path}: line {lineno}: not valid JSON ({exc.msg}); cannot detect the format"
             ) from exc
-        if isinstance(first, dict):
-            if codex_rollout.looks_like(first):
-                return codex_rollout.FORMAT
-            if codex_exec.looks_like(first):
-                return codex_exec.FORMAT
+        if isinstance(first, dict) and (name := _detect(first, "jsonl")) is not None:
+            return name
         raise TrajectoryFormatError(
             f"{path}: line {lineno}: unknown trajectory format (first record "
             f"{str(first)[:80]!r}); known formats: {', '.join(FORMATS)}"
@@ -146,25 +167,20 @@ def read_trajectory(
     """
     path = Path(path)
     if format is None:
-        fmt = detect_format(path)
+        spec = _BY_NAME[detect_format(path)]
     else:
-        fmt = _ALIASES.get(format, format)
-        if fmt not in FORMATS:
+        found = _BY_NAME.get(format)
+        if found is None:
             raise ValueError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
-    if arrival_times is not None and fmt != codex_exec.FORMAT:
+        spec = found
+    if arrival_times is not None and "arrival_times" not in spec.options:
         raise ValueError(
-            f"arrival_times applies to the codex-exec format only ({path} is {fmt}, "
+            f"arrival_times applies to the codex-exec format only ({path} is {spec.name}, "
             "which records its own times)"
         )
-    if fmt == codex_exec.FORMAT:
-        return codex_exec.read_codex_exec(path, task_id=task_id, repo=repo,
-                                          arrival_times=arrival_times,
-                                          allow_truncated_tail=allow_truncated_tail)
-    if fmt == codex_rollout.FORMAT:
-        return codex_rollout.read_codex_rollout(path, task_id=task_id, repo=repo,
-                                                allow_truncated_tail=allow_truncated_tail)
-    if fmt == mini_swe_agent.FORMAT:
-        return mini_swe_agent.read_mini_swe_agent(path, task_id=task_id, repo=repo)
-    if fmt == swe_agent.FORMAT:
-        return swe_agent.read_swe_agent(path, task_id=task_id, repo=repo)
-    return openhands.read_openhands(path, task_id=task_id, repo=repo)
+    options: dict[str, Any] = {}
+    if arrival_times is not None:
+        options["arrival_times"] = arrival_times
+    if "allow_truncated_tail" in spec.options:
+        options["allow_truncated_tail"] = allow_truncated_tail
+    return spec.read(path, task_id=task_id, repo=repo, **options)

@@ -50,7 +50,6 @@ from features.readers.common import (
     get,
     iter_jsonl,
     mark_tool_return,
-    split_command,
     stem,
     to_float,
     to_int,
@@ -58,6 +57,7 @@ from features.readers.common import (
     warn_unknown,
 )
 from features.schema import Event, EventKind, Trajectory
+from features.shell import split_command
 
 FORMAT = "codex-exec"
 

@@ -59,13 +59,13 @@ from features.readers.common import (
     parse_apply_patch,
     parse_iso,
     repo_from_url,
-    split_command,
     stem,
     to_float,
     to_int,
     warn_unknown,
 )
 from features.schema import Event, EventKind, Trajectory
+from features.shell import split_command
 
 FORMAT = "codex-rollout"
 

@@ -1,5 +1,8 @@
 """Shared pieces of the log readers: errors, warnings, JSON/JSONL loading, typed field access,
-test-command detection, test-summary parsing, boundary marking and trajectory finishing.
+event kinds of commands, test-summary parsing, boundary marking and trajectory finishing.
+
+What a command is (a test, a commit) is decided by the shell parser (``features.shell``) over
+the one command vocabulary (``features.commands``), never here.
 
 Conventions every reader follows (documented once here):
 
@@ -25,7 +28,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
+from features.shell import is_git_commit, is_test_command
 
 
 class TrajectoryFormatError(ValueError):
@@ -251,284 +254,6 @@ def parse_iso(ts: Any, loc: Loc) -> float:
 
 
 # ---------------------------------------------------------------------------------------
-# Commands
-# ---------------------------------------------------------------------------------------
-
-
-_WS = " \t\r\n"
-_FAST_WORD = re.compile(r"[ \t\r\n]*((?:[^ \t\r\n'\"]|'[^']*'|\"[^\"]*\")+)")
-_QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
-
-
-def _fast_split(cmd: str) -> list[str] | None:
-    """POSIX word splitting for strings without backslashes (where shlex's rules reduce to
-    "quotes group, whitespace separates"); None when it cannot decide (unbalanced quote)."""
-    out: list[str] = []
-    pos, n = 0, len(cmd)
-    while True:
-        m = _FAST_WORD.match(cmd, pos)
-        if m is None:
-            return out if not cmd[pos:].strip(_WS) else None
-        word = m.group(1)
-        q = word[0]
-        if q in "'\"" and word[-1] == q and len(word) > 1 and word.count(q) == 2 and (
-            ("'" if q == '"' else '"') not in word
-        ):
-            word = word[1:-1]
-        elif "'" in word or '"' in word:
-            word = _QUOTED.sub(lambda q: q.group(1) if q.group(1) is not None else q.group(2),
-                               word)
-        out.append(word)
-        pos = m.end()
-        if pos >= n:
-            return out
-
-
-def split_command(cmd: str) -> list[str] | None:
-    """``shlex.split`` of a shell string, or None when the string is not shlex-parseable
-    (unbalanced quotes, e.g. a heredoc holding an apostrophe). Strings without
-    backslashes take an equivalent fast path (shlex is slow on long logs)."""
-    if "\\" not in cmd:
-        fast = _fast_split(cmd)
-        if fast is not None:
-            return fast
-    try:
-        return shlex.split(cmd)
-    except ValueError:
-        return None
-
-
-_SHELLS = {"bash", "sh", "zsh", "dash", "ksh"}
-# every runner _segment_is_test accepts contains one of these words
-_TEST_HINT = re.compile(
-    r"test|tox|nox|jest|mocha|ava|rspec|phpunit|trial|karma|check|nose|spec|tst|verify|\bt\b"
-)
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
-_SEGMENT_SPLIT = re.compile(r"\s*(?:&&|\|\||;|\||\n)\s*")
-_PY = re.compile(r"^(?:.*/)?python(?:\d+(?:\.\d+)*)?$")
-_WRAPPERS = {"time", "nice", "env", "xvfb-run", "sudo", "exec", "command", "stdbuf"}
-_RUN_WRAPPERS = {("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("hatch", "run"),
-                 ("pdm", "run"), ("conda", "run"), ("bundle", "exec"), ("rye", "run")}
-_JS_RUNNERS = {"npm", "pnpm", "yarn", "bun", "npx", "pnpx"}
-_DIRECT_TEST_TOOLS = {"pytest", "py.test", "tox", "nox", "jest", "vitest", "mocha", "ava",
-                      "rspec", "phpunit", "ctest", "nosetests", "trial", "karma"}
-_SUBCMD_TEST_TOOLS = {"go": {"test"}, "cargo": {"test", "nextest"}, "mvn": {"test", "verify"},
-                      "gradle": {"test", "check"}, "gradlew": {"test", "check"},
-                      "dotnet": {"test"}, "deno": {"test"}, "make": {"test", "check", "tests"},
-                      "swift": {"test"}, "mix": {"test"}, "stack": {"test"}}
-_PY_TEST_MODULES = {"pytest", "unittest", "test", "tox", "nox", "nose", "nose2", "py.test"}
-
-
-def _base(word: str) -> str:
-    return word.rsplit("/", 1)[-1]
-
-
-def _unwrap_shell(argv: list[str]) -> str | None:
-    """The script of ``bash -lc '...'`` (any shell, ``-c``/``-lc``/``-ic``), else None."""
-    if len(argv) >= 3 and _base(argv[0]) in _SHELLS:
-        for j, a in enumerate(argv[1:], 1):
-            if a.startswith("-") and "c" in a[1:] and not a.startswith("--"):
-                return argv[j + 1] if j + 1 < len(argv) else None
-            if not a.startswith("-"):
-                return None
-    return None
-
-
-def _segment_is_test(tokens: list[str]) -> bool:
-    t = list(tokens)
-    # strip env assignments and simple wrappers (timeout N, env X=1, uv run, ...)
-    while t:
-        head = _base(t[0])
-        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", t[0]):
-            t = t[1:]
-        elif head == "timeout":
-            t = t[1:]
-            while t and (t[0].startswith("-") or re.fullmatch(r"\d+[smhd]?", t[0])):
-                t = t[1:]
-        elif head in _WRAPPERS:
-            t = t[1:]
-            while t and t[0].startswith("-"):
-                t = t[1:]
-        elif len(t) >= 2 and (head, t[1]) in _RUN_WRAPPERS:
-            t = t[2:]
-        else:
-            break
-    if not t:
-        return False
-    head = _base(t[0])
-    rest = t[1:]
-    if head in _DIRECT_TEST_TOOLS:
-        return True
-    if head in _SUBCMD_TEST_TOOLS:
-        subs = _positionals(rest)
-        return bool(subs) and subs[0] in _SUBCMD_TEST_TOOLS[head]
-    if _PY.match(t[0]) or head in {"coverage"}:
-        # python -m pytest / unittest / test ; python runtests.py ; python manage.py test
-        if head == "coverage":
-            rest = rest[1:] if rest and rest[0] == "run" else rest
-        skip = False
-        for j, a in enumerate(rest):
-            if skip:
-                skip = False
-                continue
-            if a == "-m" and j + 1 < len(rest):
-                return rest[j + 1] in _PY_TEST_MODULES
-            if a == "-c":
-                return False  # inline code, not a test runner invocation
-            if a in ("-W", "-X", "-Q"):
-                skip = True
-                continue
-            if a.startswith("-"):
-                continue
-            name = _base(a)
-            if name in {"runtests.py", "run_tests.py", "runtest.py"}:
-                return True
-            if name == "manage.py":
-                return any(x == "test" for x in rest[j + 1:])
-            if name in {"pytest", "py.test"}:
-                return True
-            return False
-        return False
-    if head in {"runtests.py", "run_tests.py", "manage.py", "test"} and t[0].startswith(
-        ("./", "bin/", "/")
-    ):
-        return head != "manage.py" or "test" in rest
-    if head == "django-admin":
-        return "test" in rest
-    if head in _JS_RUNNERS:
-        args = rest[: rest.index("--")] if "--" in rest else rest
-        subs = _positionals(args)
-        if not subs:
-            return False
-        if head in {"npx", "pnpx"}:
-            return _base(subs[0]) in _DIRECT_TEST_TOOLS
-        first = subs[0]
-        if first in {"test", "t", "tst"} or first.startswith("test:"):
-            return True  # npm test, pnpm --filter x test, yarn test:unit
-        if first in {"run", "run-script"} and len(subs) > 1:
-            return subs[1] == "test" or subs[1].startswith(("test:", "tests"))
-        if first in {"exec", "x", "dlx"} and len(subs) > 1:
-            return _base(subs[1]) in _DIRECT_TEST_TOOLS  # npm exec jest, pnpm dlx vitest
-        return head in {"yarn", "pnpm", "bun"} and _base(first) in _DIRECT_TEST_TOOLS
-    return False
-
-
-# options of package managers / build tools that take a value (skipped with their value)
-_VALUE_OPTS = {"--filter", "-F", "--prefix", "-C", "--dir", "--cwd", "--workspace", "-w",
-               "-f", "--file", "--directory", "--manifest-path", "--project", "-P"}
-
-
-def _positionals(args: list[str]) -> list[str]:
-    out: list[str] = []
-    skip = False
-    for a in args:
-        if skip:
-            skip = False
-        elif a in _VALUE_OPTS:
-            skip = True
-        elif not a.startswith("-"):
-            out.append(a)
-    return out
-
-
-def _segments(script: str) -> list[list[str]]:
-    """Simple commands of a shell script: split on newlines, ``&&``, ``||``, ``;``, ``|``
-    (quote-aware via shlex punctuation mode; falls back to a plain split)."""
-    out: list[list[str]] = []
-    lines: list[str] = []
-    terminator: str | None = None
-    for line in script.splitlines() or [script]:  # drop heredoc bodies
-        if terminator is not None:
-            if line.strip() == terminator:
-                terminator = None
-            continue
-        lines.append(line)
-        m = _HEREDOC.search(line)
-        if m:
-            terminator = m.group(2)
-    for line in lines:
-        try:
-            lex = shlex.shlex(line, posix=True, punctuation_chars=True)
-            lex.whitespace_split = True
-            toks = list(lex)
-        except ValueError:
-            for seg in _SEGMENT_SPLIT.split(line):
-                if seg.strip():
-                    out.append(split_command(seg) or seg.split())
-            continue
-        cur: list[str] = []
-        for t in toks:
-            if t in {"&&", "||", ";", "|", "&", "|&", ";;"}:
-                if cur:
-                    out.append(cur)
-                cur = []
-            else:
-                cur.append(t)
-        if cur:
-            out.append(cur)
-    return out
-
-
-def _command_segments(argv_or_str: str | Sequence[str]) -> list[list[str]]:
-    if isinstance(argv_or_str, str):
-        argv = split_command(argv_or_str)
-        if argv is not None:
-            inner = _unwrap_shell(argv)
-            if inner is not None:
-                return _command_segments(inner)
-        return _segments(argv_or_str)
-    argv = list(argv_or_str)
-    inner = _unwrap_shell(argv)
-    if inner is not None:
-        return _command_segments(inner)
-    if any(a in {"&&", "||", ";", "|"} for a in argv):
-        return _segments(shlex.join(argv))
-    return [argv]
-
-
-def is_test_command(argv_or_str: str | Sequence[str] | None) -> bool:
-    """True if a command runs tests: pytest, ``python -m unittest``, ``python -m test``,
-    tox/nox, Django ``runtests.py``/``manage.py test``, npm/pnpm/yarn test, jest/vitest,
-    ``go test``, ``cargo test``, ``make test`` and the like.
-
-    Accepts a shell string or an argv list; ``bash -lc '...'`` is unwrapped and each
-    simple command of ``&&``/``;``/``|`` chains is checked, so ``cd x && pytest`` counts.
-    """
-    if argv_or_str is None:
-        return False
-    text = argv_or_str if isinstance(argv_or_str, str) else " ".join(argv_or_str)
-    if not _TEST_HINT.search(text):  # cheap pre-filter: no runner name, no test
-        return False
-    return any(_segment_is_test(seg) for seg in _command_segments(argv_or_str) if seg)
-
-
-def is_git_commit(argv_or_str: str | Sequence[str] | None) -> bool:
-    """True if the command (possibly inside ``bash -lc`` or a ``&&`` chain) runs ``git commit``."""
-    if argv_or_str is None:
-        return False
-    text = argv_or_str if isinstance(argv_or_str, str) else " ".join(argv_or_str)
-    if "commit" not in text or "git" not in text:
-        return False
-    for toks in _command_segments(argv_or_str):
-        toks = [x for x in toks if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", x)]
-        if len(toks) < 2 or _base(toks[0]) != "git":
-            continue
-        skip = False
-        for a in toks[1:]:
-            if skip:
-                skip = False
-                continue
-            if a in {"-C", "-c", "--git-dir", "--work-tree"}:
-                skip = True
-                continue
-            if not a.startswith("-"):
-                if a == "commit":
-                    return True
-                break
-    return False
-
-
-# ---------------------------------------------------------------------------------------
 # Test summaries
 # ---------------------------------------------------------------------------------------
 
@@ -594,8 +319,9 @@ def parse_test_counts(output: str | None) -> tuple[int | None, int | None]:
 
 
 def classify_command(command: str | None, argv: list[str] | None) -> EventKind:
-    """``test`` for a test command, else ``command``."""
-    if is_test_command(argv if argv is not None else command):
+    """``test`` for a test command, else ``command``: the shell parser's verdict on the
+    command string (else the argv), the same the provenance graph reaches."""
+    if is_test_command(command if isinstance(command, str) and command else argv):
         return EventKind.TEST
     return EventKind.COMMAND
 
@@ -613,7 +339,7 @@ def mark_tool_return(e: Event) -> None:
         e.kind == EventKind.COMMAND
         and not e.is_error
         and e.exit_code in (0, None)
-        and is_git_commit(e.argv if e.argv is not None else e.command)
+        and is_git_commit(e.command or e.argv)
     ):
         e.boundary_kind = BoundaryKind.COMMIT
     else:

@@ -47,13 +47,13 @@ from features.readers.common import (
     load_json,
     mark_tool_return,
     repo_from_instance_id,
-    split_command,
     stem,
     to_float,
     to_int,
     warn_unknown,
 )
 from features.schema import Event, EventKind, Trajectory
+from features.shell import split_command
 
 FORMAT = "mini-swe-agent"
 VERSIONS = ("mini-swe-agent-1", "mini-swe-agent-1.1")

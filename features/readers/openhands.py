@@ -43,13 +43,13 @@ from features.readers.common import (
     mark_tool_return,
     new_step_on_user_input,
     parse_iso,
-    split_command,
     stem,
     to_int,
     utf8_len,
     warn_unknown,
 )
 from features.schema import Event, EventKind, Trajectory
+from features.shell import split_command
 
 FORMAT = "openhands"
 

@@ -41,12 +41,12 @@ from features.readers.common import (
     load_json,
     mark_tool_return,
     repo_from_instance_id,
-    split_command,
     stem,
     to_float,
     to_int,
 )
 from features.schema import Event, EventKind, Trajectory
+from features.shell import split_command
 
 FORMAT = "swe-agent"
 

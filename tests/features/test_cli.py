@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from features.online import FEATURE_NAMES
+from features.readers import format_names
 from features.schema import write_parquet
 from features.synthetic import generate_trajectory
 
@@ -92,3 +93,12 @@ def test_cli_bad_file_fail_fast_and_keep_going(tmp_path: Path) -> None:
     assert "2 bad file(s) skipped" in res.stderr
     assert str(bad) in res.stderr and "missing.jsonl" in res.stderr
     assert len(pd.read_parquet(out)) == len(generate_trajectory(30, seed=4).boundaries("turn"))
+
+
+def test_cli_format_choices_are_the_reader_table(tmp_path: Path) -> None:
+    res = run_cli("x.jsonl", "--out", str(tmp_path / "o.parquet"), "--format", "nope")
+    assert res.returncode == 2 and "argument --format: invalid choice: 'nope'" in res.stderr
+    assert all(f"'{name}'" in res.stderr for name in ["trajectory-parquet", *format_names()])
+    log = codex_exec_log(tmp_path / "run.jsonl")
+    ok = run_cli(str(log), "--out", str(tmp_path / "o.parquet"), "--format", "codex")  # an alias
+    assert ok.returncode == 0 and "format=codex-exec" in ok.stdout

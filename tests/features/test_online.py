@@ -24,7 +24,6 @@ from features.online import (
 from features.schema import Event, EventKind, Trajectory
 from features.synthetic import generate_trajectory
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "trajectories"
 FAMILIES = ("cost__", "state__", "progress__", "ripple__", "context__")
 
 
@@ -263,16 +262,9 @@ def test_hindsight_descendants_uses_the_future() -> None:
     assert df.loc[2, "hindsight__future_nodes"] == 0
 
 
-def _fixture_files() -> list[Path]:
-    if not FIXTURES.exists():
-        pytest.skip(f"shared fixtures folder absent (user clone): {FIXTURES}")
-    return sorted(p for p in FIXTURES.glob("*/*") if p.is_file()
-                  and p.suffix in (".jsonl", ".json", ".traj") and not p.name.endswith(".report.json"))
-
-
-def test_prefix_causal_on_real_fixtures() -> None:
+def test_prefix_causal_on_real_fixtures(fixture_logs: list[Path]) -> None:
     readers = pytest.importorskip("features.readers")
-    files = _fixture_files()
+    files = fixture_logs
     assert files
     rng = random.Random(20260818)
     checked = 0
@@ -330,12 +322,12 @@ def test_online_vector_equals_batch_rows_bitwise(traj: Trajectory, granularity: 
     assert_bitwise_equal(batch, _online_rows(traj, granularity, cps, config), traj.task_id)
 
 
-def test_online_vector_equals_batch_rows_on_real_fixtures() -> None:
+def test_online_vector_equals_batch_rows_on_real_fixtures(fixture_logs: list[Path]) -> None:
     readers = pytest.importorskip("features.readers")
     from features.online import config_for
 
     checked = 0
-    for path in _fixture_files():
+    for path in fixture_logs:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             traj = readers.read_trajectory(path)

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-import pytest
+import shlex
 
-from features.shell import ShellEffects, _effects_via, parse_command, patch_paths
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from features.shell import (
+    ShellEffects,
+    is_git_commit,
+    is_test_command,
+    parse_command,
+    parse_with,
+    patch_paths,
+    split_command,
+)
 
 # (command, reads, writes, deletes)
 CASES = [
@@ -147,19 +159,19 @@ PLAIN = [c for c, *_ in CASES if "$" not in c and "(" not in c and "\\" not in c
 @pytest.mark.parametrize("cmd", PLAIN)
 def test_fast_tokenizer_agrees_with_bashlex(cmd: str) -> None:
     """The fast path for plain commands must give exactly what bashlex gives."""
-    assert _effects_via(cmd, "fast") == _effects_via(cmd, "bashlex")
+    assert parse_with(cmd, "fast") == parse_with(cmd, "bashlex")
 
 
 @pytest.mark.parametrize("cmd", ["cat a > b && rm c", "sed -n '1,5p' x | tee y", "ls 2>&1 | head"])
 def test_shlex_fallback_agrees_with_bashlex(cmd: str) -> None:
-    assert _effects_via(cmd, "shlex") == _effects_via(cmd, "bashlex")
+    assert parse_with(cmd, "shlex") == parse_with(cmd, "bashlex")
 
 
 def test_bashlex_failure_falls_back_to_shlex() -> None:
     # bashlex rejects unquoted parentheses inside a word; the fallback still reads the path
     cmd = "bash -lc 'sed -n 1,20p app/(group)/page.tsx'"
     with pytest.raises(Exception):  # noqa: B017 - any bashlex error
-        _effects_via("sed -n 1,20p app/(group)/page.tsx", "bashlex")
+        parse_with("sed -n 1,20p app/(group)/page.tsx", "bashlex")
     eff = parse_command(cmd)
     assert eff.reads == ("app/(group)/page.tsx",)
 
@@ -167,14 +179,79 @@ def test_bashlex_failure_falls_back_to_shlex() -> None:
 def test_fast_path_agrees_with_bashlex_on_generated_commands() -> None:
     """Every synthetic command the fast tokenizer takes parses identically with bashlex
     (quote-concatenated heredocs inside ``bash -lc '...'`` included)."""
-    from features.shell import _cut_heredocs, _fast_tokens
     from features.synthetic import generate_trajectory
 
     n_fast = 0
     for seed in range(3):
         for e in generate_trajectory(400, seed=seed).events:
-            if not e.command or _fast_tokens(_cut_heredocs(e.command)[0]) is None:
+            if not e.command:
                 continue
+            try:
+                fast = parse_with(e.command, "fast")
+            except ValueError:
+                continue  # not a plain command: the fast path does not take it
             n_fast += 1
-            assert _effects_via(e.command, "fast") == _effects_via(e.command, "bashlex"), e.command
+            assert fast == parse_with(e.command, "bashlex"), e.command
     assert n_fast > 300
+
+
+@pytest.mark.parametrize("cmd,expected", [
+    ("pytest -x tests/", True),
+    ("python -m pytest -q", True),
+    ("python3 -m unittest discover", True),
+    ("./python -m test test_os", True),
+    ("tox -e py311", True),
+    ("cd repo && npm test", True),
+    (["bash", "-lc", "pnpm --filter @repo/web test"], True),
+    ("bash -lc 'go test ./...'", True),
+    ("cargo test --release", True),
+    ("python3 tests/runtests.py sitemaps_tests", True),
+    ("timeout 300 python manage.py test app", True),
+    ("FOO=1 uv run pytest", True),
+    ("npx vitest run", True),
+    ("yarn run test:unit", True),
+    ("make test", True),
+    ("python -W ignore -m pytest", True),
+    ("make -C build test", True),
+    ("npm exec jest", True),
+    ("yarn jest --ci", True),
+    ("yarn add -D jest", False),
+    ("python -c 'import pytest'", False),
+    ("pnpm install --filter test", False),
+    ("python3 reproduce_issue.py", False),
+    ("pnpm --filter @repo/web lint", False),
+    ("sed -n '1,20p' tests/test_x.py", False),
+    ("echo pytest", False),
+    ("cat <<'EOF' > t.sh\npytest\nEOF", False),
+    ("npm install", False),
+    ("git commit -m 'run pytest later'", False),
+    (None, False),
+])
+def test_is_test_command(cmd: object, expected: bool) -> None:
+    assert is_test_command(cmd) is expected
+
+
+def test_is_git_commit() -> None:
+    assert is_git_commit("git commit -m x")
+    assert is_git_commit(["bash", "-lc", "git add -A && git -C repo commit -am 'x'"])
+    assert not is_git_commit("git log --grep commit")
+    assert not is_git_commit("echo git commit")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=list("ab -'\"\t\n;|&$#é()\\"), max_size=16))
+def test_split_command_matches_shlex(s: str) -> None:
+    # the fast path of split_command must agree with shlex.split everywhere
+    try:
+        ref = shlex.split(s)
+    except ValueError:
+        ref = None
+    assert split_command(s) == ref
+
+
+def test_unsplittable_text_gets_its_flags_from_the_same_rules() -> None:
+    # an unbalanced quote: no tokenizer splits it; each command still meets the one rule
+    eff = parse_command('cd app && pytest -k "slow')
+    assert (eff.is_test, eff.interpreted) == (True, False)
+    assert parse_command("echo \"it's pytest").is_test is False  # pytest is echo's argument
+    assert parse_command("make -j4 'x").is_build is True

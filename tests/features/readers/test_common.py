@@ -1,0 +1,188 @@
+"""The readers' shared pieces (``features.readers.common``): bad input named by file and
+line or field, unknown types kept, test summaries, apply_patch bodies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from features.readers import TrajectoryFormatError, UnknownEventWarning, read_trajectory
+from features.readers.common import parse_apply_patch, parse_test_counts
+from features.schema import EventKind
+
+CODEX_EXEC = "codex_exec_jsonl"
+ROLLOUT_FILE = "codex_rollout/agentcmd_rollout-2025-09-24T19-22-20-01997e76.jsonl"
+MINI_FILE = "mini_swe_agent/django__django-16255.traj.json"
+SWE_0X = "swe_agent/testdata_gpt4_swe-agent__test-repo-i1.traj"
+OH_BASIC = "openhands/basic.json"
+OH_WRONG = "openhands/wrong_initial_state.json"
+
+
+def test_apply_patch_headers() -> None:
+    patch = (
+        "*** Begin Patch\n*** Add File: /abs/new.py\n+print('hé')\n+x = 1\n"
+        "*** Update File: src/a.py\n*** Move to: src/b.py\n@@\n-old\n+new\n"
+        "*** Delete File: gone.txt\n*** End Patch\n"
+    )
+    parsed = parse_apply_patch(patch)
+    assert parsed is not None
+    assert parsed["paths"] == ["/abs/new.py", "src/a.py", "src/b.py", "gone.txt"]
+    assert [o["op"] for o in parsed["ops"]] == ["add", "update", "move", "delete"]
+    assert parsed["written"] == ["/abs/new.py", "src/b.py"]
+    assert parsed["deleted"] == ["src/a.py", "gone.txt"]
+    assert parsed["added_bytes"] == len("print('hé')\n".encode()) + len("x = 1\n") + len("new\n")
+    assert parse_apply_patch("echo hi") is None
+
+
+@pytest.mark.parametrize("out,expected", [
+    ("===== 3 passed, 1 failed, 2 errors in 0.50s =====", (3, 3)),
+    ("5 passed in 0.12s", (5, 0)),
+    ("Ran 60 tests in 0.733s\n\nOK", (60, 0)),
+    ("Ran 5 tests in 1.0s\n\nFAILED (failures=1, errors=1)", (3, 2)),
+    ("Ran 4 tests in 1.0s\n\nOK (skipped=1)", (3, 0)),
+    ("Tests:       1 failed, 5 passed, 6 total", (5, 1)),
+    ("\x1b[2m      Tests \x1b[22m 1 failed | 244 passed (245)", (244, 1)),
+    ("test result: ok. 7 passed; 0 failed; 0 ignored\ntest result: FAILED. 1 passed; 2 failed",
+     (8, 2)),
+    ("  12 passing (30ms)\n  1 failing", (12, 1)),
+    ("nothing to see", (None, None)),
+])
+def test_parse_test_counts(out: str, expected: tuple) -> None:
+    assert parse_test_counts(out) == expected
+
+
+def test_unknown_types_kept_as_other(tmp_path: Path, fixture_path: Callable[[str], Path], write_jsonl: Callable[..., Path], kinds: Callable[..., list]) -> None:
+    p = write_jsonl("unk.jsonl", [
+        {"type": "thread.started", "thread_id": "t"},
+        {"type": "turn.started"},
+        {"type": "item.completed", "item": {"id": "item_0", "type": "hologram", "x": 1}},
+        {"type": "session.teleported", "where": "mars"},
+        {"type": "turn.completed", "usage": {"input_tokens": 1, "cached_input_tokens": 0,
+                                             "output_tokens": 1}},
+    ])
+    with pytest.warns(UnknownEventWarning) as rec:
+        t = read_trajectory(p)
+    assert len(rec) == 2 and "line 3" in str(rec[0].message) and "line 4" in str(
+        rec[1].message)
+    other = kinds(t, EventKind.OTHER)
+    assert [e.extra.get("item_type") or e.extra.get("event_type") for e in other] == [
+        "hologram", "session.teleported"]
+    assert other[0].extra["x"] == 1 and other[1].extra["where"] == "mars"
+
+    src = fixture_path(ROLLOUT_FILE)
+    lines = src.read_text(encoding="utf-8").splitlines(True)[:12]
+    lines.insert(6, json.dumps({"timestamp": "2025-09-25T01:22:24.800Z", "type": "event_msg",
+                                "payload": {"type": "quantum_event", "spin": "up"}}) + "\n")
+    q = tmp_path / "rollout.jsonl"
+    q.write_text("".join(lines), encoding="utf-8")
+    with pytest.warns(UnknownEventWarning, match="line 7"):
+        t2 = read_trajectory(q)
+    (qe,) = [e for e in t2.events if e.extra.get("payload_type") == "quantum_event"]
+    assert qe.kind == EventKind.OTHER and qe.extra["spin"] == "up"
+
+
+
+
+def test_bad_empty_and_binary(write_file: Callable[..., Path]) -> None:
+    for name, data, pat in [
+        ("empty.jsonl", b"", "empty file"),
+        ("blank.json", b"\n  \n", "empty file"),
+        ("garbage.bin", bytes(range(256)) * 4, "binary data"),
+        ("latin1.jsonl", '{"type": "turn.started", "x": "caf\xe9"}\n'.encode("latin-1"),
+         "line 1: not UTF-8"),
+    ]:
+        p = write_file(name, data)
+        with pytest.raises(TrajectoryFormatError, match=pat) as ei:
+            read_trajectory(p)
+        assert str(p) in str(ei.value)
+
+
+def test_bad_jsonl_lines(fixture_path: Callable[[str], Path], write_file: Callable[..., Path]) -> None:
+    src = fixture_path(f"{CODEX_EXEC}/agentcmd_stream-output-2.jsonl")
+    lines = src.read_text(encoding="utf-8").splitlines(True)
+    # truncated line in the middle
+    mid = lines[:3] + [lines[3][:40] + "\n"] + lines[4:]
+    p = write_file("mid.jsonl", "".join(mid))
+    with pytest.raises(TrajectoryFormatError, match=r"mid\.jsonl: line 4: not valid JSON"):
+        read_trajectory(p)
+    # non-JSON text line
+    p2 = write_file("text.jsonl", "".join(lines[:2] + ["Reading prompt from stdin\n"]
+                                              + lines[2:]))
+    with pytest.raises(TrajectoryFormatError, match=r"text\.jsonl: line 3"):
+        read_trajectory(p2)
+    # a JSON array where an object belongs
+    p3 = write_file("arr.jsonl", "".join(lines[:2] + ["[1, 2]\n"]))
+    with pytest.raises(TrajectoryFormatError, match=r"arr\.jsonl: line 3: expected a JSON object"):
+        read_trajectory(p3)
+
+
+def test_torn_last_line_is_an_error_unless_allowed(fixture_path: Callable[[str], Path], kinds: Callable[..., list], write_file: Callable[..., Path]) -> None:
+    src = fixture_path(f"{CODEX_EXEC}/tielec_issue-119_00_planning_execute.jsonl")
+    lines = src.read_text(encoding="utf-8").splitlines(True)
+    torn = "".join(lines[:-1]) + lines[-1][:30]  # cut mid-write, no newline
+    p = write_file("torn.jsonl", torn)
+    n = len(lines)
+    with pytest.raises(TrajectoryFormatError, match=rf"line {n}: .*stream cut mid-write"):
+        read_trajectory(p)
+    with pytest.warns(UserWarning, match="torn last line"):
+        t = read_trajectory(p, allow_truncated_tail=True)
+    assert t.meta["truncated_tail"]["line"] == n
+    assert kinds(t, EventKind.MODEL_CALL) == []  # the turn.completed line was the torn one
+    assert len(kinds(t, EventKind.COMMAND)) == 9
+
+
+def test_bad_field_types(fixture_path: Callable[[str], Path], write_jsonl: Callable[..., Path], write_file: Callable[..., Path]) -> None:
+    # codex-exec: usage must be an object
+    p = write_jsonl("usage.jsonl", [
+        {"type": "thread.started", "thread_id": "t"}, {"type": "turn.started"},
+        {"type": "turn.completed", "usage": "lots"}])
+    with pytest.raises(TrajectoryFormatError, match=r"usage\.jsonl: line 3: field usage: "
+                                                    r"expected object, got string"):
+        read_trajectory(p)
+    p = write_jsonl("exit.jsonl", [
+        {"type": "thread.started", "thread_id": "t"}, {"type": "turn.started"},
+        {"type": "item.completed", "item": {"id": "i", "type": "command_execution",
+                                            "command": "ls", "exit_code": "zero"}}])
+    with pytest.raises(TrajectoryFormatError, match=r"line 3: field item.exit_code"):
+        read_trajectory(p)
+    # rollout: bad timestamp
+    r = write_jsonl("roll.jsonl", [
+        {"timestamp": "2025-09-25T01:22:20.083Z", "type": "session_meta", "payload": {}},
+        {"timestamp": "yesterday", "type": "event_msg", "payload": {"type": "user_message"}}])
+    with pytest.raises(TrajectoryFormatError, match=r"roll\.jsonl: line 2: field timestamp"):
+        read_trajectory(r)
+    # mini-swe-agent: role must be a string (field path named)
+    doc = json.loads(fixture_path(MINI_FILE).read_text(encoding="utf-8"))
+    doc["messages"][3]["role"] = 7
+    m = write_file("m.traj.json", json.dumps(doc))
+    with pytest.raises(TrajectoryFormatError, match=r"field messages\[3\]\.role: expected "
+                                                    r"string, got integer"):
+        read_trajectory(m)
+    # SWE-agent: action must be a string; 0.x state must hold JSON
+    doc = json.loads(fixture_path(SWE_0X).read_text(encoding="utf-8"))
+    doc["trajectory"][2]["action"] = ["edit"]
+    s = write_file("s.traj", json.dumps(doc))
+    with pytest.raises(TrajectoryFormatError, match=r"s\.traj: field trajectory\[2\]\.action"):
+        read_trajectory(s)
+    doc = json.loads(fixture_path(SWE_0X).read_text(encoding="utf-8"))
+    doc["trajectory"][1]["state"] = "{not json"
+    s2 = write_file("s2.traj", json.dumps(doc))
+    with pytest.raises(TrajectoryFormatError, match=r"field trajectory\[1\]\.state"):
+        read_trajectory(s2)
+    # OpenHands: bad timestamp, named by list position
+    evs = json.loads(fixture_path(OH_WRONG).read_text(encoding="utf-8"))
+    evs[2]["timestamp"] = 12
+    o = write_file("o.json", json.dumps(evs))
+    with pytest.raises(TrajectoryFormatError, match=r"o\.json: field \[2\]\.timestamp"):
+        read_trajectory(o)
+    # broken pretty-printed JSON: the error names the real line
+    text = fixture_path(OH_BASIC).read_text(encoding="utf-8")
+    broken = json.dumps(json.loads(text), indent=1).splitlines()
+    broken[5] = broken[5] + " ,,"
+    b = write_file("b.json", "\n".join(broken))
+    with pytest.raises(TrajectoryFormatError, match=r"b\.json: line 6 column"):
+        read_trajectory(b)

@@ -1,0 +1,91 @@
+"""The OpenHands V0 event-list reader (``features.readers.openhands``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from features.readers import UnknownEventWarning, detect_format, read_trajectory
+from features.schema import BoundaryKind, EventKind, Trajectory
+
+OH_BASIC = "openhands/basic.json"
+OH_WRONG = "openhands/wrong_initial_state.json"
+
+
+def test_openhands_basic(read_fixture: Callable[[str], Trajectory], kinds: Callable[..., list], tokens: Callable[..., tuple]) -> None:
+    t = read_fixture(OH_BASIC)
+    # jq -c '[.[]|(.action // ("obs:"+.observation))]' F -> message, edit, obs:edit, finish
+    (edit,) = kinds(t, EventKind.FILE_CHANGE)
+    assert edit.paths_written == ["/workspace/game_2048.py"]
+    assert edit.extra["observation"]["cause"] == 3 and edit.extra["id"] == 3
+    assert edit.bytes_written == 3409  # len(extras.new_content.encode()), created file
+    assert edit.safe_boundary and edit.end > edit.start
+    assert edit.elapsed == pytest.approx(0.036897, abs=1e-6)  # 22:45:13.801384 - .764487
+    assert len(kinds(t, EventKind.MESSAGE)) == 2  # user message, finish
+    # two distinct model responses: jq '...model_response|{id,usage}|unique_by(.id)'
+    assert len(kinds(t, EventKind.MODEL_CALL)) == 2
+    assert tokens(t) == (8132, 3482, 1312)
+    assert len(t.boundaries("tool_call")) == 1 and {e.step for e in t.events} == {1}
+    assert sum(e.is_error for e in t.events) == 0
+
+
+def test_openhands_wrong_initial_state(read_fixture: Callable[[str], Trajectory], kinds: Callable[..., list], tokens: Callable[..., tuple]) -> None:
+    t = read_fixture(OH_WRONG)
+    # message, read, obs:read, run, obs:run, read, obs:read, finish
+    reads = [e for e in t.events if e.paths_read]
+    assert [e.paths_read for e in reads] == [["/workspace"], ["/workspace"]]
+    (run,) = kinds(t, EventKind.COMMAND)
+    assert run.command == "mv /workspace/game_2048.py /workspace/2048.py"
+    assert run.argv == ["mv", "/workspace/game_2048.py", "/workspace/2048.py"]
+    assert run.exit_code == 0 and run.extra["cwd"] == "/workspace"
+    assert run.extra["output"] == "" and run.extra["observation"]["cause"] == 5
+    assert len(t.boundaries("tool_call")) == 3  # three observations with a cause
+    assert len(kinds(t, EventKind.MODEL_CALL)) == 4
+    assert tokens(t) == (14828, 10879, 358)
+    assert all(e.start is not None for e in t.events if e.kind != EventKind.MODEL_CALL)
+    assert t.events[-1].kind == EventKind.MESSAGE and t.events[-1].turn_end
+
+
+def test_openhands_multi_turn_and_unknown(tmp_path: Path) -> None:
+    evs = [
+        {"id": 0, "timestamp": "2025-01-01T00:00:00", "source": "user", "action": "message",
+         "args": {"content": "one"}},
+        {"id": 1, "timestamp": "2025-01-01T00:00:01", "source": "agent", "action": "run",
+         "args": {"command": "python -m pytest -q"}},
+        {"id": 2, "timestamp": "2025-01-01T00:00:03", "source": "agent", "observation": "run",
+         "cause": 1, "content": "2 passed in 0.1s",
+         "extras": {"metadata": {"exit_code": 0}}},
+        {"id": 3, "timestamp": "2025-01-01T00:00:04", "source": "user", "action": "message",
+         "args": {"content": "two"}},
+        {"id": 4, "timestamp": "2025-01-01T00:00:05", "source": "agent",
+         "action": "teleport", "args": {}},
+        {"id": 5, "timestamp": "2025-01-01T00:00:06", "source": "agent",
+         "observation": "error", "content": "boom"},
+    ]
+    p = tmp_path / "oh.json"
+    p.write_text(json.dumps(evs), encoding="utf-8")
+    with pytest.warns(UnknownEventWarning, match="teleport"):
+        t = read_trajectory(p)
+    assert [e.step for e in t.events] == [1, 1, 2, 2, 2]
+    test = t.events[1]
+    assert test.kind == EventKind.TEST and test.boundary_kind == BoundaryKind.TEST
+    assert (test.tests_passed, test.tests_failed, test.elapsed) == (2, 0, 2.0)
+    assert t.events[3].kind == EventKind.OTHER and t.events[3].extra["action"] == "teleport"
+    assert t.events[4].is_error and t.events[4].text == "boom"
+    assert [e.turn_end for e in t.events] == [False, True, False, False, True]
+
+
+def test_openhands_eval_record_with_history(tmp_path: Path, fixture_path: Callable[[str], Path], read_fixture: Callable[[str], Trajectory]) -> None:
+    evs = json.loads(fixture_path(OH_WRONG).read_text(encoding="utf-8"))
+    rec = {"instance_id": "django__django-11099", "instance": {"repo": "django/django"},
+           "history": evs, "test_result": {"git_patch": ""}}
+    p = tmp_path / "rec.json"
+    p.write_text(json.dumps(rec), encoding="utf-8")
+    assert detect_format(p) == "openhands"
+    t = read_trajectory(p)
+    assert (t.task_id, t.repo) == ("django__django-11099", "django/django")
+    assert t.events == read_fixture(OH_WRONG).events
+    assert t.meta["test_result"] == {"git_patch": ""}
