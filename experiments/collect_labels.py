@@ -72,8 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from oracle.agent import clock_kind, get_agent
     from oracle.executors import close_executor, make_executor
-    from oracle.harness import HarnessConfig, StudyContext, freeze_plan, run_study
+    from oracle.harness import HarnessConfig, StudyContext
     from oracle.plan import Plan
+    from oracle.study import freeze_plan, run_study
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

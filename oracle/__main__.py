@@ -46,7 +46,8 @@ def default_study_dir(plan_path: Path) -> Path:
 def cmd_plan(a: argparse.Namespace) -> int:
     from oracle.agent import clock_kind, get_agent
     from oracle.executors import close_executor, make_executor
-    from oracle.harness import HarnessConfig, StudyContext, freeze_plan
+    from oracle.harness import HarnessConfig, StudyContext
+    from oracle.study import freeze_plan
 
     out = Path(a.out).resolve()
     study = Path(a.study).resolve() if a.study else default_study_dir(out)
@@ -86,8 +87,8 @@ def cmd_plan(a: argparse.Namespace) -> int:
 
 def cmd_run(a: argparse.Namespace) -> int:
     from oracle.executors import close_executor, make_executor
-    from oracle.harness import run_study
     from oracle.plan import Plan
+    from oracle.study import run_study
 
     plan_path = Path(a.plan).resolve()
     plan = Plan.load(plan_path)

@@ -186,8 +186,9 @@ def test_registered_and_checkpoint_costs(tmp_path: Path) -> None:
 
 
 def test_runs_under_the_harness_with_fast_path_numbers(tmp_path: Path) -> None:
-    from oracle.harness import HarnessConfig, run_study
+    from oracle.harness import HarnessConfig
     from oracle.plan import stratified_pilot_plan
+    from oracle.study import run_study
 
     specs = task_specs("swe-pilot", n_repos=1, tasks_per_repo=4, seed=4)[2:]
     agent = SimulatedAgent("swe-pilot")
