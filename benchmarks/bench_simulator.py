@@ -29,7 +29,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from oracle.agent import RestorePoint, VirtualClock  # noqa: E402
+from oracle.agents.protocol import RestorePoint, VirtualClock  # noqa: E402
 from oracle.simulator import (  # noqa: E402
     SimulatedAgent,
     TaskBatch,

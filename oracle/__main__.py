@@ -44,7 +44,8 @@ def default_study_dir(plan_path: Path) -> Path:
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
-    from oracle.agent import clock_kind, get_agent
+    from oracle.agents import get_agent
+    from oracle.agents.protocol import clock_kind, make_tasks
     from oracle.executors import close_executor, make_executor
     from oracle.harness import HarnessConfig, StudyContext
     from oracle.study import freeze_plan
@@ -53,22 +54,17 @@ def cmd_plan(a: argparse.Namespace) -> int:
     study = Path(a.study).resolve() if a.study else default_study_dir(out)
     gran = "tool_call" if a.design == "tool_call" else a.granularity
     agent_opts = _kv(a.agent_opt, "--agent-opt")
-    agent = get_agent(a.agent, **agent_opts)
+    try:
+        agent = get_agent(a.agent, **agent_opts)
+    except KeyError as exc:
+        raise SystemExit(f"--agent: {exc.args[0]}") from None
     if getattr(agent, "granularity", gran) != gran:
         agent_opts["granularity"] = gran
         agent = get_agent(a.agent, **agent_opts)
-    make_tasks = getattr(agent, "make_tasks", None)
-    if make_tasks is None and hasattr(agent, "family") and a.agent.startswith("sim"):
-        from oracle import simulator
-
-        def make_tasks(n: int, seed: int, root: Path, **opts: Any) -> list:
-            del root  # simulated tasks live in their params: the first n of the family
-            specs = simulator.task_specs(agent.family, seed=seed, granularity=gran, **opts)
-            return specs[:n]
-    if make_tasks is None:
-        raise SystemExit(f"agent {a.agent!r} cannot generate tasks; build the plan with the "
-                         "oracle.plan API from your TaskSpecs")
-    tasks = make_tasks(a.tasks, a.seed, study / "tasks", **_kv(a.task_opt, "--task-opt"))
+    try:
+        tasks = make_tasks(agent, a.tasks, a.seed, study / "tasks", **_kv(a.task_opt, "--task-opt"))
+    except ValueError as exc:
+        raise SystemExit(f"--tasks {a.tasks}: {exc}") from None
     config = HarnessConfig(granularity=gran, branch_cap_s=a.cap,
                            require_obs_determinism=not a.no_determinism,
                            clock=clock_kind(agent))

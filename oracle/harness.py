@@ -57,7 +57,7 @@ boundary. With several workers, the two branches of a pair may overlap in time; 
 order" is submission order. Whether a cell gets its third repetition depends on measured
 (wall-clock) advantages, so two executions of one plan may differ there, each consistent
 with its own records. Agents must be registered by an importable module (see
-:func:`oracle.agent.get_agent`) to be found inside process-pool or Dask workers.
+:mod:`oracle.agents.registry`) to be found inside process-pool or Dask workers.
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ from pathlib import Path
 from typing import Any
 
 from features.schema import Event, Trajectory
-from oracle.agent import (
+from oracle.agents import get_agent
+from oracle.agents.protocol import (
     Agent,
     AgentRun,
     Clock,
@@ -83,7 +84,6 @@ from oracle.agent import (
     TaskSpec,
     VirtualClock,
     WallClock,
-    get_agent,
 )
 from oracle.checkpoint import DEFAULT_EXCLUDES, CheckpointStore, state_digest
 from oracle.effects import EffectLog

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oracle.agent import TaskSpec
+from oracle.agents.protocol import TaskSpec
 from oracle.harness import BranchSpec, HarnessConfig, StudyContext
 from oracle.labels import THIRD_RULE, cp_first, pair_seed
 

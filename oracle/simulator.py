@@ -130,12 +130,13 @@ step 1 sets the first checkpoint's conversion near 0.64, ``orient_base_s=26`` wi
 Two ways to run it
 ==================
 
-:class:`SimulatedAgent` implements the agent protocol (:mod:`oracle.agent`) on a
-:class:`~oracle.agent.VirtualClock`: ``start`` emits the nominal trajectory and boundary
+:class:`SimulatedAgent` implements the agent protocol (:mod:`oracle.agents.protocol`) on a
+:class:`~oracle.agents.protocol.VirtualClock`: ``start`` emits the nominal trajectory and boundary
 reports; ``kill`` abandons the run and records, in the simulated world (never in the
 workspace or transcript), how far it got, i.e. which failure struck; ``resume`` re-derives
 from the preserved transcript and facts with events whose durations add up to
-:func:`branch_costs`'s ``J``. It is registered as ``sim:<family>`` (and ``simulated``).
+:func:`branch_costs`'s ``J``. :mod:`oracle.agents` lists it as ``sim:<family>`` (and
+``simulated``/``simulator``, the ``swe-pilot`` family unless ``family`` is given).
 :func:`simulate_label_set` computes the same costs vectorised, for every ``r < f`` and
 repetition, straight into an :class:`oracle.tables.LabelSet`.
 """
@@ -157,7 +158,7 @@ import pandas as pd
 from scipy.special import ndtri
 
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
-from oracle.agent import AgentReport, Clock, RestorePoint, TaskSpec, register_agent
+from oracle.agents.protocol import AgentReport, Clock, RestorePoint, TaskSpec
 from oracle.tables import LabelSet, conform, labels_from_recovery
 from oracle.workloads import FamilyConfig, RepoConfig, StepConfig, get_family
 
@@ -832,6 +833,23 @@ class SimulatedAgent:
             raise ValueError(f"TaskSpec {task.task_id!r} does not match its params (rebuilds {lt.task_id!r})")
         return lt
 
+    def make_tasks(self, n: int, seed: int, root: Path | None = None, *,
+                   n_repos: int | None = None, tasks_per_repo: int | None = None) -> list[TaskSpec]:
+        """The first ``n`` tasks of the family's study (``n_repos`` x ``tasks_per_repo``);
+        simulated tasks live in their params, so ``root`` is unused. A count the study
+        cannot hold is an error naming the sizes that would."""
+        del root
+        specs = task_specs(self.family, n_repos, tasks_per_repo, seed,
+                           granularity=self.granularity or "turn")
+        if n > len(specs):
+            repos = len(self.family.repos) if n_repos is None else n_repos
+            per = self.family.tasks_per_repo if tasks_per_repo is None else tasks_per_repo
+            raise ValueError(
+                f"agent {self.name!r}: {n} tasks asked for, the study holds {len(specs)} "
+                f"({repos} repositories x {per} tasks); raise tasks_per_repo to at least "
+                f"{-(-n // repos)}")
+        return specs[:n]
+
     def _granularity(self, task: TaskSpec) -> Granularity:
         g = self.granularity or task.params.get("granularity", "turn")
         if g not in ("turn", "tool_call"):
@@ -1019,12 +1037,6 @@ def _recovery_items(lt: LatentTask, gran: Granularity, r: int, f: int, c: dict[s
         calls[0].event["input_tokens"] += want - got
         calls[0].event["cached_tokens"] = int(round(calls[0].event["input_tokens"] * fam.cached_fraction))
     return items
-
-
-def _agent_factory(family: str) -> Any:
-    def make(**options: Any) -> SimulatedAgent:
-        return SimulatedAgent(family=options.pop("family", family), **options)
-    return make
 
 
 # ---------------------------------------------------------------------------------------
@@ -1271,8 +1283,3 @@ def _full_design(
             pair_seed=seeds[R], digest_cp=digests[off[T_i] + T], digest_skip=digests[off[T_i] + C],
             quarantined=np.zeros(nl, dtype=bool), quarantine_reason=np.full(nl, None, dtype=object))
 
-
-for _name in ("swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon"):
-    register_agent(f"sim:{_name}", _agent_factory(_name))
-register_agent("simulated", _agent_factory("swe-pilot"))
-register_agent("simulator", _agent_factory("swe-pilot"))

@@ -27,7 +27,7 @@ import pandas as pd
 from features.schema import Trajectory
 from features.schema import read_parquet as read_trajectories
 from features.schema import write_parquet as write_trajectories
-from oracle.agent import TaskSpec
+from oracle.agents.protocol import TaskSpec
 from oracle.audit import AuditLog
 from oracle.executors import InlineExecutor
 from oracle.harness import BranchSpec, StudyContext, run_branch, run_nominal

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from features.schema import Event
-from oracle.agent import AgentReport, Clock, RestorePoint, TaskSpec, register_agent
+from oracle.agents import register_agent
+from oracle.agents.protocol import AgentReport, Clock, RestorePoint, TaskSpec
 
 #: nominal seconds of the toy agent's steps (one boundary after each)
 STEP_S = (5.0, 2.0, 1.0)

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from oracle.agents.scripted import ScriptedAgent, make_scripted_tasks
 from oracle.checkpoint import CheckpointStore, state_digest
 from oracle.effects import ForkBarrierError
 from oracle.harness import BranchSpec, HarnessConfig, StudyContext, run_branch, run_nominal
-from oracle.scripted import ScriptedAgent, make_scripted_tasks
 from oracle.study import run_nominal_job
 
 # ---------------------------------------------------------------------------------------

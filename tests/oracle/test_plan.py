@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from oracle.agent import TaskSpec
+from oracle.agents.protocol import TaskSpec
 from oracle.plan import (
     Plan,
     PlanError,

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from features.schema import Trajectory, read_parquet, write_parquet
-from oracle.agent import RestorePoint, VirtualClock, get_agent
+from oracle.agents import get_agent
+from oracle.agents.protocol import RestorePoint, VirtualClock
 from oracle.simulator import (
     STATE_FILE,
     SimulatedAgent,
@@ -270,7 +271,7 @@ def test_bad_inputs_name_the_problem() -> None:
     with pytest.raises(ValueError, match="n_repos"):
         family_tasks("swe-pilot", n_repos=9)
     with pytest.raises(ValueError, match="params lacks"):
-        from oracle.agent import TaskSpec
+        from oracle.agents.protocol import TaskSpec
         SimulatedAgent().latent(TaskSpec("x", "r", "swe-pilot", None, None, {}))
 
 
