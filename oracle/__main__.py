@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from oracle.labels import DESIGNS, advantage, charged_cp, sign_unstable
 
 
 def _kv(items: list[str] | None, what: str) -> dict[str, Any]:
@@ -123,10 +123,11 @@ def audit_summary(records: list[dict]) -> dict[str, Any]:
         if creation is None:  # no nominal record of the candidate: its advantage is unknown, not 0-charged
             no_creation.append(pid)
             continue
-        by_cell[cp["cell_id"]][int(cp["repetition"])] = float(sk["cost_s"]) - float(cp["cost_s"]) - creation
+        by_cell[cp["cell_id"]][int(cp["repetition"])] = advantage(
+            float(sk["cost_s"]), charged_cp(float(cp["cost_s"]), creation))
     unstable = []
     for cell, advs in sorted(by_cell.items()):
-        if 1 in advs and 2 in advs and np.sign(advs[1]) != np.sign(advs[2]):
+        if 1 in advs and 2 in advs and sign_unstable([advs[1], advs[2]]):
             unstable.append({"cell_id": cell, "advantages": [advs[k] for k in sorted(advs)],
                              "third_repetition": 3 in advs})
     return {
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("plan", help="generate tasks, run nominal runs, freeze a plan")
     p.add_argument("--agent", default="scripted")
     p.add_argument("--tasks", type=int, required=True)
-    p.add_argument("--design", choices=["pilot", "tool_call", "full"], default="pilot")
+    p.add_argument("--design", choices=DESIGNS, default="pilot")
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--study", help="study directory (default: <out stem>.study)")

@@ -22,8 +22,9 @@ statistics, the datasets and the experiments.
   predeclared third repetition.
 - **Pilot cells** (Section 4, the frozen stratification): per task one early cell
   (t=1, c-=0, f=2) and, when B >= 3, one late cell (t=B-1, c-=B-2, f=B).
-- **Seeds and branch order**: one pair seed per (cell, repetition) from the study seed;
-  the branch order of a pair is drawn from its pair seed.
+- **Seeds and branch order**: one pair seed per (cell, repetition) from the study seed
+  (and one per task's nominal run); the branch order of a pair is drawn from its pair
+  seed and named ``"cp_first"`` or ``"skip_first"``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ STRATA: tuple[str, str] = (FIRST, ADDITIONAL)
 POOLED = "pooled"
 #: the plan designs: the pilot's stratification, adjacent tool-call cells, every (r, f)
 DESIGNS: tuple[str, str, str] = ("pilot", "tool_call", "full")
+CP_FIRST = "cp_first"
+SKIP_FIRST = "skip_first"
 
 #: the predeclared third-repetition rule, as recorded in every plan
 THIRD_RULE = (
@@ -115,6 +118,18 @@ def pair_seed(study_seed: int, cell: str, repetition: int) -> int:
     return int(ss.generate_state(1, dtype=np.uint64)[0] & np.uint64(2**63 - 1))
 
 
+def nominal_seed(study_seed: int, task_id: str) -> int:
+    """Seed of the nominal run of ``task_id``: the pair seed of cell ``nominal/<task>``."""
+    return pair_seed(study_seed, f"nominal/{task_id}", 0)
+
+
 def cp_first(seed: int) -> bool:
     """The branch order of a pair, drawn from its pair seed: True runs CP before SKIP."""
     return bool(np.random.default_rng(int(seed)).random() < 0.5)
+
+
+def branch_order(cp_ran_first: Any) -> Any:
+    """``"cp_first"`` or ``"skip_first"``; element-wise (an object array) for an array."""
+    if np.ndim(cp_ran_first) == 0:
+        return CP_FIRST if cp_ran_first else SKIP_FIRST
+    return np.where(np.asarray(cp_ran_first, dtype=bool), CP_FIRST, SKIP_FIRST).astype(object)

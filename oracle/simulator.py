@@ -159,7 +159,26 @@ from scipy.special import ndtri
 
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
 from oracle.agents.protocol import AgentReport, Clock, RestorePoint, TaskSpec
-from oracle.tables import LabelSet, conform, labels_from_recovery
+from oracle.labels import (
+    DESIGNS,
+    advantage,
+    branch_order,
+    cell_id,
+    charged_cp,
+    pilot_cells,
+    sign_unstable,
+    stratum,
+    table_cell_id,
+)
+from oracle.tables import (
+    CHECKPOINT_COLUMNS,
+    LABEL_COLUMNS,
+    RECOVERY_COLUMNS,
+    TASK_COLUMNS,
+    LabelSet,
+    conform,
+    labels_from_recovery,
+)
 from oracle.workloads import FamilyConfig, RepoConfig, StepConfig, get_family
 
 __all__ = [
@@ -1048,16 +1067,6 @@ def _digest(*parts: Any) -> str:
     return hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=8).hexdigest()
 
 
-def _pilot_cells(B: int) -> list[tuple[int, int, int]]:
-    """The pilot's frozen stratification: one early and one late cell (t, c-, f)."""
-    if B < 2:
-        return []
-    cells = [(1, 0, 2)]
-    if B >= 3:
-        cells.append((B - 1, B - 2, B))
-    return cells
-
-
 def simulate_label_set(
     family: FamilyConfig | str,
     n_repos: int | None = None,
@@ -1079,15 +1088,14 @@ def simulate_label_set(
     :func:`oracle.tables.labels_from_recovery`. Repetitions are numbered from 1, as in the
     harness; repetition k of every branch uses :func:`branch_seed` (seed, k).
     """
-    if design not in ("full", "pilot", "tool_call"):
-        raise ValueError(f"design must be 'full', 'pilot' or 'tool_call', got {design!r}")
+    if design not in DESIGNS:
+        raise ValueError(f"design must be one of {', '.join(map(repr, DESIGNS))}, got {design!r}")
     if repetitions < 1:
         raise ValueError(f"repetitions must be >= 1, got {repetitions}")
     fam = get_family(family)
     gran: Granularity = "tool_call" if design == "tool_call" else "turn"
     tasks = family_tasks(fam, n_repos, tasks_per_repo, seed)
-    task_rows: dict[str, list] = {k: [] for k in ("task_id", "repo", "family", "verified", "nominal_s",
-                                                 "n_boundaries", "granularity")}
+    task_rows: dict[str, list] = {k: [] for k in TASK_COLUMNS}
     cp_cols: dict[str, list] = {k: [] for k in CHECKPOINT_COLUMNS}
     rec_cols: dict[str, list] = {k: [] for k in RECOVERY_COLUMNS}
     lab_cols: dict[str, list] = {k: [] for k in LABEL_COLUMNS}
@@ -1170,18 +1178,6 @@ def _copy_value(v: Any) -> Any:
     return v
 
 
-CHECKPOINT_COLUMNS = ("task_id", "boundary", "event_index", "step", "nominal_t_s", "creation_s",
-                      "size_bytes", "restore_latency_s")
-RECOVERY_COLUMNS = ("task_id", "restore_point", "failure", "repetition", "branch_id", "pair_id",
-                    "role", "cost_s", "restore_latency_s", "tokens", "tool_calls", "verified",
-                    "capped", "seed", "state_digest", "obs_digest", "quarantined", "quarantine_reason")
-LABEL_COLUMNS = ("task_id", "repo", "cell_id", "candidate", "fallback", "failure", "repetition",
-                 "stratum", "branch_order", "j_cp", "j_skip", "advantage", "creation_s",
-                 "protected_work_s", "verified", "verified_cp", "verified_skip", "tokens_cp",
-                 "tokens_skip", "tool_calls_cp", "tool_calls_skip", "pair_seed", "digest_cp",
-                 "digest_skip", "quarantined", "quarantine_reason")
-
-
 def _extend(cols: dict[str, list], **arrays: Any) -> None:
     for k, v in arrays.items():
         cols[k].append(np.asarray(v) if not isinstance(v, list) else np.array(v, dtype=object))
@@ -1195,17 +1191,17 @@ def _pilot_branches(
     lt: LatentTask, gran: Granularity, B: int, repetitions: int, seed: int, restore: np.ndarray,
     third: bool, creation: np.ndarray, digests: np.ndarray, obs: np.ndarray, out: dict[str, list],
 ) -> None:
-    for t, cm, f in _pilot_cells(B):
+    for t, cm, f in pilot_cells(B):
         advs: list[float] = []
         k = 1
         while True:
             if k > repetitions and not (third and k == repetitions + 1 and repetitions == 2
-                                        and np.sign(advs[0]) != np.sign(advs[1])):
+                                        and sign_unstable(advs)):
                 break
             bs = branch_seed(seed, k)
             c = branch_costs(lt, [t, cm], [f, f], [bs, bs], gran)
-            advs.append(float(c["cost_s"][1] - c["cost_s"][0] - creation[t]))
-            pair = f"{lt.task_id}:t{t}:c{cm}:f{f}:rep{k}"
+            advs.append(float(advantage(c["cost_s"][1], charged_cp(c["cost_s"][0], creation[t]))))
+            pair = f"{cell_id(lt.task_id, t, cm, f)}:rep{k}"
             order = ("cp", "skip") if (_stable_int(pair, seed) & 1) == 0 else ("skip", "cp")
             r = np.array([t, cm])
             _extend(out, task_id=np.array([lt.task_id] * 2, dtype=object), restore_point=r,
@@ -1243,7 +1239,7 @@ def _full_design(
     at_r = off[ti] + rr
     tid = ids[ti]
     _extend(rec_cols, task_id=tid, restore_point=rr, failure=ff, repetition=reps,
-            branch_id=[f"{a}:r{b}:f{d}:rep{k}" for a, b, d, k in zip(tid.tolist(), rr.tolist(), ff.tolist(), reps.tolist(), strict=True)],
+            branch_id=[f"{table_cell_id(a, b, d)}:rep{k}" for a, b, d, k in zip(tid.tolist(), rr.tolist(), ff.tolist(), reps.tolist(), strict=True)],
             pair_id=np.full(n, None, dtype=object), role=np.full(n, "table", dtype=object),
             cost_s=c["cost_s"], restore_latency_s=restore[at_r], tokens=c["tokens"],
             tool_calls=c["tool_calls"], verified=batch.verified[ti] & ~c["capped"], capped=c["capped"],
@@ -1265,17 +1261,16 @@ def _full_design(
 
     icp, isk = look(T), look(C)
     cr_t = creation[off[T_i] + T]
-    j_cp = c["cost_s"][icp] + cr_t
+    j_cp = charged_cp(c["cost_s"][icp], cr_t)
     j_skip = c["cost_s"][isk]
     tids = ids[T_i]
-    cell = [f"{a}:t{b}:c{d}:f{e}" for a, b, d, e in zip(tids.tolist(), T.tolist(), C.tolist(), F.tolist(), strict=True)]
+    cell = [cell_id(*x) for x in zip(tids.tolist(), T.tolist(), C.tolist(), F.tolist(), strict=True)]
     bit = (_mix((R + 31 * T + 977 * F).astype(np.uint64) ^ batch.keys[T_i]) & np.uint64(1)) == 0
     ver = batch.verified[T_i]
     nl = len(T)
     _extend(lab_cols, task_id=tids, repo=repos[T_i], cell_id=cell, candidate=T, fallback=C, failure=F,
-            repetition=R, stratum=np.where(C == 0, "first", "additional").astype(object),
-            branch_order=np.where(bit, "cp_first", "skip_first").astype(object),
-            j_cp=j_cp, j_skip=j_skip, advantage=j_skip - j_cp, creation_s=cr_t,
+            repetition=R, stratum=stratum(C), branch_order=branch_order(bit),
+            j_cp=j_cp, j_skip=j_skip, advantage=advantage(j_skip, j_cp), creation_s=cr_t,
             protected_work_s=t_nom[off[T_i] + T] - t_nom[off[T_i] + C], verified=ver,
             verified_cp=ver & ~c["capped"][icp], verified_skip=ver & ~c["capped"][isk],
             tokens_cp=c["tokens"][icp], tokens_skip=c["tokens"][isk],

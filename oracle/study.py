@@ -21,7 +21,6 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from features.schema import Trajectory
@@ -31,8 +30,9 @@ from oracle.agents.protocol import TaskSpec
 from oracle.audit import AuditLog
 from oracle.executors import InlineExecutor
 from oracle.harness import BranchSpec, StudyContext, run_branch, run_nominal
-from oracle.plan import Plan, full_table_plan, pair_seed, stratified_pilot_plan, tool_call_plan
-from oracle.tables import LabelSet, conform, empty, labels_from_recovery
+from oracle.labels import DESIGNS, advantage, charged_cp, nominal_seed, sign_unstable
+from oracle.plan import Plan, full_table_plan, pilot_plan, tool_call_plan
+from oracle.tables import RECOVERY_COLUMNS, LabelSet, conform, empty, labels_from_recovery
 
 __all__ = [
     "build_label_set",
@@ -41,13 +41,6 @@ __all__ = [
     "run_nominal_job",
     "run_study",
 ]
-
-RECOVERY_FIELDS = [
-    "task_id", "restore_point", "failure", "repetition", "branch_id", "pair_id", "role",
-    "cost_s", "restore_latency_s", "tokens", "tool_calls", "verified", "capped", "seed",
-    "state_digest", "obs_digest", "quarantined", "quarantine_reason",
-]
-
 
 def run_nominal_job(task_id: str, ctx: StudyContext, seed: int) -> dict:
     """Run the nominal run of ``task_id`` and return its audit record (trajectory on disk)."""
@@ -87,7 +80,7 @@ def build_label_set(records: list[dict], study_dir: Path, provenance: dict | Non
         "boundary", "event_index", "step", "nominal_t_s", "creation_s", "size_bytes",
         "restore_latency_s")}) for r in noms for c in r["checkpoints"]]
     checkpoints = pd.DataFrame(cp_rows) if cp_rows else empty("checkpoints")
-    rec_rows = [{k: b.get(k) for k in RECOVERY_FIELDS} for b in branches]
+    rec_rows = [{k: b.get(k) for k in RECOVERY_COLUMNS} for b in branches]
     recovery = pd.DataFrame(rec_rows) if rec_rows else empty("recovery")
     recovery = conform(recovery, "recovery")
     if len(recovery):
@@ -119,8 +112,8 @@ def collect_nominal(ctx: StudyContext, tasks: Iterable[TaskSpec], study_seed: in
                     executor: Executor | None = None) -> dict[str, dict]:
     """Nominal records of ``tasks``: read from the study's audit log, or run and recorded.
 
-    The nominal seed of a task is derived from the study seed (see
-    :func:`oracle.plan.pair_seed`), so planning and running agree on it.
+    The nominal seed of a task is derived from the study seed
+    (:func:`oracle.labels.nominal_seed`), so planning and running agree on it.
     """
     ctx.study_dir.mkdir(parents=True, exist_ok=True)
     audit = AuditLog(ctx.study_dir / "audit.jsonl")
@@ -143,7 +136,7 @@ def collect_nominal(ctx: StudyContext, tasks: Iterable[TaskSpec], study_seed: in
         if key in records:
             out[t.task_id] = records[key]
         else:
-            seed = pair_seed(study_seed, f"nominal/{t.task_id}", 0)
+            seed = nominal_seed(study_seed, t.task_id)
             fut = ex.submit(run_nominal_job, t.task_id, ctx, seed)
             futs[fut] = t.task_id
             if fut.done():  # an inline executor ran it already: record it before the next
@@ -171,16 +164,12 @@ def freeze_plan(ctx: StudyContext, tasks: list[TaskSpec], design: str, *, seed: 
                   config=ctx.config, nominal=frozen, repetitions=repetitions)
     gran = ctx.config.granularity
     if design == "pilot":
-        return stratified_pilot_plan(tasks, nb, granularity=gran, **common)
+        return pilot_plan(tasks, nb, granularity=gran, **common)
     if design == "tool_call":
         return tool_call_plan(tasks, nb, stride=stride, **common)
     if design == "full":
         return full_table_plan(tasks, nb, include_final=include_final, granularity=gran, **common)
-    raise ValueError(f"design must be pilot, tool_call or full, got {design!r}")
-
-
-def _advantage(cp: dict, sk: dict, creation: float) -> float:
-    return float(sk["cost_s"]) - (float(cp["cost_s"]) + creation)
+    raise ValueError(f"design must be one of {', '.join(DESIGNS)}, got {design!r}")
 
 
 def run_study(
@@ -240,9 +229,10 @@ def run_study(
         advs = []
         for p in recs:
             by_role = {r["role"]: r for r in p}
-            advs.append(_advantage(by_role["cp"], by_role["skip"], creation))
+            advs.append(advantage(float(by_role["skip"]["cost_s"]),
+                                  charged_cp(float(by_role["cp"]["cost_s"]), creation)))
         third_done.add(cell_id)
-        if np.sign(advs[0]) != np.sign(advs[1]):
+        if sign_unstable(advs):
             return plan.branch_specs(repetitions=(3,), cells=[cell_id])
         return []
 

@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from features.schema import Trajectory
 from features.schema import read_parquet as read_trajectories
 from features.schema import write_parquet as write_trajectories
+from oracle.labels import advantage, branch_order, cell_id, charged_cp, stratum
 
 LABEL_SET_VERSION = "1"
 
@@ -124,6 +125,11 @@ SCHEMAS: dict[str, pa.Schema] = {
     "recovery": RECOVERY_SCHEMA,
     "labels": LABEL_SCHEMA,
 }
+#: each table's columns, in schema order (what a producer of rows fills in)
+TASK_COLUMNS: tuple[str, ...] = tuple(TASK_SCHEMA.names)
+CHECKPOINT_COLUMNS: tuple[str, ...] = tuple(CHECKPOINT_SCHEMA.names)
+RECOVERY_COLUMNS: tuple[str, ...] = tuple(RECOVERY_SCHEMA.names)
+LABEL_COLUMNS: tuple[str, ...] = tuple(LABEL_SCHEMA.names)
 
 
 class LabelSetError(ValueError):
@@ -249,7 +255,7 @@ class RecoveryTable:
         """Counterfactual checkpoint advantage from mean costs: J(c-, f) - J(t, f) - C(t)."""
         if not c_minus < t < f:
             raise ValueError(f"{self.task_id}: need c- < t < f, got {c_minus}, {t}, {f}")
-        return self.cost(c_minus, f) - self.cost(t, f) - self.creation_s(t)
+        return advantage(self.cost(c_minus, f), charged_cp(self.cost(t, f), self.creation_s(t)))
 
     def placement_cost(self, checkpoints: Iterable[int], f: int) -> float:
         """Cost of a placement at failure f: creation of checkpoints before f + J(last, f)."""
@@ -393,17 +399,17 @@ def labels_from_recovery(
         t_nom = float(cp_by.at[(task, t), "nominal_t_s"])
         c_nom = 0.0 if c == 0 else float(cp_by.at[(task, c), "nominal_t_s"])
         first = sorted(g["branch_id"])[0]
-        order = "cp_first" if first == cp["branch_id"] else "skip_first"
-        j_cp = float(cp["cost_s"]) + creation
+        order = branch_order(first == cp["branch_id"])
+        j_cp = charged_cp(float(cp["cost_s"]), creation)
         j_skip = float(sk["cost_s"])
         q = bool(cp["quarantined"]) or bool(sk["quarantined"])
         reason = "; ".join(str(x["quarantine_reason"]) for x in (cp, sk) if x["quarantined"]) or None
         rows.append(
             dict(
                 task_id=task, repo=str(t_by_task.at[task, "repo"]),
-                cell_id=f"{task}:t{t}:c{c}:f{f}", candidate=t, fallback=c, failure=f,
-                repetition=int(cp["repetition"]), stratum="first" if c == 0 else "additional",
-                branch_order=order, j_cp=j_cp, j_skip=j_skip, advantage=j_skip - j_cp,
+                cell_id=cell_id(task, t, c, f), candidate=t, fallback=c, failure=f,
+                repetition=int(cp["repetition"]), stratum=stratum(c),
+                branch_order=order, j_cp=j_cp, j_skip=j_skip, advantage=advantage(j_skip, j_cp),
                 creation_s=creation, protected_work_s=t_nom - c_nom,
                 verified=bool(t_by_task.at[task, "verified"]),
                 verified_cp=bool(cp["verified"]), verified_skip=bool(sk["verified"]),

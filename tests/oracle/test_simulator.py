@@ -188,14 +188,14 @@ def test_registered_and_checkpoint_costs(tmp_path: Path) -> None:
 
 def test_runs_under_the_harness_with_fast_path_numbers(tmp_path: Path) -> None:
     from oracle.harness import HarnessConfig
-    from oracle.plan import stratified_pilot_plan
+    from oracle.plan import pilot_plan
     from oracle.study import run_study
 
     specs = task_specs("swe-pilot", n_repos=1, tasks_per_repo=4, seed=4)[2:]
     agent = SimulatedAgent("swe-pilot")
     n_b = {t.task_id: len(agent.latent(t).positions("turn")) - 1 for t in specs}
-    plan = stratified_pilot_plan(specs, n_b, seed=4, agent="simulator", agent_options={"family": "swe-pilot"},
-                                 config=HarnessConfig(granularity="turn", clock="virtual"))
+    plan = pilot_plan(specs, n_b, seed=4, agent="simulator", agent_options={"family": "swe-pilot"},
+                      config=HarnessConfig(granularity="turn", clock="virtual"))
     ls = run_study(plan, tmp_path / "study")
     assert len(ls.recovery) >= 8 and not ls.recovery["quarantined"].any()
     for row in ls.recovery.itertuples():

@@ -21,7 +21,7 @@ from oracle.__main__ import main as oracle_main
 from oracle.audit import AuditLog
 from oracle.executors import InlineExecutor
 from oracle.harness import HarnessConfig
-from oracle.plan import Plan, full_table_plan, stratified_pilot_plan
+from oracle.plan import Plan, full_table_plan, pilot_plan
 from oracle.study import run_study
 from oracle.tables import LabelSet
 
@@ -162,8 +162,8 @@ def test_virtual_clock_study_costs_are_exact(tmp_path: Path, toy_tasks, toy_step
 
 def test_pilot_study_labels_and_third_repetition_rule(tmp_path: Path, toy_tasks) -> None:
     tasks = toy_tasks(4)
-    plan = stratified_pilot_plan(tasks, {t.task_id: 3 for t in tasks}, seed=3, agent="toy-noisy",
-                                 config=HarnessConfig(clock="virtual"))
+    plan = pilot_plan(tasks, {t.task_id: 3 for t in tasks}, seed=3, agent="toy-noisy",
+                      config=HarnessConfig(clock="virtual"))
     ls = run_study(plan, tmp_path / "study")
     labels = ls.labels
     assert set(labels["stratum"]) == {"first", "additional"}

@@ -92,3 +92,19 @@ def test_unpaired_branch_is_an_error():
     rec = pd.concat([ls.recovery, pd.DataFrame([_recovery_row(0, 3, "cp", "lonely", "l/0")])])
     with pytest.raises(LabelSetError, match="lonely"):
         labels_from_recovery(ls.tasks, ls.checkpoints, rec)
+
+
+def test_column_lists_are_the_schemas():
+    from oracle.tables import (
+        CHECKPOINT_COLUMNS,
+        LABEL_COLUMNS,
+        RECOVERY_COLUMNS,
+        SCHEMAS,
+        TASK_COLUMNS,
+    )
+
+    assert TASK_COLUMNS == tuple(SCHEMAS["tasks"].names)
+    assert CHECKPOINT_COLUMNS == tuple(SCHEMAS["checkpoints"].names)
+    assert RECOVERY_COLUMNS == tuple(SCHEMAS["recovery"].names)
+    assert LABEL_COLUMNS == tuple(SCHEMAS["labels"].names)
+    assert list(_label_set().labels.columns) == list(LABEL_COLUMNS)
