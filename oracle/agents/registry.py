@@ -29,8 +29,8 @@ BUILTIN_AGENTS: dict[str, str] = {
     "codex": "oracle.agents.codex:codex_agent",
     "repair": "oracle.agents.repair:RepairAgent",
     "scripted": "oracle.agents.scripted:ScriptedAgent",
-    "simulated": "oracle.simulator:SimulatedAgent",
-    "simulator": "oracle.simulator:SimulatedAgent",
+    "simulated": "oracle.simulator.agent:SimulatedAgent",
+    "simulator": "oracle.simulator.agent:SimulatedAgent",
 }
 #: ``sim:<family>``: the simulated agent of a workload family
 SIMULATED_PREFIX = "sim:"

@@ -1,11 +1,10 @@
-"""Simulated agent workloads: a generative model of agent runs and of recovery by re-derivation.
+"""The simulator's generative model: latent tasks, their nominal runs, and the cost of a
+recovery by re-derivation (one function for the agent and the fast path).
 
-One real label cost the pilot 8.4 agent-minutes (paper, G.4). This module gives a fast,
-reproducible workbench behind the same agent protocol: a simulated agent whose nominal
-runs are emitted in the canonical event schema and whose recoveries cost what the
-generative model below says, on a virtual clock. Workload families (the parameters) live
-in :mod:`oracle.workloads`; ``swe-pilot`` is calibrated to the published pilot
-(``experiments.calibrate`` prints how close).
+Workload families (the parameters) live in :mod:`oracle.workloads`; ``swe-pilot`` is
+calibrated to the published pilot (``experiments.calibrate`` prints how close). The agent
+behind the protocol is :mod:`oracle.simulator.agent`, the vectorised study
+:mod:`oracle.simulator.fast`.
 
 Generative model
 ================
@@ -126,74 +125,35 @@ Tables 1, 4, 5; Appendix G.4-G.5) with ``experiments.calibrate``: e.g. ``fact_mu
 step 1 sets the first checkpoint's conversion near 0.64, ``orient_base_s=26`` with
 ``verify_s=54`` puts every recovery from a checkpoint near 100 s whatever its depth (Table
 5), which makes the additional checkpoint worth about nothing.
-
-Two ways to run it
-==================
-
-:class:`SimulatedAgent` implements the agent protocol (:mod:`oracle.agents.protocol`) on a
-:class:`~oracle.agents.protocol.VirtualClock`: ``start`` emits the nominal trajectory and boundary
-reports; ``kill`` abandons the run and records, in the simulated world (never in the
-workspace or transcript), how far it got, i.e. which failure struck; ``resume`` re-derives
-from the preserved transcript and facts with events whose durations add up to
-:func:`branch_costs`'s ``J``. :mod:`oracle.agents` lists it as ``sim:<family>`` (and
-``simulated``/``simulator``, the ``swe-pilot`` family unless ``family`` is given).
-:func:`simulate_label_set` computes the same costs vectorised, for every ``r < f`` and
-repetition, straight into an :class:`oracle.tables.LabelSet`.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
-import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 from scipy.special import ndtri
 
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
-from oracle.agents.protocol import AgentReport, Clock, RestorePoint, TaskSpec
-from oracle.labels import (
-    DESIGNS,
-    advantage,
-    branch_order,
-    cell_id,
-    charged_cp,
-    pilot_cells,
-    sign_unstable,
-    stratum,
-    table_cell_id,
-)
-from oracle.tables import (
-    CHECKPOINT_COLUMNS,
-    LABEL_COLUMNS,
-    RECOVERY_COLUMNS,
-    TASK_COLUMNS,
-    LabelSet,
-    conform,
-    labels_from_recovery,
-)
+from oracle.agents.protocol import TaskSpec
 from oracle.workloads import FamilyConfig, RepoConfig, StepConfig, get_family
 
 __all__ = [
-    "LatentTask", "SimulatedAgent", "SimulatedRun", "TaskBatch", "batch_branch_costs",
-    "branch_costs", "branch_seed",
-    "build_task", "family_tasks", "simulate_label_set", "task_specs",
+    "KIND_CODE", "Granularity", "LatentTask", "TaskBatch", "batch_branch_costs", "branch_costs",
+    "branch_seed", "build_task", "cached_task", "family_tasks", "splitmix64", "stable_hash",
+    "task_specs",
 ]
 
-Design = Literal["full", "pilot", "tool_call"]
 Granularity = Literal["turn", "tool_call"]
 
-_KIND_CODE = {"fact": 0, "dead_end": 1, "edit": 2, "build": 3, "test": 4, "decision": 5}
+KIND_CODE = {"fact": 0, "dead_end": 1, "edit": 2, "build": 3, "test": 4, "decision": 5}
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
-STATE_FILE = ".ripplecp_sim/state.json"
 
 # component slots of the counter-based random stream
 _C_ORIENT, _C_REDO, _C_EXPLORE, _C_VERIFY, _C_REMAIN, _C_UNVER, _C_BRANCH = range(7)
@@ -206,7 +166,7 @@ _C_CREATE, _C_RESTORE = 1001, 1002
 # ---------------------------------------------------------------------------------------
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
+def splitmix64(x: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser on a uint64 array (wrapping arithmetic)."""
     with np.errstate(over="ignore"):
         z = (x + _GOLD) & _M64
@@ -218,9 +178,9 @@ def _mix(x: np.ndarray) -> np.ndarray:
 def _branch_keys_arr(task_keys: np.ndarray, r: np.ndarray, f: np.ndarray, bseed: np.ndarray) -> np.ndarray:
     """Stream key of each branch: hash of (task key, branch seed, r, f)."""
     with np.errstate(over="ignore"):
-        k = _mix(task_keys.astype(np.uint64) ^ _mix(bseed.astype(np.uint64)))
-        k = _mix(k ^ (r.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)))
-        return _mix(k ^ (f.astype(np.uint64) * np.uint64(0xA0761D6478BD642F)))
+        k = splitmix64(task_keys.astype(np.uint64) ^ splitmix64(bseed.astype(np.uint64)))
+        k = splitmix64(k ^ (r.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)))
+        return splitmix64(k ^ (f.astype(np.uint64) * np.uint64(0xA0761D6478BD642F)))
 
 
 def _branch_keys(task_key: int, r: np.ndarray, f: np.ndarray, bseed: np.ndarray) -> np.ndarray:
@@ -231,7 +191,7 @@ def _normal(keys: np.ndarray, component: int | np.ndarray) -> np.ndarray:
     """Standard normals from (key, component): inverse CDF of a 53-bit uniform."""
     c = np.asarray(component, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        h = _mix(keys ^ ((c * _GOLD) & _M64))
+        h = splitmix64(keys ^ ((c * _GOLD) & _M64))
     u = ((h >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
     return ndtri(u)
 
@@ -249,7 +209,7 @@ def _ln_cv(cv: float, rng: np.random.Generator) -> float:
     return float(math.exp(s * rng.standard_normal() - 0.5 * s * s))
 
 
-def _stable_int(*parts: Any) -> int:
+def stable_hash(*parts: Any) -> int:
     h = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
     return int.from_bytes(h, "little")
 
@@ -315,7 +275,7 @@ class LatentTask:
         if out is None:
             if "dur" not in self._cum:
                 d = self.model_s + self.tool_s
-                test = self.kind == _KIND_CODE["test"]
+                test = self.kind == KIND_CODE["test"]
                 src = {
                     "dur": d, "nontest_dur": np.where(test, 0.0, d), "redo": self.redo_s,
                     "n_redo": (self.redo_s > 0).astype(float), "n_nontest": (~test).astype(float),
@@ -404,7 +364,7 @@ def build_task(family: FamilyConfig | str, repo_index: int, task_index: int, see
     if not 0 <= repo_index < len(fam.repos):
         raise ValueError(f"{fam.name}: repo_index {repo_index} outside 0..{len(fam.repos) - 1}")
     repo: RepoConfig = fam.repos[repo_index]
-    rng = np.random.default_rng([_stable_int(fam.name, fam.seed_salt), int(seed) % (1 << 63),
+    rng = np.random.default_rng([stable_hash(fam.name, fam.seed_salt), int(seed) % (1 << 63),
                                  repo_index, task_index])
     n_steps = fam.steps_pattern[task_index % len(fam.steps_pattern)]
     g = repo_index * fam.tasks_per_repo + task_index
@@ -450,8 +410,8 @@ def build_task(family: FamilyConfig | str, repo_index: int, task_index: int, see
             else:
                 nbytes.append(0)
     dur = np.array(durs)
-    kind = np.array([_KIND_CODE[k] for k in kinds])
-    share = np.where(np.isin(kind, [_KIND_CODE["build"], _KIND_CODE["test"]]), 0.3, fam.model_share)
+    kind = np.array([KIND_CODE[k] for k in kinds])
+    share = np.where(np.isin(kind, [KIND_CODE["build"], KIND_CODE["test"]]), 0.3, fam.model_share)
     model_s = dur * share
     tool_s = dur - model_s
     out_tok = np.round(model_s * fam.output_tokens_per_s).astype(np.int64)
@@ -463,20 +423,20 @@ def build_task(family: FamilyConfig | str, repo_index: int, task_index: int, see
         redo_s=np.array(redo), fact_scale=np.array(facts), bytes_written=np.array(nbytes, dtype=np.int64),
         transcript_tokens=out_tok + fam.tool_output_tokens, tokens=in_tok + out_tok,
         trajectory=Trajectory(task_id, repo.name, "simulator", [], {}),
-        key=_stable_int(fam.name, task_id, int(seed)),
+        key=stable_hash(fam.name, task_id, int(seed)),
     )
     latent.trajectory = _nominal_trajectory(latent, rng, mods, in_tok, out_tok)
     return latent
 
 
-_TOOL_KIND = {_KIND_CODE["fact"]: EventKind.COMMAND, _KIND_CODE["dead_end"]: EventKind.COMMAND,
-              _KIND_CODE["edit"]: EventKind.FILE_CHANGE, _KIND_CODE["decision"]: EventKind.FILE_CHANGE,
-              _KIND_CODE["build"]: EventKind.COMMAND, _KIND_CODE["test"]: EventKind.TEST}
+_TOOL_KIND = {KIND_CODE["fact"]: EventKind.COMMAND, KIND_CODE["dead_end"]: EventKind.COMMAND,
+              KIND_CODE["edit"]: EventKind.FILE_CHANGE, KIND_CODE["decision"]: EventKind.FILE_CHANGE,
+              KIND_CODE["build"]: EventKind.COMMAND, KIND_CODE["test"]: EventKind.TEST}
 _CONFIGS = ("requirements.txt", "setup.cfg", "pyproject.toml")
 
 
 def _kind_name(code: int) -> str:
-    return next(k for k, v in _KIND_CODE.items() if v == code)
+    return next(k for k, v in KIND_CODE.items() if v == code)
 
 
 def _nominal_trajectory(
@@ -498,7 +458,7 @@ def _nominal_trajectory(
     nbytes = lt.bytes_written.tolist()
     in_l, out_l = in_tok.tolist(), out_tok.tolist()
     last_of_step = {s: i for i, s in enumerate(steps)}
-    test_code, build_code = _KIND_CODE["test"], _KIND_CODE["build"]
+    test_code, build_code = KIND_CODE["test"], KIND_CODE["build"]
     for u in range(n_units):
         k, s = kinds[u], steps[u]
         r0, r1, r2, r3 = rnd[u]
@@ -516,7 +476,7 @@ def _nominal_trajectory(
                 reads = [path]
             extra = dict(argv=argv, paths_read=reads, exit_code=0)
         elif kind == EventKind.FILE_CHANGE:
-            if k == _KIND_CODE["decision"]:
+            if k == KIND_CODE["decision"]:
                 path = _CONFIGS[int(r0 * len(_CONFIGS))]
                 decision_paths.append(path)
             else:
@@ -558,7 +518,7 @@ def _nominal_trajectory(
 
 
 @lru_cache(maxsize=4096)
-def _cached_task(family: FamilyConfig, repo_index: int, task_index: int, seed: int) -> LatentTask:
+def cached_task(family: FamilyConfig, repo_index: int, task_index: int, seed: int) -> LatentTask:
     return build_task(family, repo_index, task_index, seed)
 
 
@@ -573,7 +533,7 @@ def family_tasks(
     n = len(fam.repos) if n_repos is None else int(n_repos)
     if not 1 <= n <= len(fam.repos):
         raise ValueError(f"{fam.name}: n_repos must be in 1..{len(fam.repos)}, got {n_repos}")
-    return [_cached_task(fam, i, k, int(seed)) for i in range(n) for k in range(fam.tasks_per_repo)]
+    return [cached_task(fam, i, k, int(seed)) for i in range(n) for k in range(fam.tasks_per_repo)]
 
 
 def task_specs(
@@ -735,546 +695,4 @@ def branch_costs(
         batch = _BATCH_CACHE[key] = TaskBatch([lt], granularity)
     r = np.atleast_1d(np.asarray(r, dtype=np.int64))
     return batch_branch_costs(batch, np.zeros(len(r), dtype=np.int64), r, f, bseed)
-
-
-# ---------------------------------------------------------------------------------------
-# The simulated agent (agent protocol on a virtual clock)
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Item:
-    event: dict[str, Any] | None = None  # Event fields without index/start/end
-    seconds: float = 0.0
-    boundary: int | None = None
-    fact: tuple[str, str] | None = None  # (name, value) the event discovers
-
-
-class SimulatedRun:
-    """One simulated run: replays a precomputed item list on the clock, live.
-
-    ``reports()`` sleeps each event's duration on the clock, then yields it (stamped with
-    clock times); at a boundary it writes the workspace state file and snapshots the
-    preserved transcript and facts. ``kill()`` abandons the run (fail-stop).
-    """
-
-    def __init__(
-        self, agent: SimulatedAgent, lt: LatentTask, items: list[_Item], workspace: Path,
-        clock: Clock, transcript: list[dict], facts: dict[str, Any], first_boundary: int,
-        granularity: Granularity,
-    ) -> None:
-        self._agent, self._lt, self._items = agent, lt, items
-        self._ws, self._clock, self._gran = Path(workspace), clock, granularity
-        self._transcript = list(transcript)
-        self._facts = dict(facts)
-        self._preserved = (list(transcript), dict(facts))
-        self._last_boundary = first_boundary
-        self._killed = False
-        self._done = False
-        self.usage: dict[str, Any] = {"tokens": 0, "tool_calls": 0}
-
-    def reports(self) -> Iterator[AgentReport]:
-        n = 0
-        for it in self._items:
-            if self._killed:
-                return
-            if it.boundary is not None:
-                self._last_boundary = it.boundary
-                self._agent._write_state(self._ws, self._lt, it.boundary, complete=False)
-                self._preserved = (list(self._transcript), dict(self._facts))
-                yield AgentReport("boundary", boundary=it.boundary)
-                continue
-            assert it.event is not None
-            start = self._clock.now()
-            self._clock.sleep(it.seconds)
-            ev = Event(index=n, start=start, end=self._clock.now(), duration=it.seconds, **it.event)
-            n += 1
-            if self._killed:
-                return
-            toks = (ev.input_tokens or 0) + (ev.output_tokens or 0)
-            self.usage["tokens"] += toks
-            if ev.kind not in (EventKind.MODEL_CALL, EventKind.MESSAGE):
-                self.usage["tool_calls"] += 1
-            self._transcript.append({
-                "index": len(self._transcript), "kind": str(ev.kind), "step": ev.step,
-                "text": ev.command or ev.text or "", "tokens": toks,
-            })
-            if it.fact is not None:
-                self._facts[it.fact[0]] = it.fact[1]
-            yield AgentReport("event", event=ev)
-        if not self._killed:
-            self._done = True
-            self._agent._write_state(self._ws, self._lt, self._last_boundary, complete=True)
-            self._agent._frontier[self._lt.task_id] = len(self._lt.positions(self._gran))
-
-    def preserved(self) -> tuple[list[dict], dict[str, Any]]:
-        return list(self._preserved[0]), dict(self._preserved[1])
-
-    def kill(self) -> None:
-        if not self._killed and not self._done:
-            self._killed = True
-            # the simulated world remembers how far the abandoned run got (hidden state)
-            self._agent._frontier[self._lt.task_id] = self._last_boundary + 1
-
-    def wait(self) -> int:
-        return -9 if self._killed else 0
-
-
-class SimulatedAgent:
-    """The simulated agent of a workload family, behind the agent protocol.
-
-    ``task.params`` (from :func:`task_specs`) rebuild the hidden task; ``granularity``
-    (``"turn"`` | ``"tool_call"``) picks which boundaries are reported. The simulated world
-    remembers, per task, how far the last killed run got; branches of one task must
-    therefore run one after another on one agent instance (the harness's local executor).
-    """
-
-    def __init__(self, family: FamilyConfig | str = "swe-pilot", granularity: Granularity | None = None) -> None:
-        self.family = get_family(family)
-        self.name = f"sim:{self.family.name}"
-        self.granularity = granularity
-        self._frontier: dict[str, int] = {}
-
-    # -- task plumbing ------------------------------------------------------------------
-    def latent(self, task: TaskSpec) -> LatentTask:
-        """The hidden task behind ``task`` (rebuilt deterministically from its params)."""
-        p = task.params
-        missing = [k for k in ("repo_index", "task_index", "seed") if k not in p]
-        if missing:
-            raise ValueError(f"{task.task_id}: TaskSpec.params lacks {missing} (use oracle.simulator.task_specs)")
-        fam = self.family
-        if p.get("family", fam.name) != fam.name:
-            fam = get_family(p["family"])
-        if int(p.get("tasks_per_repo", fam.tasks_per_repo)) != fam.tasks_per_repo:
-            fam = fam.with_tasks_per_repo(int(p["tasks_per_repo"]))
-        lt = _cached_task(fam, int(p["repo_index"]), int(p["task_index"]), int(p["seed"]))
-        if lt.task_id != task.task_id:
-            raise ValueError(f"TaskSpec {task.task_id!r} does not match its params (rebuilds {lt.task_id!r})")
-        return lt
-
-    def make_tasks(self, n: int, seed: int, root: Path | None = None, *,
-                   n_repos: int | None = None, tasks_per_repo: int | None = None) -> list[TaskSpec]:
-        """The first ``n`` tasks of the family's study (``n_repos`` x ``tasks_per_repo``);
-        simulated tasks live in their params, so ``root`` is unused. A count the study
-        cannot hold is an error naming the sizes that would."""
-        del root
-        specs = task_specs(self.family, n_repos, tasks_per_repo, seed,
-                           granularity=self.granularity or "turn")
-        if n > len(specs):
-            repos = len(self.family.repos) if n_repos is None else n_repos
-            per = self.family.tasks_per_repo if tasks_per_repo is None else tasks_per_repo
-            raise ValueError(
-                f"agent {self.name!r}: {n} tasks asked for, the study holds {len(specs)} "
-                f"({repos} repositories x {per} tasks); raise tasks_per_repo to at least "
-                f"{-(-n // repos)}")
-        return specs[:n]
-
-    def _granularity(self, task: TaskSpec) -> Granularity:
-        g = self.granularity or task.params.get("granularity", "turn")
-        if g not in ("turn", "tool_call"):
-            raise ValueError(f"{task.task_id}: granularity must be 'turn' or 'tool_call', got {g!r}")
-        return g
-
-    @staticmethod
-    def _write_state(ws: Path, lt: LatentTask, boundary: int, complete: bool) -> None:
-        # one small write (no temp + rename): a simulated kill is cooperative, never mid-write
-        path = Path(ws) / STATE_FILE
-        if not path.parent.is_dir():
-            path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w") as fh:
-            fh.write(json.dumps({"task_id": lt.task_id, "boundary": boundary, "complete": complete}))
-
-    @staticmethod
-    def _read_state(ws: Path) -> dict[str, Any] | None:
-        path = Path(ws) / STATE_FILE
-        if not path.exists():
-            return None
-        try:
-            return json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: corrupt simulator state: {exc}") from exc
-
-    # -- protocol -----------------------------------------------------------------------
-    def start(self, task: TaskSpec, workspace: Path, seed: int, clock: Clock) -> SimulatedRun:
-        """The nominal run: the task's nominal trajectory, boundary by boundary."""
-        lt = self.latent(task)
-        gran = self._granularity(task)
-        pos = set(int(p) for p in lt.positions(gran)[1:])
-        bnum = {int(p): b for b, p in enumerate(lt.positions(gran)) if b}
-        items: list[_Item] = []
-        fact_names = _fact_names(lt)
-        for e in lt.trajectory.events:
-            fields_ = _event_fields(e)
-            u = e.index // 2
-            fact = fact_names.get(u) if e.index % 2 == 1 else None
-            items.append(_Item(fields_, float(e.duration or 0.0), fact=fact))
-            if e.index % 2 == 1 and (u + 1) in pos:
-                items.append(_Item(boundary=bnum[u + 1]))
-        self._frontier.pop(lt.task_id, None)
-        return SimulatedRun(self, lt, items, workspace, clock, [], {}, 0, gran)
-
-    def resume(
-        self, task: TaskSpec, restore: RestorePoint, workspace: Path, seed: int, clock: Clock
-    ) -> SimulatedRun:
-        """A recovery: re-derive from the preserved state; durations add up to J(r, f)."""
-        lt = self.latent(task)
-        gran = self._granularity(task)
-        pos = lt.positions(gran)
-        B = len(pos) - 1
-        r = int(restore.boundary)
-        if not 0 <= r < B:
-            raise ValueError(f"{task.task_id}: restore boundary {r} outside 0..{B - 1}")
-        state = self._read_state(Path(workspace)) or self._read_state(restore.workspace)
-        if state is not None and r > 0 and int(state.get("boundary", r)) != r:
-            raise ValueError(
-                f"{task.task_id}: restored workspace holds boundary {state.get('boundary')}, "
-                f"restore point says {r}")
-        f = int(self._frontier.get(lt.task_id, r + 1))
-        f = min(max(f, r + 1), B)
-        c = branch_costs(lt, [r], [f], [int(seed)], gran)
-        items = _recovery_items(lt, gran, r, f, c)
-        self._frontier[lt.task_id] = r + 1  # nothing else lost unless this run is killed
-        return SimulatedRun(self, lt, items, workspace, clock, list(restore.transcript),
-                            dict(restore.facts), r, gran)
-
-    def verify(self, task: TaskSpec, workspace: Path) -> bool:
-        """Verified iff the run in ``workspace`` completed and the task is solvable."""
-        state = self._read_state(Path(workspace))
-        return bool(state and state.get("complete") and self.latent(task).verified)
-
-    def simulated_checkpoint_cost(self, task: TaskSpec, boundary: int, workspace: Path) -> tuple[float, int]:
-        """(creation seconds, size bytes) of the checkpoint at ``boundary``."""
-        lt = self.latent(task)
-        creation, size, _ = lt.checkpoint_costs(self._granularity(task))
-        _check_b(task, boundary, len(size) - 1, lo=1)
-        return float(creation[boundary]), int(size[boundary])
-
-    def simulated_restore_latency(self, task: TaskSpec, boundary: int) -> float:
-        """Seconds to restore the checkpoint at ``boundary`` (0: the pristine workspace)."""
-        lt = self.latent(task)
-        _, _, restore = lt.checkpoint_costs(self._granularity(task))
-        _check_b(task, boundary, len(restore) - 1, lo=0)
-        return float(restore[boundary])
-
-
-def _check_b(task: TaskSpec, b: int, B: int, lo: int) -> None:
-    if not lo <= int(b) <= B:
-        raise ValueError(f"{task.task_id}: boundary {b} outside {lo}..{B}")
-
-
-def _fact_names(lt: LatentTask) -> dict[int, tuple[str, str]]:
-    out = {}
-    for k, u in enumerate(lt.fact_positions):
-        e = lt.trajectory.events[2 * int(u) + 1]
-        where = (e.paths_written or e.paths_read or ["?"])[0]
-        out[int(u)] = (f"fact_{k}", f"observed in {where} (step {int(lt.step[u])})")
-    return out
-
-
-def _event_fields(e: Event) -> dict[str, Any]:
-    return dict(
-        kind=e.kind, step=e.step, input_tokens=e.input_tokens, cached_tokens=e.cached_tokens,
-        output_tokens=e.output_tokens, command=e.command, argv=list(e.argv) if e.argv else None,
-        exit_code=e.exit_code, paths_read=list(e.paths_read), paths_written=list(e.paths_written),
-        bytes_written=e.bytes_written, tests_passed=e.tests_passed, tests_failed=e.tests_failed,
-        safe_boundary=e.safe_boundary, boundary_kind=e.boundary_kind, turn_end=e.turn_end,
-        text=e.text,
-    )
-
-
-def _recovery_items(lt: LatentTask, gran: Granularity, r: int, f: int, c: dict[str, np.ndarray]) -> list[_Item]:
-    """Events of a recovery whose durations add up to ``c['raw_s']`` (one branch)."""
-    fam = lt.family
-    pos = lt.positions(gran)
-    pr, pl = int(pos[r]), int(pos[f - 1])
-    bnum = {int(p): b for b, p in enumerate(pos) if b}
-    evs = lt.trajectory.events
-    facts = _fact_names(lt)
-    fpos = [int(u) for u in lt.fact_positions]
-    step0 = int(lt.step[min(pr, lt.n_units - 1)])
-    tok_rate = lt.tokens_per_s
-    items: list[_Item] = []
-
-    def model(seconds: float, step: int, text: str) -> None:
-        tok = int(round(seconds * tok_rate))
-        items.append(_Item(dict(kind=EventKind.MODEL_CALL, step=step, input_tokens=tok,
-                                cached_tokens=int(round(tok * fam.cached_fraction)),
-                                output_tokens=0, text=text), seconds))
-
-    def tool(u: int, seconds: float, fact: tuple[str, str] | None = None, **over: Any) -> None:
-        fields_ = _event_fields(evs[2 * u + 1])
-        fields_.update(safe_boundary=False, boundary_kind=None, turn_end=False)
-        fields_.update(over)
-        items.append(_Item(fields_, seconds, fact=fact))
-
-    def boundary_after(u: int) -> None:
-        if (u + 1) in bnum:
-            items.append(_Item(boundary=bnum[u + 1]))
-
-    model(float(c["orient"][0]), step0, "re-orient from the preserved transcript")
-    redo_total = float(lt.cum("redo")[pl] - lt.cum("redo")[pr])
-    for u in range(pr, pl):
-        if u in fpos:
-            s = float(c["fact_s"][0, fpos.index(u)])
-            model(0.5 * s, int(lt.step[u]), "rediscover")
-            tool(u, 0.5 * s, fact=facts[u], bytes_written=evs[2 * u + 1].bytes_written)
-        elif lt.redo_s[u] > 0:
-            tool(u, float(c["redo"][0]) * float(lt.redo_s[u]) / redo_total)
-        boundary_after(u)
-    xs = float(c["explore"][0])
-    model(0.6 * xs, int(lt.step[min(pl, lt.n_units - 1)]), "explore")
-    u_x = min(pl, lt.n_units - 1)
-    items.append(_Item(dict(kind=EventKind.COMMAND, step=int(lt.step[u_x]), argv=["git", "status"],
-                            command="git status", paths_read=["."], exit_code=0), 0.4 * xs))
-    test_code = _KIND_CODE["test"]
-    rem_units = [u for u in range(pl, lt.n_units) if not (fam.final_verification and lt.kind[u] == test_code)]
-    rem_nom = float(sum(lt.model_s[u] + lt.tool_s[u] for u in rem_units))
-    scale = float(c["remaining"][0]) / rem_nom if rem_nom > 0 else 0.0
-    last_test = max((u for u in range(pl, lt.n_units) if lt.kind[u] == test_code), default=None)
-    verify_done = False
-    for u in range(pl, lt.n_units):
-        if u in rem_units:
-            model(float(lt.model_s[u]) * scale, int(lt.step[u]), "continue")
-            tool(u, float(lt.tool_s[u]) * scale, fact=facts.get(u))
-        if fam.final_verification and u == last_test:
-            tool(u, float(c["verify"][0]))
-            verify_done = True
-        boundary_after(u)
-    if fam.final_verification and not verify_done:
-        u = lt.n_units - 1
-        items.append(_Item(dict(kind=EventKind.TEST, step=int(lt.step[u]), argv=["python", "-m", "pytest", "-q"],
-                                command="python -m pytest -q", paths_read=["tests"],
-                                tests_passed=40, tests_failed=0 if lt.verified else 1,
-                                exit_code=0 if lt.verified else 1), float(c["verify"][0])))
-    if float(c["unverified"][0]) > 0:
-        model(float(c["unverified"][0]), int(lt.step[-1]), "another attempt")
-    # fix the model-call token split so usage tokens equal the fast path's tokens exactly
-    want = int(c["tokens"][0])
-    calls = [it for it in items if it.event and it.event["kind"] == EventKind.MODEL_CALL]
-    got = sum(it.event["input_tokens"] for it in calls)
-    if calls:
-        calls[0].event["input_tokens"] += want - got
-        calls[0].event["cached_tokens"] = int(round(calls[0].event["input_tokens"] * fam.cached_fraction))
-    return items
-
-
-# ---------------------------------------------------------------------------------------
-# Fast vectorised path
-# ---------------------------------------------------------------------------------------
-
-
-def _digest(*parts: Any) -> str:
-    return hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=8).hexdigest()
-
-
-def simulate_label_set(
-    family: FamilyConfig | str,
-    n_repos: int | None = None,
-    tasks_per_repo: int | None = None,
-    design: Design = "full",
-    repetitions: int = 2,
-    seed: int = 0,
-    *,
-    third_for_unstable: bool = True,
-) -> LabelSet:
-    """A whole study through the fast path: same model and numbers as the agent.
-
-    ``design="full"``: turn boundaries, every ``r < f`` for each repetition (role
-    ``table``), and pair labels for every ``c- < t < f`` with ``c-`` in {0, t-1} (the
-    first-checkpoint and one-step-back additional contrasts). ``"tool_call"``: the same at
-    tool-call boundaries. ``"pilot"``: the paper's frozen design, one early (1, 0, 2) and
-    one late (B-1, B-2, B) cell per task, ``repetitions`` pairs plus a third for cells
-    whose first two advantages differ in sign; labels via
-    :func:`oracle.tables.labels_from_recovery`. Repetitions are numbered from 1, as in the
-    harness; repetition k of every branch uses :func:`branch_seed` (seed, k).
-    """
-    if design not in DESIGNS:
-        raise ValueError(f"design must be one of {', '.join(map(repr, DESIGNS))}, got {design!r}")
-    if repetitions < 1:
-        raise ValueError(f"repetitions must be >= 1, got {repetitions}")
-    fam = get_family(family)
-    gran: Granularity = "tool_call" if design == "tool_call" else "turn"
-    tasks = family_tasks(fam, n_repos, tasks_per_repo, seed)
-    task_rows: dict[str, list] = {k: [] for k in TASK_COLUMNS}
-    cp_cols: dict[str, list] = {k: [] for k in CHECKPOINT_COLUMNS}
-    rec_cols: dict[str, list] = {k: [] for k in RECOVERY_COLUMNS}
-    lab_cols: dict[str, list] = {k: [] for k in LABEL_COLUMNS}
-    batch = TaskBatch(tasks, gran)
-    seeds = np.array([branch_seed(seed, k) for k in range(repetitions + 1)], dtype=np.int64)
-    per_task = []  # (creation, restore, t_nom, digests, obs) per task
-    tri_t, tri_r, tri_f, lab_t, lab_tt, lab_c, lab_f = [], [], [], [], [], [], []
-    for i, lt in enumerate(tasks):
-        pos = lt.positions(gran)
-        B = len(pos) - 1
-        t_nom = np.concatenate([[0.0], lt.cum("dur")[pos[1:]]])
-        creation, size, restore = lt.checkpoint_costs(gran)
-        for k, v in (("task_id", lt.task_id), ("repo", lt.repo), ("family", fam.name),
-                     ("verified", lt.verified), ("nominal_s", lt.nominal_s), ("n_boundaries", B),
-                     ("granularity", gran)):
-            task_rows[k].append(v)
-        _extend(cp_cols, task_id=np.full(B, lt.task_id, dtype=object), boundary=np.arange(1, B + 1),
-                event_index=2 * (pos[1:] - 1) + 1, step=lt.step[pos[1:] - 1], nominal_t_s=t_nom[1:],
-                creation_s=creation[1:], size_bytes=size[1:], restore_latency_s=restore[1:])
-        digests = np.array([_digest(lt.task_id, "state", b) for b in range(B + 1)], dtype=object)
-        obs = np.array([_digest(lt.task_id, "obs", b) for b in range(B + 1)], dtype=object)
-        per_task.append((creation, restore, t_nom, digests, obs))
-        if design == "pilot":
-            _pilot_branches(lt, gran, B, repetitions, seed, restore, third_for_unstable, creation,
-                            digests, obs, rec_cols)
-            continue
-        rr, ff = np.triu_indices(B + 1, 1)  # every 0 <= r < f <= B
-        tri_t.append(np.full(len(rr), i))
-        tri_r.append(rr)
-        tri_f.append(ff)
-        tt, fl = np.triu_indices(B + 1, 1)
-        keep = (tt >= 1) & (fl >= 2)
-        tt, fl = tt[keep], fl[keep]
-        add = tt >= 2
-        lab_t.append(np.full(len(tt) + int(add.sum()), i))
-        lab_tt.append(np.concatenate([tt, tt[add]]))
-        lab_c.append(np.concatenate([np.zeros(len(tt), dtype=np.int64), tt[add] - 1]))
-        lab_f.append(np.concatenate([fl, fl[add]]))
-    if design != "pilot" and tasks:
-        _full_design(batch, tasks, per_task, seeds, repetitions, tri_t, tri_r, tri_f,
-                     lab_t, lab_tt, lab_c, lab_f, rec_cols, lab_cols)
-    tasks_df = pd.DataFrame(task_rows)
-    checkpoints = _frame(cp_cols)
-    recovery = _frame(rec_cols)
-    if design == "pilot":
-        labels = labels_from_recovery(conform(tasks_df, "tasks"), conform(checkpoints, "checkpoints"),
-                                      conform(recovery, "recovery"))
-    else:
-        labels = _frame(lab_cols)
-    prov = {"generator": "oracle.simulator.simulate_label_set", "family": fam.name, "design": design,
-            "granularity": gran, "repetitions": repetitions, "seed": int(seed),
-            "n_repos": n_repos, "tasks_per_repo": tasks[0].family.tasks_per_repo if tasks else None,
-            "clock": "virtual (fast path, same cost function as SimulatedAgent)"}
-    return LabelSet(tasks_df, checkpoints, recovery, labels,
-                    {lt.task_id: _private_copy(lt.trajectory) for lt in tasks}, prov)
-
-
-def _private_copy(traj: Trajectory) -> Trajectory:
-    """A copy whose events, lists and ``extra``/``meta`` mappings are the caller's own.
-
-    Latent tasks are cached per (family, repository, task, seed); handing out the cached
-    trajectory would let a caller's edit change every later study with the same seed in
-    the process. Cheaper than ``copy.deepcopy`` (values are JSON-like and shallow)."""
-    events = []
-    for e in traj.events:
-        c = copy.copy(e)
-        c.extra = {k: _copy_value(v) for k, v in e.extra.items()}
-        c.paths_read, c.paths_written = list(e.paths_read), list(e.paths_written)
-        if e.argv is not None:
-            c.argv = list(e.argv)
-        events.append(c)
-    return Trajectory(traj.task_id, traj.repo, traj.source_format, events, copy.deepcopy(traj.meta))
-
-
-def _copy_value(v: Any) -> Any:
-    if isinstance(v, list):
-        return [_copy_value(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _copy_value(x) for k, x in v.items()}
-    return v
-
-
-def _extend(cols: dict[str, list], **arrays: Any) -> None:
-    for k, v in arrays.items():
-        cols[k].append(np.asarray(v) if not isinstance(v, list) else np.array(v, dtype=object))
-
-
-def _frame(cols: dict[str, list]) -> pd.DataFrame:
-    return pd.DataFrame({k: (np.concatenate(v) if v else np.array([])) for k, v in cols.items()})
-
-
-def _pilot_branches(
-    lt: LatentTask, gran: Granularity, B: int, repetitions: int, seed: int, restore: np.ndarray,
-    third: bool, creation: np.ndarray, digests: np.ndarray, obs: np.ndarray, out: dict[str, list],
-) -> None:
-    for t, cm, f in pilot_cells(B):
-        advs: list[float] = []
-        k = 1
-        while True:
-            if k > repetitions and not (third and k == repetitions + 1 and repetitions == 2
-                                        and sign_unstable(advs)):
-                break
-            bs = branch_seed(seed, k)
-            c = branch_costs(lt, [t, cm], [f, f], [bs, bs], gran)
-            advs.append(float(advantage(c["cost_s"][1], charged_cp(c["cost_s"][0], creation[t]))))
-            pair = f"{cell_id(lt.task_id, t, cm, f)}:rep{k}"
-            order = ("cp", "skip") if (_stable_int(pair, seed) & 1) == 0 else ("skip", "cp")
-            r = np.array([t, cm])
-            _extend(out, task_id=np.array([lt.task_id] * 2, dtype=object), restore_point=r,
-                    failure=np.array([f, f]), repetition=np.array([k, k]),
-                    branch_id=[f"{pair}/{order.index('cp')}", f"{pair}/{order.index('skip')}"],
-                    pair_id=[pair, pair], role=["cp", "skip"], cost_s=c["cost_s"],
-                    restore_latency_s=restore[r], tokens=c["tokens"], tool_calls=c["tool_calls"],
-                    verified=lt.verified & ~c["capped"], capped=c["capped"], seed=np.array([bs, bs]),
-                    state_digest=digests[r], obs_digest=obs[r], quarantined=np.zeros(2, dtype=bool),
-                    quarantine_reason=[None, None])
-            k += 1
-
-
-def _full_design(
-    batch: TaskBatch, tasks: list[LatentTask], per_task: list[tuple], seeds: np.ndarray,
-    repetitions: int, tri_t: list, tri_r: list, tri_f: list, lab_t: list, lab_tt: list,
-    lab_c: list, lab_f: list, rec_cols: dict[str, list], lab_cols: dict[str, list],
-) -> None:
-    """Every r < f for every repetition in one vectorised pass, then labels from it."""
-    t0, r0, f0 = np.concatenate(tri_t), np.concatenate(tri_r), np.concatenate(tri_f)
-    m = len(r0)
-    ti, rr, ff = np.tile(t0, repetitions), np.tile(r0, repetitions), np.tile(f0, repetitions)
-    reps = np.repeat(np.arange(1, repetitions + 1), m)
-    c = batch_branch_costs(batch, ti, rr, ff, seeds[reps])
-    n = len(rr)
-    ids = np.array([lt.task_id for lt in tasks], dtype=object)
-    repos = np.array([lt.repo for lt in tasks], dtype=object)
-    width = int(batch.n_boundaries.max()) + 1
-    off = np.concatenate([[0], np.cumsum(batch.n_boundaries + 1)])
-    restore = np.concatenate([p[1] for p in per_task])
-    creation = np.concatenate([p[0] for p in per_task])
-    t_nom = np.concatenate([p[2] for p in per_task])
-    digests = np.concatenate([p[3] for p in per_task])
-    obs = np.concatenate([p[4] for p in per_task])
-    at_r = off[ti] + rr
-    tid = ids[ti]
-    _extend(rec_cols, task_id=tid, restore_point=rr, failure=ff, repetition=reps,
-            branch_id=[f"{table_cell_id(a, b, d)}:rep{k}" for a, b, d, k in zip(tid.tolist(), rr.tolist(), ff.tolist(), reps.tolist(), strict=True)],
-            pair_id=np.full(n, None, dtype=object), role=np.full(n, "table", dtype=object),
-            cost_s=c["cost_s"], restore_latency_s=restore[at_r], tokens=c["tokens"],
-            tool_calls=c["tool_calls"], verified=batch.verified[ti] & ~c["capped"], capped=c["capped"],
-            seed=seeds[reps], state_digest=digests[at_r], obs_digest=obs[at_r],
-            quarantined=np.zeros(n, dtype=bool), quarantine_reason=np.full(n, None, dtype=object))
-    # labels: look J(r, f, rep) up by a flat key
-    key = ((ti * width + rr) * width + ff) * (repetitions + 1) + reps
-    order = np.argsort(key)
-    skey = key[order]
-    L_t, L_tt, L_c, L_f = (np.concatenate(x) for x in (lab_t, lab_tt, lab_c, lab_f))
-    if len(L_t) == 0:
-        return
-    k = len(L_t)
-    T_i, T, C, F = (np.tile(x, repetitions) for x in (L_t, L_tt, L_c, L_f))
-    R = np.repeat(np.arange(1, repetitions + 1), k)
-
-    def look(r_: np.ndarray) -> np.ndarray:
-        return order[np.searchsorted(skey, ((T_i * width + r_) * width + F) * (repetitions + 1) + R)]
-
-    icp, isk = look(T), look(C)
-    cr_t = creation[off[T_i] + T]
-    j_cp = charged_cp(c["cost_s"][icp], cr_t)
-    j_skip = c["cost_s"][isk]
-    tids = ids[T_i]
-    cell = [cell_id(*x) for x in zip(tids.tolist(), T.tolist(), C.tolist(), F.tolist(), strict=True)]
-    bit = (_mix((R + 31 * T + 977 * F).astype(np.uint64) ^ batch.keys[T_i]) & np.uint64(1)) == 0
-    ver = batch.verified[T_i]
-    nl = len(T)
-    _extend(lab_cols, task_id=tids, repo=repos[T_i], cell_id=cell, candidate=T, fallback=C, failure=F,
-            repetition=R, stratum=stratum(C), branch_order=branch_order(bit),
-            j_cp=j_cp, j_skip=j_skip, advantage=advantage(j_skip, j_cp), creation_s=cr_t,
-            protected_work_s=t_nom[off[T_i] + T] - t_nom[off[T_i] + C], verified=ver,
-            verified_cp=ver & ~c["capped"][icp], verified_skip=ver & ~c["capped"][isk],
-            tokens_cp=c["tokens"][icp], tokens_skip=c["tokens"][isk],
-            tool_calls_cp=c["tool_calls"][icp], tool_calls_skip=c["tool_calls"][isk],
-            pair_seed=seeds[R], digest_cp=digests[off[T_i] + T], digest_skip=digests[off[T_i] + C],
-            quarantined=np.zeros(nl, dtype=bool), quarantine_reason=np.full(nl, None, dtype=object))
 

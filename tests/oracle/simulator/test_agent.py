@@ -1,69 +1,26 @@
-"""The simulated agent: determinism, agent == fast path, harness runs, schema, calibration."""
+"""The simulated agent: on a virtual clock it costs exactly what the fast path says, alone and
+under the harness; preserved state, kills, registry names, checkpoint costs, task counts."""
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 
-from features.schema import Trajectory, read_parquet, write_parquet
 from oracle.agents import get_agent
-from oracle.agents.protocol import RestorePoint, VirtualClock
+from oracle.agents.protocol import RestorePoint, TaskSpec, VirtualClock
+from oracle.harness import HarnessConfig
+from oracle.plan import pilot_plan
 from oracle.simulator import (
     STATE_FILE,
     SimulatedAgent,
     branch_costs,
     branch_seed,
-    family_tasks,
     simulate_label_set,
     task_specs,
 )
-from oracle.tables import LabelSet
-from ripplecp_policy import stats
-
-# ---------------------------------------------------------------------------------------
-# determinism
-# ---------------------------------------------------------------------------------------
-
-
-def test_same_seed_same_tables_different_seed_different() -> None:
-    a = simulate_label_set("swe-pilot", design="full", repetitions=2, seed=11)
-    b = simulate_label_set("swe-pilot", design="full", repetitions=2, seed=11)
-    c = simulate_label_set("swe-pilot", design="full", repetitions=2, seed=12)
-    assert a.content_hash() == b.content_hash()
-    pd.testing.assert_frame_equal(a.labels, b.labels)
-    assert a.content_hash() != c.content_hash()
-    assert not np.allclose(a.recovery["cost_s"].to_numpy()[:20], c.recovery["cost_s"].to_numpy()[:20])
-
-
-def test_editing_a_returned_trajectory_never_changes_a_later_study() -> None:
-    a = simulate_label_set("swe-pilot", n_repos=1, tasks_per_repo=2, seed=5)
-    tid = a.task_ids[0]
-    pristine = copy.deepcopy(a.trajectories[tid])
-    t = a.trajectories[tid]
-    t.events[0].extra["edited"] = True  # a caller annotating or trimming its copy
-    t.events[1].paths_read.append("/edited")
-    t.meta["edited"] = True
-    t.events.pop()
-    b = simulate_label_set("swe-pilot", n_repos=1, tasks_per_repo=2, seed=5)
-    assert b.trajectories[tid] == pristine
-    assert b.trajectories[tid].events[0] is not t.events[0]
-
-
-def test_repetitions_differ_within_a_cell() -> None:
-    ls = simulate_label_set("swe-pilot", design="full", repetitions=2, seed=3)
-    wide = ls.recovery.pivot_table(index=["task_id", "restore_point", "failure"], columns="repetition",
-                                   values="cost_s")
-    assert (wide[1] != wide[2]).all()  # within-cell noise: every cell's repetitions differ
-
-
-# ---------------------------------------------------------------------------------------
-# (a) the agent on a virtual clock == (b) the fast path
-# ---------------------------------------------------------------------------------------
+from oracle.study import run_study
 
 
 def _nominal(agent: SimulatedAgent, spec, ws: Path) -> tuple[dict, list]:
@@ -181,16 +138,7 @@ def test_registered_and_checkpoint_costs(tmp_path: Path) -> None:
         agent.simulated_checkpoint_cost(spec, 0, tmp_path)
 
 
-# ---------------------------------------------------------------------------------------
-# under the harness, exactly like a real agent
-# ---------------------------------------------------------------------------------------
-
-
 def test_runs_under_the_harness_with_fast_path_numbers(tmp_path: Path) -> None:
-    from oracle.harness import HarnessConfig
-    from oracle.plan import pilot_plan
-    from oracle.study import run_study
-
     specs = task_specs("swe-pilot", n_repos=1, tasks_per_repo=4, seed=4)[2:]
     agent = SimulatedAgent("swe-pilot")
     n_b = {t.task_id: len(agent.latent(t).positions("turn")) - 1 for t in specs}
@@ -215,88 +163,16 @@ def test_runs_under_the_harness_with_fast_path_numbers(tmp_path: Path) -> None:
     assert cps.at[(lt.task_id, 1), "size_bytes"] == size[1]
 
 
-# ---------------------------------------------------------------------------------------
-# schema conformance of everything emitted
-# ---------------------------------------------------------------------------------------
-
-_HIDDEN = ("dead_end", "dead end", "fact_scale", "rediscovery", "redo_s", "decision", "latent")
-
-
-@pytest.mark.parametrize("family", ["swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon"])
-def test_emitted_trajectories_conform_and_hide_latent_state(tmp_path: Path, family: str) -> None:
-    tasks = family_tasks(family, tasks_per_repo=1, seed=5)
-    trajs = [lt.trajectory for lt in tasks]
-    for lt, t in zip(tasks, trajs, strict=True):
-        t.validate()
-        assert len(t.boundaries("turn")) == lt.n_steps
-        assert len(t.boundaries("tool_call")) == lt.n_units
-        assert set(t.meta) <= {"family", "simulated", "seed"}
-        for e in t.events:
-            assert e.extra == {}
-            blob = json.dumps([e.command, e.text, e.argv, e.paths_read, e.paths_written]).lower()
-            assert not any(h in blob for h in _HIDDEN), blob
-            assert e.duration is not None and e.duration >= 0
-    write_parquet(trajs, tmp_path / "t.parquet")
-    back = read_parquet(tmp_path / "t.parquet")
-    assert [len(t.events) for t in back] == [len(t.events) for t in trajs]
-    assert back[0].events[3] == trajs[0].events[3]
-
-
-@pytest.mark.parametrize("design", ["full", "pilot", "tool_call"])
-def test_label_set_round_trip(tmp_path: Path, design: str) -> None:
-    ls = simulate_label_set("dependency-resolution", n_repos=1, tasks_per_repo=2, design=design, seed=1)
-    assert isinstance(ls, LabelSet)
-    back = LabelSet.load(ls.save(tmp_path / design))
-    assert back.content_hash() == ls.content_hash()
-    assert all(isinstance(t, Trajectory) for t in back.trajectories.values())
-    lab = ls.labels
-    assert np.allclose(lab["advantage"], lab["j_skip"] - lab["j_cp"])
-    assert (lab["stratum"] == np.where(lab["fallback"] == 0, "first", "additional")).all()
-    rt = ls.recovery_table(ls.task_ids[0])
-    if design != "pilot":
-        assert rt.is_full()
-        one = lab[(lab["task_id"] == ls.task_ids[0]) & (lab["repetition"] == 1)].iloc[-1]
-        j = ls.recovery.set_index(["task_id", "restore_point", "failure", "repetition"])["cost_s"]
-        assert one["j_skip"] == j[(one["task_id"], one["fallback"], one["failure"], 1)]
-
-
-def test_bad_inputs_name_the_problem() -> None:
-    lt = family_tasks("swe-pilot", n_repos=1, tasks_per_repo=1, seed=0)[0]
-    with pytest.raises(ValueError, match=r"need 0 <= r < f"):
-        branch_costs(lt, [2], [2], [0])
-    with pytest.raises(ValueError, match="design must be"):
-        simulate_label_set("swe-pilot", design="nope")  # type: ignore[arg-type]
-    with pytest.raises(KeyError, match="unknown workload family"):
-        simulate_label_set("no-such-family")
-    with pytest.raises(ValueError, match="n_repos"):
-        family_tasks("swe-pilot", n_repos=9)
+def test_a_task_spec_without_its_params_is_refused() -> None:
     with pytest.raises(ValueError, match="params lacks"):
-        from oracle.agents.protocol import TaskSpec
         SimulatedAgent().latent(TaskSpec("x", "r", "swe-pilot", None, None, {}))
 
 
-# ---------------------------------------------------------------------------------------
-# calibration at fixed seeds (fast path; the harness path is experiments.calibrate)
-# ---------------------------------------------------------------------------------------
-
-PILOT = stats.load_pilot_tables()
-
-
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_swe_pilot_calibration_within_tolerance(seed: int) -> None:
-    ls = simulate_label_set("swe-pilot", design="pilot", repetitions=2, seed=seed)
-    t1 = stats.marginal_value(ls.labels, n_resamples=2000)
-    pub = PILOT["table1_marginal_value_verified_10_tasks"]
-    for stratum, key in (("first", "first_checkpoint_vs_none"), ("additional", "additional_one_step_later"),
-                         ("pooled", "pooled")):
-        lo, hi = pub[key]["ci95"]
-        assert lo <= t1.at[stratum, "advantage_s"] <= hi, (stratum, t1.at[stratum, "advantage_s"])
-    rec = ls.recovery.groupby("restore_point")["cost_s"].mean()
-    for depth, row in enumerate(PILOT["table5_recovery_by_restore_depth"]):
-        assert abs(rec[depth] / row["cost_s"] - 1) <= 0.15, (depth, rec[depth])
-    secs = pd.DataFrame([(e.step, e.duration) for t in ls.trajectories.values() for e in t.events],
-                        columns=["step", "s"]).groupby("step")["s"].sum()
-    for row in PILOT["table4_nominal_work_by_step"]:
-        assert abs(secs[row["step"]] / secs.sum() - row["share"]) <= 0.05
-    assert int(ls.tasks["verified"].sum()) == 10 and len(ls.tasks) == 12
-    assert len(ls.labels) >= 48  # 24 cells x 2 repetitions, plus thirds for sign-unstable cells
+def test_make_tasks_meets_the_count_or_says_which_sizes_would(tmp_path: Path) -> None:
+    agent = SimulatedAgent("swe-pilot")
+    tasks = agent.make_tasks(5, 0, tmp_path)
+    assert [t.task_id for t in tasks] == [t.task_id for t in task_specs("swe-pilot", seed=0)[:5]]
+    assert len(agent.make_tasks(20, 0, tmp_path, tasks_per_repo=7)) == 20
+    with pytest.raises(ValueError, match=r"48 tasks asked for, the study holds 12 \(3 repositories x "
+                                         r"4 tasks\); raise tasks_per_repo to at least 16"):
+        agent.make_tasks(48, 0, tmp_path)
