@@ -31,7 +31,6 @@ from oracle.simulator.model import (
     TaskBatch,
     batch_branch_costs,
     branch_costs,
-    branch_seed,
     build_task,
     family_tasks,
     task_specs,
@@ -40,6 +39,6 @@ from oracle.workloads import FAMILIES, family_names, get_family
 
 __all__ = [
     "FAMILIES", "STATE_FILE", "LatentTask", "SimulatedAgent", "SimulatedRun", "TaskBatch",
-    "batch_branch_costs", "branch_costs", "branch_seed", "build_task", "family_names",
+    "batch_branch_costs", "branch_costs", "build_task", "family_names",
     "family_tasks", "get_family", "simulate_label_set", "task_specs",
 ]

@@ -19,6 +19,8 @@ from oracle.labels import (
     branch_order,
     cell_id,
     charged_cp,
+    cp_first,
+    pair_seed,
     pilot_cells,
     sign_unstable,
     stratum,
@@ -30,10 +32,7 @@ from oracle.simulator.model import (
     TaskBatch,
     batch_branch_costs,
     branch_costs,
-    branch_seed,
     family_tasks,
-    splitmix64,
-    stable_hash,
 )
 from oracle.tables import (
     CHECKPOINT_COLUMNS,
@@ -74,7 +73,12 @@ def simulate_label_set(
     one late (B-1, B-2, B) cell per task, ``repetitions`` pairs plus a third for cells
     whose first two advantages differ in sign; labels via
     :func:`oracle.tables.labels_from_recovery`. Repetitions are numbered from 1, as in the
-    harness; repetition k of every branch uses :func:`branch_seed` (seed, k).
+    harness, and seeds and branch order are the plan's (:mod:`oracle.labels`): a pilot pair
+    runs with the pair seed of its cell and repetition (both branches) in the order drawn
+    from it, exactly as :func:`oracle.plan.pilot_plan` run by the harness with the
+    simulated agent; a table branch (r, f) uses the pair seed of its table cell, as
+    :func:`oracle.plan.full_table_plan`; a label derived from the table carries the pair
+    seed and branch order its pair cell would have.
     """
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {', '.join(map(repr, DESIGNS))}, got {design!r}")
@@ -88,7 +92,6 @@ def simulate_label_set(
     rec_cols: dict[str, list] = {k: [] for k in RECOVERY_COLUMNS}
     lab_cols: dict[str, list] = {k: [] for k in LABEL_COLUMNS}
     batch = TaskBatch(tasks, gran)
-    seeds = np.array([branch_seed(seed, k) for k in range(repetitions + 1)], dtype=np.int64)
     per_task = []  # (creation, restore, t_nom, digests, obs) per task
     tri_t, tri_r, tri_f, lab_t, lab_tt, lab_c, lab_f = [], [], [], [], [], [], []
     for i, lt in enumerate(tasks):
@@ -123,7 +126,7 @@ def simulate_label_set(
         lab_c.append(np.concatenate([np.zeros(len(tt), dtype=np.int64), tt[add] - 1]))
         lab_f.append(np.concatenate([fl, fl[add]]))
     if design != "pilot" and tasks:
-        _full_design(batch, tasks, per_task, seeds, repetitions, tri_t, tri_r, tri_f,
+        _full_design(batch, tasks, per_task, seed, repetitions, tri_t, tri_r, tri_f,
                      lab_t, lab_tt, lab_c, lab_f, rec_cols, lab_cols)
     tasks_df = pd.DataFrame(task_rows)
     checkpoints = _frame(cp_cols)
@@ -180,17 +183,18 @@ def _pilot_branches(
     third: bool, creation: np.ndarray, digests: np.ndarray, obs: np.ndarray, out: dict[str, list],
 ) -> None:
     for t, cm, f in pilot_cells(B):
+        cid = cell_id(lt.task_id, t, cm, f)
         advs: list[float] = []
         k = 1
         while True:
             if k > repetitions and not (third and k == repetitions + 1 and repetitions == 2
                                         and sign_unstable(advs)):
                 break
-            bs = branch_seed(seed, k)
+            bs = pair_seed(seed, cid, k)
             c = branch_costs(lt, [t, cm], [f, f], [bs, bs], gran)
             advs.append(float(advantage(c["cost_s"][1], charged_cp(c["cost_s"][0], creation[t]))))
-            pair = f"{cell_id(lt.task_id, t, cm, f)}:rep{k}"
-            order = ("cp", "skip") if (stable_hash(pair, seed) & 1) == 0 else ("skip", "cp")
+            pair = f"{cid}:rep{k}"
+            order = ("cp", "skip") if cp_first(bs) else ("skip", "cp")
             r = np.array([t, cm])
             _extend(out, task_id=np.array([lt.task_id] * 2, dtype=object), restore_point=r,
                     failure=np.array([f, f]), repetition=np.array([k, k]),
@@ -204,7 +208,7 @@ def _pilot_branches(
 
 
 def _full_design(
-    batch: TaskBatch, tasks: list[LatentTask], per_task: list[tuple], seeds: np.ndarray,
+    batch: TaskBatch, tasks: list[LatentTask], per_task: list[tuple], seed: int,
     repetitions: int, tri_t: list, tri_r: list, tri_f: list, lab_t: list, lab_tt: list,
     lab_c: list, lab_f: list, rec_cols: dict[str, list], lab_cols: dict[str, list],
 ) -> None:
@@ -213,9 +217,13 @@ def _full_design(
     m = len(r0)
     ti, rr, ff = np.tile(t0, repetitions), np.tile(r0, repetitions), np.tile(f0, repetitions)
     reps = np.repeat(np.arange(1, repetitions + 1), m)
-    c = batch_branch_costs(batch, ti, rr, ff, seeds[reps])
-    n = len(rr)
     ids = np.array([lt.task_id for lt in tasks], dtype=object)
+    tid = ids[ti]
+    cells = [table_cell_id(a, b, d) for a, b, d in zip(tid.tolist(), rr.tolist(), ff.tolist(), strict=True)]
+    seeds = np.array([pair_seed(seed, x, k) for x, k in zip(cells, reps.tolist(), strict=True)],
+                     dtype=np.int64)
+    c = batch_branch_costs(batch, ti, rr, ff, seeds)
+    n = len(rr)
     repos = np.array([lt.repo for lt in tasks], dtype=object)
     width = int(batch.n_boundaries.max()) + 1
     off = np.concatenate([[0], np.cumsum(batch.n_boundaries + 1)])
@@ -225,13 +233,12 @@ def _full_design(
     digests = np.concatenate([p[3] for p in per_task])
     obs = np.concatenate([p[4] for p in per_task])
     at_r = off[ti] + rr
-    tid = ids[ti]
     _extend(rec_cols, task_id=tid, restore_point=rr, failure=ff, repetition=reps,
-            branch_id=[f"{table_cell_id(a, b, d)}:rep{k}" for a, b, d, k in zip(tid.tolist(), rr.tolist(), ff.tolist(), reps.tolist(), strict=True)],
+            branch_id=[f"{x}:rep{k}" for x, k in zip(cells, reps.tolist(), strict=True)],
             pair_id=np.full(n, None, dtype=object), role=np.full(n, "table", dtype=object),
             cost_s=c["cost_s"], restore_latency_s=restore[at_r], tokens=c["tokens"],
             tool_calls=c["tool_calls"], verified=batch.verified[ti] & ~c["capped"], capped=c["capped"],
-            seed=seeds[reps], state_digest=digests[at_r], obs_digest=obs[at_r],
+            seed=seeds, state_digest=digests[at_r], obs_digest=obs[at_r],
             quarantined=np.zeros(n, dtype=bool), quarantine_reason=np.full(n, None, dtype=object))
     # labels: look J(r, f, rep) up by a flat key
     key = ((ti * width + rr) * width + ff) * (repetitions + 1) + reps
@@ -253,16 +260,18 @@ def _full_design(
     j_skip = c["cost_s"][isk]
     tids = ids[T_i]
     cell = [cell_id(*x) for x in zip(tids.tolist(), T.tolist(), C.tolist(), F.tolist(), strict=True)]
-    bit = (splitmix64((R + 31 * T + 977 * F).astype(np.uint64) ^ batch.keys[T_i]) & np.uint64(1)) == 0
+    pseeds = np.array([pair_seed(seed, x, k) for x, k in zip(cell, R.tolist(), strict=True)],
+                      dtype=np.int64)
     ver = batch.verified[T_i]
     nl = len(T)
     _extend(lab_cols, task_id=tids, repo=repos[T_i], cell_id=cell, candidate=T, fallback=C, failure=F,
-            repetition=R, stratum=stratum(C), branch_order=branch_order(bit),
+            repetition=R, stratum=stratum(C),
+            branch_order=branch_order(np.array([cp_first(x) for x in pseeds.tolist()], dtype=bool)),
             j_cp=j_cp, j_skip=j_skip, advantage=advantage(j_skip, j_cp), creation_s=cr_t,
             protected_work_s=t_nom[off[T_i] + T] - t_nom[off[T_i] + C], verified=ver,
             verified_cp=ver & ~c["capped"][icp], verified_skip=ver & ~c["capped"][isk],
             tokens_cp=c["tokens"][icp], tokens_skip=c["tokens"][isk],
             tool_calls_cp=c["tool_calls"][icp], tool_calls_skip=c["tool_calls"][isk],
-            pair_seed=seeds[R], digest_cp=digests[off[T_i] + T], digest_skip=digests[off[T_i] + C],
+            pair_seed=pseeds, digest_cp=digests[off[T_i] + T], digest_skip=digests[off[T_i] + C],
             quarantined=np.zeros(nl, dtype=bool), quarantine_reason=np.full(nl, None, dtype=object))
 

@@ -77,7 +77,8 @@ preserved transcript and facts at ``r``), the recovery cost to the stopping rule
   (their nominal step work is also ``F.unverified_work_scale`` times larger).
 - ``G = LN_sigma(F.branch_sigma)``: a whole-branch factor.
 
-Every random draw comes from a counter-based hash of (task, r, f, branch seed, component),
+Every random draw comes from a counter-based hash of (task, r, f, branch seed, component)
+- the branch seed is the plan's pair seed of the branch's cell (:func:`oracle.labels.pair_seed`),
 so repetitions of a cell differ (within-cell noise, paper G.4), the same inputs give the
 same cost in any order, and the vectorised fast path and the agent call the *same*
 function (:func:`branch_costs`). Re-executed tokens are ``J x`` the task's nominal tokens
@@ -145,7 +146,7 @@ from oracle.workloads import FamilyConfig, RepoConfig, StepConfig, get_family
 
 __all__ = [
     "KIND_CODE", "Granularity", "LatentTask", "TaskBatch", "batch_branch_costs", "branch_costs",
-    "branch_seed", "build_task", "cached_task", "family_tasks", "splitmix64", "stable_hash",
+    "build_task", "cached_task", "family_tasks", "splitmix64", "stable_hash",
     "task_specs",
 ]
 
@@ -210,18 +211,9 @@ def _ln_cv(cv: float, rng: np.random.Generator) -> float:
 
 
 def stable_hash(*parts: Any) -> int:
+    """A stable 64-bit hash of ``parts`` (their ``str``), the same in every process."""
     h = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
     return int.from_bytes(h, "little")
-
-
-def branch_seed(seed: int, repetition: int) -> int:
-    """The branch seed of repetition ``repetition`` in a study seeded ``seed``.
-
-    Both branches of a pair share it (their costs still differ: the random stream is keyed
-    by the restore point too). Pass it as ``seed`` to :meth:`SimulatedAgent.resume` to get
-    the fast path's number for that repetition.
-    """
-    return (int(seed) * 10_007 + int(repetition)) % (1 << 62)
 
 
 # ---------------------------------------------------------------------------------------

@@ -6,17 +6,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from oracle.agents import get_agent
 from oracle.agents.protocol import RestorePoint, TaskSpec, VirtualClock
 from oracle.harness import HarnessConfig
+from oracle.labels import pair_seed, table_cell_id
 from oracle.plan import pilot_plan
 from oracle.simulator import (
     STATE_FILE,
     SimulatedAgent,
     branch_costs,
-    branch_seed,
     simulate_label_set,
     task_specs,
 )
@@ -57,11 +58,12 @@ def test_agent_cost_equals_fast_path_cost(tmp_path: Path, granularity: str) -> N
             cells = cells[:: max(1, len(cells) // 12)]
         for r, f in cells:
             for k in (1, 2):
+                bseed = pair_seed(seed, table_cell_id(spec.task_id, r, f), k)  # the plan's seed
                 # drive from f-1 into segment f and fail-stop at the first event
                 d = f - 1
                 agent._write_state(ws, agent.latent(spec), d, complete=False)
                 tr, fa = snaps[d] if d else ([], {})
-                drive = agent.resume(spec, RestorePoint(d, ws, tr, fa), ws, branch_seed(seed, k), VirtualClock())
+                drive = agent.resume(spec, RestorePoint(d, ws, tr, fa), ws, bseed, VirtualClock())
                 for rep in drive.reports():
                     if rep.kind == "event":
                         drive.kill()
@@ -70,7 +72,7 @@ def test_agent_cost_equals_fast_path_cost(tmp_path: Path, granularity: str) -> N
                 agent._write_state(ws, agent.latent(spec), r, complete=False)
                 tr, fa = snaps[r] if r else ([], {})
                 clock = VirtualClock()
-                run = agent.resume(spec, RestorePoint(r, ws, tr, fa), ws, branch_seed(seed, k), clock)
+                run = agent.resume(spec, RestorePoint(r, ws, tr, fa), ws, bseed, clock)
                 bounds = [rep.boundary for rep in run.reports() if rep.kind == "boundary"]
                 row = rec.loc[(spec.task_id, r, f, k)]
                 assert clock.now() == pytest.approx(float(row["cost_s"]), rel=1e-9)
@@ -161,6 +163,22 @@ def test_runs_under_the_harness_with_fast_path_numbers(tmp_path: Path) -> None:
     creation, size, _ = lt.checkpoint_costs("turn")
     assert cps.at[(lt.task_id, 1), "creation_s"] == pytest.approx(creation[1])
     assert cps.at[(lt.task_id, 1), "size_bytes"] == size[1]
+    # the fast path's pilot design is this very study: the plan's cells, pair seeds, branch
+    # order and third repetitions, branch for branch and label for label
+    fast = simulate_label_set("swe-pilot", n_repos=1, tasks_per_repo=4, design="pilot", seed=4)
+    ids = {t.task_id for t in specs}
+    cols = ["branch_id", "task_id", "restore_point", "failure", "repetition", "pair_id", "role",
+            "cost_s", "restore_latency_s", "tokens", "tool_calls", "verified", "capped", "seed"]
+    want = fast.recovery[fast.recovery["task_id"].isin(ids)][cols].reset_index(drop=True)
+    got = ls.recovery[cols].sort_values("branch_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want.sort_values("branch_id").reset_index(drop=True),
+                                  check_exact=False, rtol=1e-9)
+    assert (ls.recovery["repetition"] == 3).any()  # a third repetition was run, in both paths
+    cols = ["cell_id", "repetition", "stratum", "branch_order", "j_cp", "j_skip", "advantage",
+            "creation_s", "protected_work_s", "pair_seed", "verified_cp", "verified_skip"]
+    want = fast.labels[fast.labels["task_id"].isin(ids)][cols].reset_index(drop=True)
+    pd.testing.assert_frame_equal(ls.labels[cols].reset_index(drop=True), want,
+                                  check_exact=False, rtol=1e-9)
 
 
 def test_a_task_spec_without_its_params_is_refused() -> None:
