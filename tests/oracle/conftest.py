@@ -89,6 +89,23 @@ register_agent("toy-noisy", lambda: ToyAgent(noise=0.9))
 
 
 @pytest.fixture
+def scripted_plan(tmp_path: Path) -> Callable[[int, int], Path]:
+    """``scripted_plan(n_tasks, seed)``: freeze a pilot plan of fast scripted tasks with
+    ``python -m oracle plan`` (nominal runs included); returns the plan file, whose study
+    directory is ``<plan>.study`` beside it."""
+    from oracle.__main__ import main
+
+    def make(n_tasks: int, seed: int) -> Path:
+        path = tmp_path / "plan.json"
+        assert main(["plan", "--agent", "scripted", "--tasks", str(n_tasks), "--design", "pilot",
+                     "--seed", str(seed), "--out", str(path), "--task-opt", "time_scale=0.1",
+                     "--task-opt", "n_files=2", "--task-opt", "n_steps=3"]) == 0
+        return path
+
+    return make
+
+
+@pytest.fixture
 def toy_tasks() -> Callable[[int], list[TaskSpec]]:
     """``toy_tasks(n)``: n tasks of the toy agent, one repository each."""
     return lambda n: [TaskSpec(f"toy{i}", f"repo{i}", "toy", None, None, {}) for i in range(n)]

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 import oracle.study as study_mod
-from oracle.__main__ import main as oracle_main
 from oracle.audit import AuditLog
 from oracle.executors import InlineExecutor
 from oracle.harness import HarnessConfig
@@ -63,11 +62,8 @@ def _wait_for_progress(p: subprocess.Popen, audit: Path, before: int, *, limit_s
     return True
 
 
-def test_study_killed_at_random_moments_resumes_exactly(tmp_path: Path) -> None:
-    plan_path = tmp_path / "plan.json"
-    assert oracle_main(["plan", "--agent", "scripted", "--tasks", "2", "--design", "pilot",
-                        "--seed", "21", "--out", str(plan_path), "--task-opt", "time_scale=0.1",
-                        "--task-opt", "n_files=2", "--task-opt", "n_steps=3"]) == 0
+def test_study_killed_at_random_moments_resumes_exactly(tmp_path: Path, scripted_plan) -> None:
+    plan_path = scripted_plan(2, 21)
     plan = Plan.load(plan_path)
     base = plan_path.with_name("plan.study")
     a, b = tmp_path / "A", tmp_path / "B"
@@ -188,12 +184,9 @@ def test_pilot_study_labels_and_third_repetition_rule(tmp_path: Path, toy_tasks)
 
 
 
-def test_inline_study_records_each_branch_before_starting_the_next(tmp_path, monkeypatch):
+def test_inline_study_records_each_branch_before_starting_the_next(scripted_plan, monkeypatch):
     """No finished branch waits unrecorded: a kill between branches loses nothing."""
-    plan_path = tmp_path / "plan.json"
-    assert oracle_main(["plan", "--agent", "scripted", "--tasks", "1", "--design", "pilot",
-                        "--seed", "3", "--out", str(plan_path), "--task-opt", "time_scale=0.1",
-                        "--task-opt", "n_files=2", "--task-opt", "n_steps=3"]) == 0
+    plan_path = scripted_plan(1, 3)
     plan = Plan.load(plan_path)
     study = plan_path.with_name("plan.study")
     seen: list[int] = []
