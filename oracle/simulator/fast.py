@@ -21,6 +21,7 @@ from oracle.labels import (
     charged_cp,
     cp_first,
     pair_seed,
+    pair_seeds,
     pilot_cells,
     sign_unstable,
     stratum,
@@ -77,8 +78,9 @@ def simulate_label_set(
     runs with the pair seed of its cell and repetition (both branches) in the order drawn
     from it, exactly as :func:`oracle.plan.pilot_plan` run by the harness with the
     simulated agent; a table branch (r, f) uses the pair seed of its table cell, as
-    :func:`oracle.plan.full_table_plan`; a label derived from the table carries the pair
-    seed and branch order its pair cell would have.
+    :func:`oracle.plan.full_table_plan`; a label derived from the table has, as a harness
+    label, its CP branch's seed as ``pair_seed``, and the order in which that plan submits
+    its two branches: ``skip_first`` (the fallback's cell (c-, f) precedes (t, f)).
     """
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {', '.join(map(repr, DESIGNS))}, got {design!r}")
@@ -220,8 +222,7 @@ def _full_design(
     ids = np.array([lt.task_id for lt in tasks], dtype=object)
     tid = ids[ti]
     cells = [table_cell_id(a, b, d) for a, b, d in zip(tid.tolist(), rr.tolist(), ff.tolist(), strict=True)]
-    seeds = np.array([pair_seed(seed, x, k) for x, k in zip(cells, reps.tolist(), strict=True)],
-                     dtype=np.int64)
+    seeds = pair_seeds(seed, cells, reps)
     c = batch_branch_costs(batch, ti, rr, ff, seeds)
     n = len(rr)
     repos = np.array([lt.repo for lt in tasks], dtype=object)
@@ -260,18 +261,15 @@ def _full_design(
     j_skip = c["cost_s"][isk]
     tids = ids[T_i]
     cell = [cell_id(*x) for x in zip(tids.tolist(), T.tolist(), C.tolist(), F.tolist(), strict=True)]
-    pseeds = np.array([pair_seed(seed, x, k) for x, k in zip(cell, R.tolist(), strict=True)],
-                      dtype=np.int64)
     ver = batch.verified[T_i]
     nl = len(T)
     _extend(lab_cols, task_id=tids, repo=repos[T_i], cell_id=cell, candidate=T, fallback=C, failure=F,
-            repetition=R, stratum=stratum(C),
-            branch_order=branch_order(np.array([cp_first(x) for x in pseeds.tolist()], dtype=bool)),
+            repetition=R, stratum=stratum(C), branch_order=np.full(nl, branch_order(False), dtype=object),
             j_cp=j_cp, j_skip=j_skip, advantage=advantage(j_skip, j_cp), creation_s=cr_t,
             protected_work_s=t_nom[off[T_i] + T] - t_nom[off[T_i] + C], verified=ver,
             verified_cp=ver & ~c["capped"][icp], verified_skip=ver & ~c["capped"][isk],
             tokens_cp=c["tokens"][icp], tokens_skip=c["tokens"][isk],
             tool_calls_cp=c["tool_calls"][icp], tool_calls_skip=c["tool_calls"][isk],
-            pair_seed=pseeds, digest_cp=digests[off[T_i] + T], digest_skip=digests[off[T_i] + C],
+            pair_seed=seeds[icp], digest_cp=digests[off[T_i] + T], digest_skip=digests[off[T_i] + C],
             quarantined=np.zeros(nl, dtype=bool), quarantine_reason=np.full(nl, None, dtype=object))
 

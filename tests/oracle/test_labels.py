@@ -78,3 +78,15 @@ def test_branch_order_is_drawn_from_the_pair_seed() -> None:
     assert labels.branch_order(True) == labels.CP_FIRST == "cp_first"
     assert labels.branch_order(False) == labels.SKIP_FIRST == "skip_first"
     assert list(labels.branch_order(np.array([True, False]))) == ["cp_first", "skip_first"]
+
+
+def test_pair_seeds_equal_pair_seed_element_for_element() -> None:
+    rng = np.random.default_rng(3)
+    for study_seed in (0, 1, 7, 2**31, 2**32 + 5, 2**40 + 3, 2**63 - 1):
+        cells = [f"task-{i}:r{rng.integers(9)}:f{rng.integers(1, 9)}" for i in range(200)]
+        reps = rng.integers(0, 5, len(cells))
+        got = labels.pair_seeds(study_seed, cells, reps)
+        assert got.dtype == np.int64
+        assert got.tolist() == [labels.pair_seed(study_seed, c, int(k)) for c, k in zip(cells, reps, strict=True)]
+    with pytest.raises(ValueError, match="study seed must be >= 0"):
+        labels.pair_seeds(-1, ["a"], [1])

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from features.schema import Trajectory
-from oracle.labels import branch_order, cp_first, pair_seed, table_cell_id
+from oracle.labels import branch_order, table_cell_id
 from oracle.plan import full_table_plan, pilot_plan
 from oracle.simulator import simulate_label_set, task_specs
 from oracle.tables import LabelSet
@@ -104,8 +104,8 @@ def test_swe_pilot_calibration_within_tolerance(seed: int) -> None:
 
 def test_seeds_and_branch_order_are_the_plans() -> None:
     """A table branch uses its table cell's pair seed (full_table_plan), a pilot pair its
-    cell's seed and the order drawn from it (pilot_plan); derived labels carry their pair
-    cell's seed and order."""
+    cell's seed and the order drawn from it (pilot_plan); a label derived from the table
+    carries its CP branch's seed and the full plan's order of its two branches."""
     seed = 9
     specs = task_specs("dependency-resolution", n_repos=1, tasks_per_repo=2, seed=seed)
     full = simulate_label_set("dependency-resolution", n_repos=1, tasks_per_repo=2, design="full",
@@ -116,9 +116,13 @@ def test_seeds_and_branch_order_are_the_plans() -> None:
     for row in full.recovery.itertuples():
         assert row.seed == seeds[(table_cell_id(row.task_id, row.restore_point, row.failure),
                                   row.repetition)]
-    for row in full.labels.itertuples():
-        assert row.pair_seed == pair_seed(seed, row.cell_id, row.repetition)
-        assert row.branch_order == branch_order(cp_first(row.pair_seed))
+    order = {s.branch_id: i for i, s in enumerate(plan.branch_specs((1, 2)))}
+    for row in full.labels.itertuples():  # as a harness label: the CP branch's seed
+        cp = table_cell_id(row.task_id, row.candidate, row.failure)
+        skip = table_cell_id(row.task_id, row.fallback, row.failure)
+        assert row.pair_seed == seeds[(cp, row.repetition)]
+        first = order[f"{skip}:rep{row.repetition}"] < order[f"{cp}:rep{row.repetition}"]
+        assert row.branch_order == branch_order(not first) == "skip_first"  # the plan's order
     pilot = simulate_label_set("dependency-resolution", n_repos=1, tasks_per_repo=2, design="pilot",
                                seed=seed)
     plan = pilot_plan(specs, nb, seed=seed)
