@@ -19,7 +19,10 @@ from __future__ import annotations
 import difflib
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the protocol module imports the event schema (pandas): not at run time
+    from oracle.agents.protocol import Agent
 
 __all__ = ["BUILTIN_AGENTS", "SIMULATED_PREFIX", "agent_names", "get_agent", "register_agent"]
 
@@ -35,7 +38,7 @@ BUILTIN_AGENTS: dict[str, str] = {
 #: ``sim:<family>``: the simulated agent of a workload family
 SIMULATED_PREFIX = "sim:"
 
-AgentFactory = Callable[..., Any]
+AgentFactory = Callable[..., "Agent"]
 _REGISTRY: dict[str, AgentFactory] = {}
 
 
@@ -65,7 +68,7 @@ def _builtin(target: str, name: str) -> AgentFactory:
         raise KeyError(f"agent {name!r}: module {module} unavailable: {exc}") from exc
 
 
-def get_agent(name: str, **options: Any) -> Any:
+def get_agent(name: str, **options: Any) -> Agent:
     """Build the agent called ``name`` with ``options``; an unknown name is a ``KeyError``
     that lists the known ones and suggests the nearest."""
     if name in _REGISTRY:
