@@ -29,8 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from oracle.harness import BranchSpec, HarnessConfig, StudyContext, run_branch, run_nominal_job  # noqa: E402
-from oracle.scripted import make_scripted_tasks  # noqa: E402
+from oracle.agents.scripted import make_scripted_tasks  # noqa: E402
+from oracle.harness import BranchSpec, HarnessConfig, StudyContext, run_branch  # noqa: E402
+from oracle.study import run_nominal_job  # noqa: E402
 
 
 def main() -> int:

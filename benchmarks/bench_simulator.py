@@ -29,12 +29,12 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from oracle.agent import RestorePoint, VirtualClock  # noqa: E402
+from oracle.agents.protocol import RestorePoint, VirtualClock  # noqa: E402
+from oracle.labels import pair_seed  # noqa: E402
 from oracle.simulator import (  # noqa: E402
     SimulatedAgent,
     TaskBatch,
     batch_branch_costs,
-    branch_seed,
     family_tasks,
     simulate_label_set,
     task_specs,
@@ -53,7 +53,7 @@ def bench_cost_function(n_tasks: int) -> tuple[int, float]:
         rr.append(r)
         ff.append(f)
     ti, rr, ff = np.concatenate(ti), np.concatenate(rr), np.concatenate(ff)
-    seeds = np.full(len(rr), branch_seed(0, 1))
+    seeds = np.full(len(rr), pair_seed(0, "bench", 1))
     t0 = time.perf_counter()
     batch_branch_costs(batch, ti, rr, ff, seeds)
     return len(rr), time.perf_counter() - t0

@@ -87,13 +87,14 @@ def parse_args(argv: list[str] | None = None) -> Args:
 
 def run_harness_study(family: str, seed: int, study_dir: Path, tasks_per_repo: int = 4) -> LabelSet:
     """The pilot design through the harness, with the simulated agent on the virtual clock."""
-    from oracle.harness import HarnessConfig, run_study
-    from oracle.plan import stratified_pilot_plan
+    from oracle.harness import HarnessConfig
+    from oracle.plan import pilot_plan
+    from oracle.study import run_study
 
     specs = task_specs(family, tasks_per_repo=tasks_per_repo, seed=seed, granularity="turn")
     agent = SimulatedAgent(family)
     n_b = {t.task_id: len(agent.latent(t).positions("turn")) - 1 for t in specs}
-    plan = stratified_pilot_plan(
+    plan = pilot_plan(
         specs, n_b, seed=seed, agent="simulator", agent_options={"family": family},
         config=HarnessConfig(granularity="turn", clock="virtual"), repetitions=2,
         third_repetition=True)

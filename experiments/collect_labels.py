@@ -70,10 +70,12 @@ def parse_args(argv: list[str] | None = None) -> Args:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from oracle.agent import clock_kind, get_agent
+    from oracle.agents import get_agent
+    from oracle.agents.protocol import clock_kind
     from oracle.executors import close_executor, make_executor
-    from oracle.harness import HarnessConfig, StudyContext, freeze_plan, run_study
+    from oracle.harness import HarnessConfig, StudyContext
     from oracle.plan import Plan
+    from oracle.study import freeze_plan, run_study
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from oracle.labels import DESIGNS, advantage, charged_cp, sign_unstable
 
 
 def _kv(items: list[str] | None, what: str) -> dict[str, Any]:
@@ -44,30 +44,27 @@ def default_study_dir(plan_path: Path) -> Path:
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
-    from oracle.agent import clock_kind, get_agent
+    from oracle.agents import get_agent
+    from oracle.agents.protocol import clock_kind, make_tasks
     from oracle.executors import close_executor, make_executor
-    from oracle.harness import HarnessConfig, StudyContext, freeze_plan
+    from oracle.harness import HarnessConfig, StudyContext
+    from oracle.study import freeze_plan
 
     out = Path(a.out).resolve()
     study = Path(a.study).resolve() if a.study else default_study_dir(out)
     gran = "tool_call" if a.design == "tool_call" else a.granularity
     agent_opts = _kv(a.agent_opt, "--agent-opt")
-    agent = get_agent(a.agent, **agent_opts)
+    try:
+        agent = get_agent(a.agent, **agent_opts)
+    except KeyError as exc:
+        raise SystemExit(f"--agent: {exc.args[0]}") from None
     if getattr(agent, "granularity", gran) != gran:
         agent_opts["granularity"] = gran
         agent = get_agent(a.agent, **agent_opts)
-    make_tasks = getattr(agent, "make_tasks", None)
-    if make_tasks is None and hasattr(agent, "family") and a.agent.startswith("sim"):
-        from oracle import simulator
-
-        def make_tasks(n: int, seed: int, root: Path, **opts: Any) -> list:
-            del root  # simulated tasks live in their params: the first n of the family
-            specs = simulator.task_specs(agent.family, seed=seed, granularity=gran, **opts)
-            return specs[:n]
-    if make_tasks is None:
-        raise SystemExit(f"agent {a.agent!r} cannot generate tasks; build the plan with the "
-                         "oracle.plan API from your TaskSpecs")
-    tasks = make_tasks(a.tasks, a.seed, study / "tasks", **_kv(a.task_opt, "--task-opt"))
+    try:
+        tasks = make_tasks(agent, a.tasks, a.seed, study / "tasks", **_kv(a.task_opt, "--task-opt"))
+    except ValueError as exc:
+        raise SystemExit(f"--tasks {a.tasks}: {exc}") from None
     config = HarnessConfig(granularity=gran, branch_cap_s=a.cap,
                            require_obs_determinism=not a.no_determinism,
                            clock=clock_kind(agent))
@@ -86,8 +83,8 @@ def cmd_plan(a: argparse.Namespace) -> int:
 
 def cmd_run(a: argparse.Namespace) -> int:
     from oracle.executors import close_executor, make_executor
-    from oracle.harness import run_study
     from oracle.plan import Plan
+    from oracle.study import run_study
 
     plan_path = Path(a.plan).resolve()
     plan = Plan.load(plan_path)
@@ -126,10 +123,11 @@ def audit_summary(records: list[dict]) -> dict[str, Any]:
         if creation is None:  # no nominal record of the candidate: its advantage is unknown, not 0-charged
             no_creation.append(pid)
             continue
-        by_cell[cp["cell_id"]][int(cp["repetition"])] = float(sk["cost_s"]) - float(cp["cost_s"]) - creation
+        by_cell[cp["cell_id"]][int(cp["repetition"])] = advantage(
+            float(sk["cost_s"]), charged_cp(float(cp["cost_s"]), creation))
     unstable = []
     for cell, advs in sorted(by_cell.items()):
-        if 1 in advs and 2 in advs and np.sign(advs[1]) != np.sign(advs[2]):
+        if 1 in advs and 2 in advs and sign_unstable([advs[1], advs[2]]):
             unstable.append({"cell_id": cell, "advantages": [advs[k] for k in sorted(advs)],
                              "third_repetition": 3 in advs})
     return {
@@ -182,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("plan", help="generate tasks, run nominal runs, freeze a plan")
     p.add_argument("--agent", default="scripted")
     p.add_argument("--tasks", type=int, required=True)
-    p.add_argument("--design", choices=["pilot", "tool_call", "full"], default="pilot")
+    p.add_argument("--design", choices=DESIGNS, default="pilot")
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--study", help="study directory (default: <out stem>.study)")

@@ -7,7 +7,7 @@
 * :class:`InlineExecutor` - runs each call synchronously in the caller (workers = 0), for
   debugging and for strictly sequential studies.
 
-The study runner (:func:`oracle.harness.run_study`) submits nominal runs and branches and
+The study runner (:func:`oracle.study.run_study`) submits nominal runs and branches and
 appends each result to the audit log in the parent as futures complete, so a worker never
 writes the audit log.
 """

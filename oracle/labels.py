@@ -22,8 +22,9 @@ statistics, the datasets and the experiments.
   predeclared third repetition.
 - **Pilot cells** (Section 4, the frozen stratification): per task one early cell
   (t=1, c-=0, f=2) and, when B >= 3, one late cell (t=B-1, c-=B-2, f=B).
-- **Seeds and branch order**: one pair seed per (cell, repetition) from the study seed;
-  the branch order of a pair is drawn from its pair seed.
+- **Seeds and branch order**: one pair seed per (cell, repetition) from the study seed
+  (and one per task's nominal run); the branch order of a pair is drawn from its pair
+  seed and named ``"cp_first"`` or ``"skip_first"``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ STRATA: tuple[str, str] = (FIRST, ADDITIONAL)
 POOLED = "pooled"
 #: the plan designs: the pilot's stratification, adjacent tool-call cells, every (r, f)
 DESIGNS: tuple[str, str, str] = ("pilot", "tool_call", "full")
+CP_FIRST = "cp_first"
+SKIP_FIRST = "skip_first"
 
 #: the predeclared third-repetition rule, as recorded in every plan
 THIRD_RULE = (
@@ -115,6 +118,74 @@ def pair_seed(study_seed: int, cell: str, repetition: int) -> int:
     return int(ss.generate_state(1, dtype=np.uint64)[0] & np.uint64(2**63 - 1))
 
 
+# numpy's SeedSequence constants (pool of 4 words; hashmix and mix of O'Neill's randutils)
+_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
+_MIX_L, _MIX_R, _M32 = 0xCA01F9DD, 0x4973F715, 0xFFFFFFFF
+
+
+def pair_seeds(study_seed: int, cells: Sequence[str], repetitions: Sequence[int]) -> np.ndarray:
+    """:func:`pair_seed` of many (cell, repetition) pairs at once (int64 array, equal
+    element for element; tested). ``SeedSequence`` has no bulk form and costs ~20 us a
+    call, so a study of thousands of table cells runs its entropy mixing vectorised here."""
+    if int(study_seed) < 0:
+        raise ValueError(f"study seed must be >= 0, got {study_seed}")
+    run, x = [], int(study_seed)
+    while True:  # the study seed as little-endian 32-bit words, padded to the pool size
+        run.append(x & _M32)
+        x >>= 32
+        if x == 0:
+            break
+    run += [0] * max(0, 4 - len(run))
+    n = len(cells)
+    ent = np.empty((n, len(run) + 5), dtype=np.uint64)
+    ent[:, :len(run)] = np.array(run, dtype=np.uint64)
+    ent[:, len(run):-1] = np.array([_key_ints(c) for c in cells], dtype=np.uint64).reshape(n, 4)
+    ent[:, -1] = np.asarray(repetitions, dtype=np.uint64)
+    m32, sh = np.uint64(_M32), np.uint64(16)
+    hc = _INIT_A
+
+    def hashmix(v: np.ndarray) -> np.ndarray:
+        nonlocal hc
+        v = v ^ np.uint64(hc)
+        hc = (hc * _MULT_A) & _M32
+        v = (v * np.uint64(hc)) & m32
+        return v ^ (v >> sh)
+
+    def mix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        r = (np.uint64(_MIX_L) * a - np.uint64(_MIX_R) * b) & m32
+        return r ^ (r >> sh)
+
+    with np.errstate(over="ignore"):
+        pool = [hashmix(ent[:, i]) for i in range(4)]
+        for src in range(4):
+            for dst in range(4):
+                if src != dst:
+                    pool[dst] = mix(pool[dst], hashmix(pool[src]))
+        for src in range(4, ent.shape[1]):
+            for dst in range(4):
+                pool[dst] = mix(pool[dst], hashmix(ent[:, src]))
+        hb, words = _INIT_B, []
+        for i in range(2):  # generate_state(1, uint64): two 32-bit words, little-endian
+            v = pool[i] ^ np.uint64(hb)
+            hb = (hb * _MULT_B) & _M32
+            v = (v * np.uint64(hb)) & m32
+            words.append(v ^ (v >> sh))
+        out = words[0] | (words[1] << np.uint64(32))
+    return (out & np.uint64(2**63 - 1)).astype(np.int64)
+
+
+def nominal_seed(study_seed: int, task_id: str) -> int:
+    """Seed of the nominal run of ``task_id``: the pair seed of cell ``nominal/<task>``."""
+    return pair_seed(study_seed, f"nominal/{task_id}", 0)
+
+
 def cp_first(seed: int) -> bool:
     """The branch order of a pair, drawn from its pair seed: True runs CP before SKIP."""
     return bool(np.random.default_rng(int(seed)).random() < 0.5)
+
+
+def branch_order(cp_ran_first: Any) -> Any:
+    """``"cp_first"`` or ``"skip_first"``; element-wise (an object array) for an array."""
+    if np.ndim(cp_ran_first) == 0:
+        return CP_FIRST if cp_ran_first else SKIP_FIRST
+    return np.where(np.asarray(cp_ran_first, dtype=bool), CP_FIRST, SKIP_FIRST).astype(object)

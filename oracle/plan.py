@@ -12,7 +12,7 @@ the candidate state t into segment f (see :mod:`oracle.harness`). A *table* cell
 
 Ready designs:
 
-``stratified_pilot_plan`` (the pilot's frozen stratification)
+``pilot_plan`` (the pilot's frozen stratification, :func:`oracle.labels.pilot_cells`)
     per task one early cell (t=1, c-=0, f=2) - the *first* checkpoint against none - and
     one late cell (t=B-1, c-=t-1, f=B) - one *additional* checkpoint one step after an
     existing one - when B >= 3 (for B = 2 only the early cell exists).
@@ -42,16 +42,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oracle.agent import TaskSpec
+from oracle.agents.protocol import TaskSpec
 from oracle.harness import BranchSpec, HarnessConfig, StudyContext
-from oracle.labels import THIRD_RULE, cp_first, pair_seed
+from oracle.labels import (
+    THIRD_RULE,
+    cell_id,
+    cp_first,
+    nominal_seed,
+    pair_seed,
+    pilot_cells,
+    stratum,
+    table_cell_id,
+)
 
 __all__ = [
     "Plan",
     "PlanError",
     "full_table_plan",
-    "pair_seed",
-    "stratified_pilot_plan",
+    "pilot_plan",
     "task_from_dict",
     "task_to_dict",
     "tool_call_plan",
@@ -177,7 +185,7 @@ class Plan:
         return self.third_repetition
 
     def nominal_seed(self, task_id: str) -> int:
-        return pair_seed(self.study_seed, f"nominal/{task_id}", 0)
+        return nominal_seed(self.study_seed, task_id)
 
     def cell(self, cell_id: str) -> dict:
         for c in self.cells:
@@ -260,16 +268,16 @@ class Plan:
 def _pair_cell(task_id: str, t: int, c: int, f: int, seed: int, reps: int) -> dict:
     if not 0 <= c < t < f:
         raise PlanError(f"task {task_id}: need c- < t < f, got c-={c}, t={t}, f={f}")
-    cid = f"{task_id}:t{t}:c{c}:f{f}"
+    cid = cell_id(task_id, t, c, f)
     seeds = [pair_seed(seed, cid, k) for k in range(1, max(reps, 3) + 1)]
     return {"cell_id": cid, "task_id": task_id, "kind": "pair", "candidate": t, "fallback": c,
             "failure": f, "drive_from": t, "restore_point": None,
-            "stratum": "first" if c == 0 else "additional", "seeds": seeds,
+            "stratum": stratum(c), "seeds": seeds,
             "cp_first": [cp_first(s) for s in seeds]}
 
 
 def _table_cell(task_id: str, r: int, f: int, seed: int, reps: int) -> dict:
-    cid = f"{task_id}:r{r}:f{f}"
+    cid = table_cell_id(task_id, r, f)
     seeds = [pair_seed(seed, cid, k) for k in range(1, reps + 1)]
     return {"cell_id": cid, "task_id": task_id, "kind": "table", "candidate": None,
             "fallback": None, "failure": f, "drive_from": f - 1, "restore_point": r,
@@ -301,7 +309,7 @@ def _make(design: str, tasks: Sequence[TaskSpec], n_boundaries: Mapping[str, int
     return plan
 
 
-def stratified_pilot_plan(
+def pilot_plan(
     tasks: Sequence[TaskSpec], n_boundaries: Mapping[str, int], *, seed: int,
     agent: str = "scripted", agent_options: Mapping[str, Any] | None = None,
     config: HarnessConfig | None = None, nominal: Mapping[str, dict] | None = None,
@@ -309,13 +317,8 @@ def stratified_pilot_plan(
 ) -> Plan:
     """One early (t=1, c-=0, f=2) and one late (t=B-1, c-=t-1, f=B) cell per task."""
     _check_inputs(tasks, n_boundaries)
-    cells = []
-    for t in tasks:
-        b = int(n_boundaries[t.task_id])
-        if b >= 2:
-            cells.append(_pair_cell(t.task_id, 1, 0, 2, seed, repetitions))
-        if b >= 3:
-            cells.append(_pair_cell(t.task_id, b - 1, b - 2, b, seed, repetitions))
+    cells = [_pair_cell(t.task_id, cand, fall, fail, seed, repetitions)
+             for t in tasks for cand, fall, fail in pilot_cells(n_boundaries[t.task_id])]
     return _make("pilot", tasks, n_boundaries, cells, seed, agent, agent_options, config,
                  nominal, repetitions, third_repetition, granularity)
 
@@ -333,10 +336,10 @@ def tool_call_plan(
     if stride < 1:
         raise PlanError(f"stride must be >= 1, got {stride}")
     if mode == "pilot":
-        p = stratified_pilot_plan(tasks, n_boundaries, seed=seed, agent=agent,
-                                  agent_options=agent_options, config=config, nominal=nominal,
-                                  repetitions=repetitions, third_repetition=third_repetition,
-                                  granularity="tool_call")
+        p = pilot_plan(tasks, n_boundaries, seed=seed, agent=agent,
+                       agent_options=agent_options, config=config, nominal=nominal,
+                       repetitions=repetitions, third_repetition=third_repetition,
+                       granularity="tool_call")
         p.design = "tool_call"
         p.hash = p.compute_hash()
         return p

@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from features.schema import Trajectory
 from features.schema import read_parquet as read_trajectories
 from features.schema import write_parquet as write_trajectories
+from oracle.labels import advantage, branch_order, cell_id, charged_cp, failure_cost, stratum
 
 LABEL_SET_VERSION = "1"
 
@@ -124,6 +125,11 @@ SCHEMAS: dict[str, pa.Schema] = {
     "recovery": RECOVERY_SCHEMA,
     "labels": LABEL_SCHEMA,
 }
+#: each table's columns, in schema order (what a producer of rows fills in)
+TASK_COLUMNS: tuple[str, ...] = tuple(TASK_SCHEMA.names)
+CHECKPOINT_COLUMNS: tuple[str, ...] = tuple(CHECKPOINT_SCHEMA.names)
+RECOVERY_COLUMNS: tuple[str, ...] = tuple(RECOVERY_SCHEMA.names)
+LABEL_COLUMNS: tuple[str, ...] = tuple(LABEL_SCHEMA.names)
 
 
 class LabelSetError(ValueError):
@@ -198,7 +204,14 @@ def empty(name: str) -> pd.DataFrame:
 class RecoveryTable:
     """One task's measured recovery costs, checkpoint costs and nominal timing.
 
-    ``cost(r, f)`` is the mean over non-quarantined repetitions of J(r, f).
+    ``cost(r, f)`` is the mean over non-quarantined repetitions of J(r, f);
+    ``restore_latency(r, f)`` the mean restore latency those branches measured.
+    ``placement_cost`` prices a placement at one failure with the one price the evaluation
+    and the optimum use (:func:`oracle.labels.failure_cost`): the creation time of the
+    checkpoints taken before the failure + the restore latency of the restore point used
+    (the last of them, or the pristine start) + the measured recovery J from it. Labels
+    keep the paper's definition instead (``advantage``: J_skip - J_cp, J_cp charged the
+    candidate's creation; restore latency recorded apart).
     """
 
     task_id: str
@@ -210,7 +223,11 @@ class RecoveryTable:
         grouped = ok.groupby(["restore_point", "failure"])
         self._cost = {k: float(v) for k, v in grouped["cost_s"].mean().items()}
         self._n = {k: int(v) for k, v in grouped["cost_s"].size().items()}
+        rl = grouped["restore_latency_s"].mean()
+        self._restore = {k: float(v) for k, v in rl.items() if pd.notna(v)}
         cp = self.checkpoints.set_index("boundary")
+        self._cp_restore = {int(b): float(v) for b, v in cp["restore_latency_s"].items()
+                            if pd.notna(v)}
         self._creation = {int(b): float(v) for b, v in cp["creation_s"].items()}
         self._size = {int(b): int(v) for b, v in cp["size_bytes"].items()}
         self._t = {int(b): float(v) for b, v in cp["nominal_t_s"].items()}
@@ -249,13 +266,22 @@ class RecoveryTable:
         """Counterfactual checkpoint advantage from mean costs: J(c-, f) - J(t, f) - C(t)."""
         if not c_minus < t < f:
             raise ValueError(f"{self.task_id}: need c- < t < f, got {c_minus}, {t}, {f}")
-        return self.cost(c_minus, f) - self.cost(t, f) - self.creation_s(t)
+        return advantage(self.cost(c_minus, f), charged_cp(self.cost(t, f), self.creation_s(t)))
+
+    def restore_latency(self, r: int, f: int) -> float:
+        """Mean restore latency of restore point r measured by the branches of cell (r, f);
+        when none recorded one, the checkpoint's own measurement (0 for the pristine start)."""
+        if (r, f) in self._restore:
+            return self._restore[(r, f)]
+        return self._cp_restore.get(r, 0.0) if r > 0 else 0.0
 
     def placement_cost(self, checkpoints: Iterable[int], f: int) -> float:
-        """Cost of a placement at failure f: creation of checkpoints before f + J(last, f)."""
+        """Price of a placement at failure f (:func:`oracle.labels.failure_cost`): creation
+        of its checkpoints before f + restore latency of the last one + J(last, f)."""
         before = [b for b in checkpoints if b < f]
         last = max(before, default=0)
-        return sum(self.creation_s(b) for b in before) + self.cost(last, f)
+        return failure_cost(sum(self.creation_s(b) for b in before),
+                            self.restore_latency(last, f), self.cost(last, f))
 
     def is_full(self) -> bool:
         """True when every (r, f) with r < f is measured: any placement can be priced."""
@@ -393,17 +419,17 @@ def labels_from_recovery(
         t_nom = float(cp_by.at[(task, t), "nominal_t_s"])
         c_nom = 0.0 if c == 0 else float(cp_by.at[(task, c), "nominal_t_s"])
         first = sorted(g["branch_id"])[0]
-        order = "cp_first" if first == cp["branch_id"] else "skip_first"
-        j_cp = float(cp["cost_s"]) + creation
+        order = branch_order(first == cp["branch_id"])
+        j_cp = charged_cp(float(cp["cost_s"]), creation)
         j_skip = float(sk["cost_s"])
         q = bool(cp["quarantined"]) or bool(sk["quarantined"])
         reason = "; ".join(str(x["quarantine_reason"]) for x in (cp, sk) if x["quarantined"]) or None
         rows.append(
             dict(
                 task_id=task, repo=str(t_by_task.at[task, "repo"]),
-                cell_id=f"{task}:t{t}:c{c}:f{f}", candidate=t, fallback=c, failure=f,
-                repetition=int(cp["repetition"]), stratum="first" if c == 0 else "additional",
-                branch_order=order, j_cp=j_cp, j_skip=j_skip, advantage=j_skip - j_cp,
+                cell_id=cell_id(task, t, c, f), candidate=t, fallback=c, failure=f,
+                repetition=int(cp["repetition"]), stratum=stratum(c),
+                branch_order=order, j_cp=j_cp, j_skip=j_skip, advantage=advantage(j_skip, j_cp),
                 creation_s=creation, protected_work_s=t_nom - c_nom,
                 verified=bool(t_by_task.at[task, "verified"]),
                 verified_cp=bool(cp["verified"]), verified_skip=bool(sk["verified"]),

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from oracle.agents.scripted import make_scripted_tasks
 from oracle.executors import InlineExecutor, close_executor, local_executor, make_executor
-from oracle.harness import HarnessConfig, run_study
+from oracle.harness import HarnessConfig
 from oracle.plan import full_table_plan
-from oracle.scripted import make_scripted_tasks
+from oracle.study import run_study
 
 
 def _plan(tmp_path: Path, b: int = 2):

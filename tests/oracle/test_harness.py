@@ -1,116 +1,22 @@
-"""Harness: nominal runs, branches, fail-stop, replay validation, durable fork points, studies."""
+"""Harness: nominal runs, branches, fail-stop, replay validation, durable fork points."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import random
 import shlex
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
-from features.schema import Event
-from oracle.agent import AgentReport, Clock, RestorePoint, TaskSpec, register_agent
+from oracle.agents.scripted import ScriptedAgent, make_scripted_tasks
 from oracle.checkpoint import CheckpointStore, state_digest
 from oracle.effects import ForkBarrierError
-from oracle.harness import (
-    BranchSpec,
-    HarnessConfig,
-    StudyContext,
-    run_branch,
-    run_nominal,
-    run_nominal_job,
-    run_study,
-)
-from oracle.plan import full_table_plan, stratified_pilot_plan
-from oracle.scripted import ScriptedAgent, make_scripted_tasks
-from oracle.tables import LabelSet
-
-# ---------------------------------------------------------------------------------------
-# a small simulated agent on the virtual clock (the protocol's other side)
-# ---------------------------------------------------------------------------------------
-
-STEP_S = [5.0, 2.0, 1.0]
-
-
-class _ToyRun:
-    def __init__(self, ws: Path, clock: Clock, seed: int, start_b: int, transcript: list[dict],
-                 facts: dict, noise: float) -> None:
-        self.ws, self.clock, self.rng = ws, clock, random.Random(seed * 31 + start_b)
-        self.start_b, self.noise = start_b, noise
-        self.transcript, self.facts = list(transcript), dict(facts)
-        self._pres = (list(transcript), dict(facts))
-        self.killed = False
-        self.usage = {"tokens": 0, "tool_calls": 0}
-
-    def reports(self) -> Iterator[AgentReport]:
-        if self.start_b > 0:
-            # re-orientation after a restore, with a random detour when noisy
-            self.clock.sleep(0.5 + self.noise * 4 * self.rng.random())
-            yield AgentReport("event", event=Event(index=0, kind="model_call", input_tokens=10))
-        for b in range(self.start_b + 1, len(STEP_S) + 1):
-            if self.killed:
-                return
-            self.clock.sleep(STEP_S[b - 1] * (1 + self.noise * self.rng.uniform(-1, 1)))
-            (self.ws / f"step{b}.txt").write_text(f"step {b}\n")
-            self.usage["tool_calls"] += 1
-            self.usage["tokens"] += 100
-            yield AgentReport("event", event=Event(
-                index=0, kind="command", step=b, safe_boundary=True, boundary_kind="tool_return",
-                turn_end=True, extra={"source": "api", "payload_digest": f"d{b}"}))
-            if self.killed:
-                return
-            self.transcript.append({"done": b})
-            self._pres = (list(self.transcript), dict(self.facts))
-            yield AgentReport("boundary", boundary=b)
-        (self.ws / "done").write_text("ok")
-
-    def preserved(self) -> tuple[list[dict], dict[str, Any]]:
-        return list(self._pres[0]), dict(self._pres[1])
-
-    def kill(self) -> None:
-        self.killed = True
-
-    def wait(self) -> int:
-        return -9 if self.killed else 0
-
-
-class ToyAgent:
-    name = "toy-virtual"
-
-    def __init__(self, noise: float = 0.0) -> None:
-        self.noise = noise
-
-    def start(self, task: TaskSpec, workspace: Path, seed: int, clock: Clock) -> _ToyRun:
-        return _ToyRun(workspace, clock, seed, 0, [], {}, self.noise)
-
-    def resume(self, task: TaskSpec, restore: RestorePoint, workspace: Path, seed: int,
-               clock: Clock) -> _ToyRun:
-        return _ToyRun(workspace, clock, seed, restore.boundary, restore.transcript,
-                       restore.facts, self.noise)
-
-    def verify(self, task: TaskSpec, workspace: Path) -> bool:
-        return (workspace / "done").exists()
-
-    def simulated_checkpoint_cost(self, task: TaskSpec, boundary: int, workspace: Path) -> tuple[float, int]:
-        return 0.25, 1000 * boundary
-
-    def simulated_restore_latency(self, task: TaskSpec, boundary: int) -> float:
-        return 0.125
-
-
-register_agent("toy-virtual", ToyAgent)
-
-
-def _toy_tasks(n: int) -> list[TaskSpec]:
-    return [TaskSpec(f"toy{i}", f"repo{i}", "toy", None, None, {}) for i in range(n)]
-
+from oracle.harness import BranchSpec, HarnessConfig, StudyContext, run_branch, run_nominal
+from oracle.study import run_nominal_job
 
 # ---------------------------------------------------------------------------------------
 # scripted (real, wall clock) fixtures
@@ -252,54 +158,6 @@ def test_fork_barrier_refuses_checkpoint_with_undrained_effects(tmp_path: Path) 
                     config=HarnessConfig(drain_effects=False))
 
 
-def test_virtual_clock_study_costs_are_exact(tmp_path: Path) -> None:
-    tasks = _toy_tasks(2)
-    cfg = HarnessConfig(clock="virtual")
-    plan = full_table_plan(tasks, {t.task_id: 3 for t in tasks}, seed=1, agent="toy-virtual",
-                           config=cfg, repetitions=1)
-    ls = run_study(plan, tmp_path / "study")
-    rt = ls.recovery_table("toy0")
-    assert rt.is_full() and len(ls.recovery) == 2 * 6 and len(ls.labels) == 0
-    # noise-free: J(r, f) = 0.5 re-orientation (r > 0) + the nominal work from r to the end
-    for r, f in [(0, 1), (0, 3), (1, 2), (2, 3)]:
-        want = (0.5 if r else 0.0) + sum(STEP_S[r:])
-        assert rt.cost(r, f) == pytest.approx(want)
-    assert rt.creation_s(2) == 0.25 and rt.size_bytes(2) == 2000
-    assert rt.nominal_t(2) == pytest.approx(7.0)
-    assert (ls.recovery["restore_latency_s"] == 0.125).all()  # the simulated latency
-    assert ls.recovery["verified"].all() and not ls.recovery["quarantined"].any()
-    again = LabelSet.load(tmp_path / "study" / "labelset")
-    assert again.content_hash() == ls.content_hash()
-
-
-def test_pilot_study_labels_and_third_repetition_rule(tmp_path: Path) -> None:
-    register_agent("toy-noisy", lambda: ToyAgent(noise=0.9))
-    tasks = _toy_tasks(4)
-    plan = stratified_pilot_plan(tasks, {t.task_id: 3 for t in tasks}, seed=3, agent="toy-noisy",
-                                 config=HarnessConfig(clock="virtual"))
-    ls = run_study(plan, tmp_path / "study")
-    labels = ls.labels
-    assert set(labels["stratum"]) == {"first", "additional"}
-    # the predeclared rule, checked against the recorded first two repetitions
-    n_third = 0
-    for cell_id, g in labels.groupby("cell_id"):
-        adv = dict(zip(g["repetition"], g["advantage"], strict=True))
-        unstable = np.sign(adv[1]) != np.sign(adv[2])
-        assert (3 in adv) == unstable, cell_id
-        n_third += unstable
-    assert n_third >= 1  # the noisy agent makes some cells sign-unstable
-    assert len(ls.recovery) == 2 * len(labels)
-    # j_cp is charged the checkpoint's creation cost
-    row = labels.iloc[0]
-    assert row["j_cp"] == pytest.approx(
-        float(ls.recovery.set_index("branch_id").loc[
-            ls.recovery[(ls.recovery["pair_id"] == f"{row['cell_id']}:rep{row['repetition']}")
-                        & (ls.recovery["role"] == "cp")]["branch_id"].iloc[0], "cost_s"]) + 0.25)
-    # resuming a finished study runs nothing new and yields the same tables
-    again = run_study(plan, tmp_path / "study")
-    assert again.content_hash() == ls.content_hash()
-
-
 def test_tool_call_granularity_nominal(tmp_path: Path) -> None:
     (task,) = make_scripted_tasks(1, 6, tmp_path / "tasks", n_steps=3, n_files=3, time_scale=0.1)
     res = run_nominal(ScriptedAgent("tool_call"), task, store=CheckpointStore(tmp_path / "store"),
@@ -308,30 +166,3 @@ def test_tool_call_granularity_nominal(tmp_path: Path) -> None:
     assert res.boundary_events == res.trajectory.boundaries("tool_call")
     assert res.n_boundaries > 3  # finer than the three turns
     assert [c["step"] for c in res.checkpoints] == sorted(c["step"] for c in res.checkpoints)
-
-
-def test_inline_study_records_each_branch_before_starting_the_next(tmp_path, monkeypatch):
-    """No finished branch waits unrecorded: a kill between branches loses nothing."""
-    import oracle.harness as harness
-    from oracle.__main__ import main as oracle_main
-    from oracle.audit import AuditLog
-    from oracle.executors import InlineExecutor
-    from oracle.plan import Plan
-
-    plan_path = tmp_path / "plan.json"
-    assert oracle_main(["plan", "--agent", "scripted", "--tasks", "1", "--design", "pilot",
-                        "--seed", "3", "--out", str(plan_path), "--task-opt", "time_scale=0.1",
-                        "--task-opt", "n_files=2", "--task-opt", "n_steps=3"]) == 0
-    plan = Plan.load(plan_path)
-    study = plan_path.with_name("plan.study")
-    seen: list[int] = []
-    real = harness.run_branch
-
-    def spy(spec, ctx):
-        seen.append(len(AuditLog(study / "audit.jsonl").records()))
-        return real(spec, ctx)
-
-    monkeypatch.setattr(harness, "run_branch", spy)
-    harness.run_study(plan, study, executor=InlineExecutor())
-    assert len(seen) >= 8
-    assert seen == list(range(seen[0], seen[0] + len(seen))), seen

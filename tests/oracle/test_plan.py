@@ -7,15 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from oracle.agent import TaskSpec
-from oracle.plan import (
-    Plan,
-    PlanError,
-    full_table_plan,
-    pair_seed,
-    stratified_pilot_plan,
-    tool_call_plan,
-)
+from oracle.agents.protocol import TaskSpec
+from oracle.labels import pair_seed
+from oracle.plan import Plan, PlanError, full_table_plan, pilot_plan, tool_call_plan
 
 
 def _tasks(n: int) -> list[TaskSpec]:
@@ -28,7 +22,7 @@ def _cells(plan: Plan) -> list[tuple]:
 
 def test_pilot_design_early_and_late_cells() -> None:
     tasks = _tasks(3)
-    plan = stratified_pilot_plan(tasks, {"t0": 2, "t1": 3, "t2": 4}, seed=1)
+    plan = pilot_plan(tasks, {"t0": 2, "t1": 3, "t2": 4}, seed=1)
     assert _cells(plan) == [("t0", 1, 0, 2), ("t1", 1, 0, 2), ("t1", 2, 1, 3),
                             ("t2", 1, 0, 2), ("t2", 3, 2, 4)]
     strata = [c["stratum"] for c in plan.cells]
@@ -57,9 +51,9 @@ def test_tool_call_adjacent_and_full_table_designs() -> None:
 def test_seeds_deterministic_distinct_and_order_from_seed() -> None:
     tasks = _tasks(4)
     nb = {t.task_id: 4 for t in tasks}
-    a = stratified_pilot_plan(tasks, nb, seed=7)
-    b = stratified_pilot_plan(tasks, nb, seed=7)
-    c = stratified_pilot_plan(tasks, nb, seed=8)
+    a = pilot_plan(tasks, nb, seed=7)
+    b = pilot_plan(tasks, nb, seed=7)
+    c = pilot_plan(tasks, nb, seed=8)
     assert a.hash == b.hash and a.hash != c.hash
     seeds = [s for cell in a.cells for s in cell["seeds"]]
     assert len(set(seeds)) == len(seeds) == 3 * len(a.cells)
@@ -79,8 +73,8 @@ def test_seeds_deterministic_distinct_and_order_from_seed() -> None:
 
 
 def test_save_load_and_tamper_detection(tmp_path: Path) -> None:
-    plan = stratified_pilot_plan(_tasks(2), {"t0": 3, "t1": 3}, seed=3,
-                                 nominal={"t0": {"trajectory_sha256": "ab"}})
+    plan = pilot_plan(_tasks(2), {"t0": 3, "t1": 3}, seed=3,
+                      nominal={"t0": {"trajectory_sha256": "ab"}})
     path = plan.save(tmp_path / "plan.json")
     loaded = Plan.load(path)
     assert loaded.hash == plan.hash and loaded.cells == plan.cells
@@ -97,8 +91,8 @@ def test_save_load_and_tamper_detection(tmp_path: Path) -> None:
 
 
 def test_check_nominal_refuses_a_different_nominal_run() -> None:
-    plan = stratified_pilot_plan(_tasks(1), {"t0": 3}, seed=3,
-                                 nominal={"t0": {"trajectory_sha256": "ab"}})
+    plan = pilot_plan(_tasks(1), {"t0": 3}, seed=3,
+                      nominal={"t0": {"trajectory_sha256": "ab"}})
     plan.check_nominal("t0", {"n_boundaries": 3, "trajectory_sha256": "ab"})
     with pytest.raises(PlanError, match="4 boundaries"):
         plan.check_nominal("t0", {"n_boundaries": 4, "trajectory_sha256": "ab"})
@@ -108,8 +102,8 @@ def test_check_nominal_refuses_a_different_nominal_run() -> None:
 
 def test_bad_inputs_are_named() -> None:
     with pytest.raises(PlanError, match="lacks tasks"):
-        stratified_pilot_plan(_tasks(2), {"t0": 3}, seed=1)
+        pilot_plan(_tasks(2), {"t0": 3}, seed=1)
     with pytest.raises(PlanError, match="duplicate"):
-        stratified_pilot_plan(_tasks(1) * 2, {"t0": 3}, seed=1)
+        pilot_plan(_tasks(1) * 2, {"t0": 3}, seed=1)
     with pytest.raises(PlanError, match="mode"):
         tool_call_plan(_tasks(1), {"t0": 3}, seed=1, mode="every")

@@ -336,6 +336,14 @@ def test_mini_swe_agent_runs_a_scripted_task(tmp_path: Path) -> None:
     assert traj["info"]["exit_status"] == "Submitted"
 
 
+def _first_result_saved(rt: object, home: Path) -> bool:
+    """The runtime's saved session holds the output of the first tool call (hello.txt)."""
+    files = rt.sessions(home)  # type: ignore[attr-defined]
+    return bool(files) and any(
+        "tool_result" in line or "function_call_output" in line
+        for line in files[-1].read_text(errors="replace").splitlines())
+
+
 RESUMABLE = Plan.from_json({"turns": [
     {"steps": [{"shell": "printf 'hello\\n' > hello.txt"},
                {"shell": "touch started && sleep 47.31"}, {"finish": "slept"}]},
@@ -357,7 +365,11 @@ def test_killed_mid_tool_then_resumed_in_a_fresh_home(name: str, tmp_path: Path)
         proc = rt.launch("make hello.txt", home=tmp_path / "home1", cwd=ws,
                          base_url=srv.url).start()
         try:
-            _wait_for(lambda: (ws / "started").exists() and _alive("47.31"), 60)
+            # Claude Code appends to its session file lazily (seen lagging by over a second
+            # under load): kill only once the first tool's result is on disk, so the resumed
+            # transcript can hold it. Codex writes its rollout before running a tool.
+            _wait_for(lambda: (ws / "started").exists() and _alive("47.31")
+                      and _first_result_saved(rt, tmp_path / "home1"), 60)
         finally:
             proc.kill()
             proc.communicate()

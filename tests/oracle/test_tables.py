@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from features.schema import Event, Trajectory
-from oracle.tables import LabelSet, LabelSetError, conform, labels_from_recovery
+from oracle.tables import LabelSet, LabelSetError, RecoveryTable, conform, labels_from_recovery
 
 
 def _recovery_row(r, f, role="table", pair=None, bid=None, cost=None, rep=0, q=False):
@@ -45,8 +45,10 @@ def test_recovery_table_costs_and_placement():
     assert rt.is_full()
     assert rt.cost(0, 3) == 30.0
     assert rt.cost(1, 2) == pytest.approx((10.0 + 12.0) / 2)  # mean over the table and the cp branch
-    assert rt.placement_cost([1, 2], 3) == pytest.approx(1.5 + 1.5 + 10.0)
-    assert rt.placement_cost([2], 2) == rt.cost(0, 2)  # a checkpoint at 2 does not exist before failure 2
+    # creation of 1 and 2 + restore latency of 2 (0.1, every branch here) + J(2, 3)
+    assert rt.placement_cost([1, 2], 3) == pytest.approx(1.5 + 1.5 + 0.1 + 10.0)
+    # a checkpoint at 2 does not exist before failure 2: restore the pristine start
+    assert rt.placement_cost([2], 2) == pytest.approx(0.1 + rt.cost(0, 2))
     with pytest.raises(ValueError):
         rt.cost(2, 2)
 
@@ -92,3 +94,43 @@ def test_unpaired_branch_is_an_error():
     rec = pd.concat([ls.recovery, pd.DataFrame([_recovery_row(0, 3, "cp", "lonely", "l/0")])])
     with pytest.raises(LabelSetError, match="lonely"):
         labels_from_recovery(ls.tasks, ls.checkpoints, rec)
+
+
+def test_column_lists_are_the_schemas():
+    from oracle.tables import (
+        CHECKPOINT_COLUMNS,
+        LABEL_COLUMNS,
+        RECOVERY_COLUMNS,
+        SCHEMAS,
+        TASK_COLUMNS,
+    )
+
+    assert TASK_COLUMNS == tuple(SCHEMAS["tasks"].names)
+    assert CHECKPOINT_COLUMNS == tuple(SCHEMAS["checkpoints"].names)
+    assert RECOVERY_COLUMNS == tuple(SCHEMAS["recovery"].names)
+    assert LABEL_COLUMNS == tuple(SCHEMAS["labels"].names)
+    assert list(_label_set().labels.columns) == list(LABEL_COLUMNS)
+
+
+def test_placement_price_is_creation_before_plus_restore_latency_plus_recovery():
+    """The one price of a placement at a failure, by hand (restore latency included)."""
+    cps = pd.DataFrame([dict(task_id="a", boundary=b, event_index=b, step=b, nominal_t_s=30.0 * b,
+                             creation_s=c, size_bytes=100, restore_latency_s=rl)
+                        for b, c, rl in ((1, 2.0, 0.7), (2, 3.0, 0.9), (3, 4.0, 1.1))])
+    J = {(0, 1): 10.0, (0, 2): 20.0, (1, 2): 8.0, (0, 3): 30.0, (1, 3): 15.0, (2, 3): 12.0}
+    rl = {0: 0.25, 1: 1.0, 2: 1.5}  # measured by the branches
+    rows = [_recovery_row(r, f, cost=j) | {"restore_latency_s": rl[r]} for (r, f), j in J.items()]
+    rows.append(_recovery_row(2, 3, cost=14.0, rep=1) | {"restore_latency_s": 2.5})  # mean J 13, RL 2
+    rows.append(_recovery_row(1, 3, cost=15.0, rep=1) | {"restore_latency_s": None})  # RL unknown
+    rt = RecoveryTable("a", pd.DataFrame(rows), cps)
+    assert rt.placement_cost([], 3) == pytest.approx(0.25 + 30.0)
+    assert rt.placement_cost([1], 2) == pytest.approx(2.0 + 1.0 + 8.0)
+    assert rt.placement_cost([1, 2], 3) == pytest.approx(2.0 + 3.0 + 2.0 + 13.0)
+    assert rt.placement_cost([1, 3], 3) == pytest.approx(2.0 + 1.0 + 15.0)  # 3 is not before f=3
+    assert rt.restore_latency(1, 3) == 1.0  # the unknown measurement does not count
+    # no branch measured a latency: the checkpoint's own record, 0 for the pristine start
+    bare = pd.DataFrame([_recovery_row(r, f, cost=j) | {"restore_latency_s": None}
+                         for (r, f), j in J.items()])
+    rt = RecoveryTable("a", bare, cps)
+    assert rt.placement_cost([2], 3) == pytest.approx(3.0 + 0.9 + 12.0)
+    assert rt.placement_cost([], 2) == pytest.approx(20.0)

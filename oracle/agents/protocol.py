@@ -1,4 +1,4 @@
-"""The agent protocol the oracle harness drives (contract: helper brief ``agent_protocol.md``).
+"""The agent protocol the oracle harness drives.
 
 An :class:`Agent` starts a task from a pristine workspace or resumes it from a
 :class:`RestorePoint` (a restored workspace plus the preserved transcript and facts). A
@@ -9,15 +9,14 @@ pristine start, also on a resumed run), and side effects for the durable effect 
 Time comes from a :class:`Clock`: :class:`WallClock` for real agents, :class:`VirtualClock`
 for simulated ones (sleep advances time instantly), so the same harness measures both.
 
-Agents are found by name through a small registry (:func:`register_agent`,
-:func:`get_agent`) so the CLI can run the scripted agent, the simulator or the repair agent.
+Agents are found by name through :mod:`oracle.agents.registry`.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -33,10 +32,8 @@ __all__ = [
     "TaskSpec",
     "VirtualClock",
     "WallClock",
-    "agent_names",
     "clock_kind",
-    "get_agent",
-    "register_agent",
+    "make_tasks",
 ]
 
 
@@ -160,7 +157,8 @@ class Agent(Protocol):
     the harness then uses them instead of measuring the checkpoint store.
 
     Optional attributes the command line uses: ``make_tasks(n, seed, root, **opts) ->
-    list[TaskSpec]`` (so ``python -m oracle plan`` can generate tasks), ``granularity``
+    list[TaskSpec]`` (so ``python -m oracle plan`` can generate tasks: exactly ``n`` of
+    them, or a ``ValueError`` saying why not; see :func:`make_tasks`), ``granularity``
     (``"turn"`` | ``"tool_call"``) and ``clock_kind`` (``"wall"`` | ``"virtual"``; default
     ``"virtual"`` when the agent has ``simulated_checkpoint_cost``, else ``"wall"``).
     """
@@ -176,49 +174,6 @@ class Agent(Protocol):
     def verify(self, task: TaskSpec, workspace: Path) -> bool: ...
 
 
-# ---------------------------------------------------------------------------------------
-# Registry
-# ---------------------------------------------------------------------------------------
-
-AgentFactory = Callable[..., Agent]
-_REGISTRY: dict[str, AgentFactory] = {}
-# Built-in agents whose module registers them on import (lazy, to keep import direction).
-_BUILTIN_MODULES = {
-    "scripted": "oracle.scripted",
-    "simulated": "oracle.simulator",
-    "simulator": "oracle.simulator",
-    "repair": "oracle.repair",
-    "codex": "oracle.cli_agent",
-}
-
-
-def register_agent(name: str, factory: AgentFactory) -> None:
-    """Make ``factory(**options) -> Agent`` available as ``get_agent(name, **options)``."""
-    if not name or not isinstance(name, str):
-        raise ValueError(f"agent name must be a non-empty string, got {name!r}")
-    _REGISTRY[name] = factory
-
-
-def get_agent(name: str, **options: Any) -> Agent:
-    """Build the agent registered under ``name`` (built-in modules are imported on demand)."""
-    module = _BUILTIN_MODULES.get(name) or ("oracle.simulator" if name.startswith("sim:") else None)
-    if name not in _REGISTRY and module is not None:
-        import importlib
-
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise KeyError(f"agent {name!r}: module {module} unavailable: {exc}") from exc
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown agent {name!r}; registered: {sorted(_REGISTRY)}")
-    return _REGISTRY[name](**options)
-
-
-def agent_names() -> list[str]:
-    """Names currently registered (built-ins appear once their module was imported)."""
-    return sorted(_REGISTRY)
-
-
 def clock_kind(agent: Any) -> str:
     """``agent.clock_kind`` if set; simulated agents (with simulated costs) get "virtual"."""
     kind = getattr(agent, "clock_kind", None)
@@ -227,3 +182,19 @@ def clock_kind(agent: Any) -> str:
     if kind not in ("wall", "virtual"):
         raise ValueError(f"agent clock_kind must be 'wall' or 'virtual', got {kind!r}")
     return kind
+
+
+def make_tasks(agent: Any, n: int, seed: int, root: Path, **options: Any) -> list[TaskSpec]:
+    """Exactly ``n`` tasks from ``agent.make_tasks``: a count the agent cannot meet is an
+    error (naming the agent and the count), never a smaller study."""
+    build = getattr(agent, "make_tasks", None)
+    name = getattr(agent, "name", type(agent).__name__)
+    if build is None:
+        raise ValueError(f"agent {name!r} cannot generate tasks; build the plan with the "
+                         "oracle.plan API from your TaskSpecs")
+    if n < 1:
+        raise ValueError(f"agent {name!r}: the task count must be >= 1, got {n}")
+    tasks = list(build(n, seed, root, **options))
+    if len(tasks) != n:
+        raise ValueError(f"agent {name!r} made {len(tasks)} tasks, {n} were asked for")
+    return tasks

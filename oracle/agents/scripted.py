@@ -1,7 +1,7 @@
 """A small, real, scripted coding agent for tests and benchmarks.
 
-It is a program (``python -m oracle.scripted start|resume ...``) driven through the
-generic :class:`~oracle.cli_agent.CommandLineAgent`, so running it exercises the whole
+It is a program (``python -m oracle.agents.scripted start|resume ...``) driven through the
+generic :class:`~oracle.agents.command_line.CommandLineAgent`, so running it exercises the whole
 wall-clock path: real files, real subprocesses, real elapsed time, a real process group
 to SIGKILL, JSON event lines read live from stdout.
 
@@ -50,8 +50,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from oracle.agent import AgentReport, TaskSpec
-    from oracle.cli_agent import CommandLineAgent
+    from oracle.agents.command_line import CommandLineAgent
+    from oracle.agents.protocol import AgentReport, TaskSpec
 
 STEPS = ("search", "edit", "test", "notes")
 
@@ -78,7 +78,7 @@ def make_scripted_tasks(
     Deterministic in ``seed``; the repo label cycles over ``repos`` names so
     leave-one-repository-out splits have something to split.
     """
-    from oracle.agent import TaskSpec
+    from oracle.agents.protocol import TaskSpec
 
     if not 2 <= n_steps <= 4:
         raise ValueError(f"n_steps must be 2..4, got {n_steps}")
@@ -122,7 +122,7 @@ def make_scripted_tasks(
 def scripted_parse_line(obj: dict, arrival: float) -> list[AgentReport]:
     """Map one scripted-agent JSON line to reports (facts/transcript are adapter state)."""
     from features.schema import Event
-    from oracle.agent import AgentReport
+    from oracle.agents.protocol import AgentReport
 
     t = obj.get("type")
     if t == "event":
@@ -159,18 +159,18 @@ _STATE_LINES = frozenset({"fact", "step_done"})
 
 
 def ScriptedAgent(granularity: str = "turn", python: str | None = None) -> CommandLineAgent:  # noqa: N802 - factory named like the agent
-    """The scripted agent as a :class:`~oracle.cli_agent.CommandLineAgent` (a real program)."""
-    from oracle.cli_agent import CommandLineAgent
+    """The scripted agent as a :class:`~oracle.agents.command_line.CommandLineAgent` (a real program)."""
+    from oracle.agents.command_line import CommandLineAgent
 
     if granularity not in ("turn", "tool_call"):
         raise ValueError(f"granularity must be 'turn' or 'tool_call', got {granularity!r}")
     exe = python or sys.executable
-    base = [exe, "-S", "-m", "oracle.scripted", "--workspace", "{workspace}", "--task-file",
+    base = [exe, "-S", "-m", "oracle.agents.scripted", "--workspace", "{workspace}", "--task-file",
             "{task_file}", "--seed", "{seed}", "--granularity", granularity]
     agent = CommandLineAgent(
         [*base, "start"], [*base, "resume", "--restore-dir", "{restore_dir}"],
         scripted_parse_line, name="scripted",
-        env={"PYTHONPATH": os.pathsep.join(p for p in [str(Path(__file__).resolve().parents[1]),
+        env={"PYTHONPATH": os.pathsep.join(p for p in [str(Path(__file__).resolve().parents[2]),
                                                          os.environ.get("PYTHONPATH", "")] if p)},
     )
     agent.granularity = granularity  # type: ignore[attr-defined]
@@ -358,8 +358,8 @@ def _sha(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the agent program (``python -m oracle.scripted``)."""
-    ap = argparse.ArgumentParser(prog="python -m oracle.scripted")
+    """Entry point of the agent program (``python -m oracle.agents.scripted``)."""
+    ap = argparse.ArgumentParser(prog="python -m oracle.agents.scripted")
     ap.add_argument("--workspace", required=True)
     ap.add_argument("--task-file", required=True)
     ap.add_argument("--seed", type=int, required=True)
@@ -372,13 +372,5 @@ def main(argv: list[str] | None = None) -> int:
     return _Child(args).run()
 
 
-def _register() -> None:
-    from oracle.agent import register_agent
-
-    register_agent("scripted", ScriptedAgent)
-
-
 if __name__ == "__main__":
     sys.exit(main())
-else:
-    _register()

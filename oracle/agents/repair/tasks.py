@@ -12,8 +12,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from oracle.agent import TaskSpec
-from oracle.repair.mutants import Mutation, detected_mutants, stdlib_source
+from oracle.agents.protocol import TaskSpec
+from oracle.agents.repair.mutants import Mutation, detected_mutants, stdlib_source
 
 #: module families used as repositories (suites that run in well under a second here)
 FAMILIES: dict[str, tuple[str, ...]] = {

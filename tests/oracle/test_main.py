@@ -74,3 +74,23 @@ def test_audit_of_missing_log_is_a_clear_error(tmp_path: Path) -> None:
         main(["audit", str(tmp_path)])
     AuditLog(tmp_path / "audit.jsonl").append({"key": "x", "kind": "other"})
     assert main(["audit", str(tmp_path)]) == 0
+
+
+def test_plan_refuses_a_task_count_the_agent_cannot_meet(tmp_path: Path) -> None:
+    """``--tasks 48`` of a 12-task simulated study is an error, never a 12-task plan."""
+    out = tmp_path / "p.json"
+    with pytest.raises(SystemExit, match=r"--tasks 48: agent 'sim:swe-pilot': 48 tasks asked for, "
+                                         r"the study holds 12 \(3 repositories x 4 tasks\); "
+                                         r"raise tasks_per_repo to at least 16"):
+        main(["plan", "--agent", "simulator", "--tasks", "48", "--seed", "0", "--out", str(out)])
+    assert not out.exists()
+    with pytest.raises(SystemExit, match=r"--agent: unknown agent 'repiar' \(did you mean 'repair'\?\)"):
+        main(["plan", "--agent", "repiar", "--tasks", "1", "--seed", "0", "--out", str(out)])
+
+
+def test_plan_of_a_simulated_study_holds_every_task_asked_for(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    assert main(["plan", "--agent", "simulator", "--tasks", "5", "--seed", "0", "--out", str(out),
+                 "--task-opt", "tasks_per_repo=2"]) == 0
+    plan = Plan.load(out)
+    assert len(plan.tasks) == 5 and plan.config.clock == "virtual"

@@ -1,10 +1,10 @@
 """A real, LLM-free program-repair agent: executed labels from this machine.
 
 The agent repairs a copy of a pure-Python stdlib module carrying an injected bug
-(:mod:`oracle.repair.mutants`), using real subprocesses, real files and real elapsed
-time. It is a program (``python -m oracle.repair.agent start|resume ...``) that speaks
-the scripted agent's JSON-line protocol (:func:`oracle.scripted.scripted_parse_line`),
-driven through :class:`oracle.cli_agent.CommandLineAgent`, so a fail-stop is a real
+(:mod:`oracle.agents.repair.mutants`), using real subprocesses, real files and real elapsed
+time. It is a program (``python -m oracle.agents.repair.agent start|resume ...``) that speaks
+the scripted agent's JSON-line protocol (:func:`oracle.agents.scripted.scripted_parse_line`),
+driven through :class:`oracle.agents.command_line.CommandLineAgent`, so a fail-stop is a real
 SIGKILL and the harness measures it exactly like any command-line agent.
 
 Logical steps (turns):
@@ -198,7 +198,7 @@ class RepairChild:
         self.step_done(step)
 
     def _candidates(self, line: int, src: str) -> list[dict]:
-        from oracle.repair.mutants import candidate_mutations
+        from oracle.agents.repair.mutants import candidate_mutations
 
         cands = [m.to_dict() for m in candidate_mutations(src, {line})]
         self.rng.shuffle(cands)
@@ -212,7 +212,7 @@ class RepairChild:
         return time.monotonic() - t0
 
     def step_patch(self, step: int) -> None:
-        from oracle.repair.mutants import Mutation
+        from oracle.agents.repair.mutants import Mutation
 
         path = self.ws / f"{self.module}.py"
         pending = self.facts.get("pending")
@@ -294,8 +294,8 @@ class RepairChild:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the agent program (``python -m oracle.repair.agent``)."""
-    ap = argparse.ArgumentParser(prog="python -m oracle.repair.agent")
+    """Entry point of the agent program (``python -m oracle.agents.repair.agent``)."""
+    ap = argparse.ArgumentParser(prog="python -m oracle.agents.repair.agent")
     ap.add_argument("--workspace", required=True)
     ap.add_argument("--task-file", required=True)
     ap.add_argument("--seed", type=int, required=True)

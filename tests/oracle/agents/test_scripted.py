@@ -1,74 +1,14 @@
-"""Agent protocol: clocks, reports, registry, and the scripted agent as a protocol implementation."""
+"""The scripted agent: a real program behind the protocol that re-derives lost work."""
 
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 
-from oracle.agent import (
-    Agent,
-    AgentReport,
-    AgentRun,
-    Clock,
-    RestorePoint,
-    VirtualClock,
-    WallClock,
-    agent_names,
-    get_agent,
-    register_agent,
-)
-from oracle.scripted import ScriptedAgent, make_scripted_tasks, scripted_parse_line
-
-
-def test_virtual_clock_advances_instantly_and_rejects_negative_steps(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    def no_real_sleep(seconds: float) -> None:
-        raise AssertionError(f"VirtualClock slept for real ({seconds} s)")
-
-    monkeypatch.setattr(time, "sleep", no_real_sleep)  # instant: it must never really sleep
-    c = VirtualClock()
-    assert c.kind == "virtual" and c.now() == 0.0
-    c.sleep(3600.0)
-    c.advance(0.5)
-    assert c.now() == 3600.5
-    with pytest.raises(ValueError):
-        c.advance(-1)
-    assert isinstance(c, Clock) and isinstance(WallClock(), Clock)
-
-
-def test_wall_clock_measures_real_time() -> None:
-    c = WallClock()
-    t0 = c.now()
-    c.sleep(0.02)
-    assert c.kind == "wall" and c.now() - t0 >= 0.02
-
-
-def test_agent_report_validation() -> None:
-    with pytest.raises(ValueError):
-        AgentReport("event")
-    with pytest.raises(ValueError):
-        AgentReport("boundary", boundary=0)
-    with pytest.raises(ValueError):
-        AgentReport("effect")
-    with pytest.raises(ValueError):
-        AgentReport("nonsense")
-    assert AgentReport("boundary").boundary is None  # adapters number it
-
-
-def test_registry() -> None:
-    register_agent("unit-test-agent", lambda granularity="turn": ScriptedAgent(granularity))
-    a = get_agent("unit-test-agent", granularity="tool_call")
-    assert isinstance(a, Agent) and a.granularity == "tool_call"
-    assert "unit-test-agent" in agent_names()
-    assert get_agent("scripted").name == "scripted"  # built-in, imported on demand
-    with pytest.raises(KeyError, match="unknown agent"):
-        get_agent("no-such-agent")
-    with pytest.raises(ValueError):
-        register_agent("", ScriptedAgent)
+from oracle.agents.protocol import AgentRun, RestorePoint, WallClock
+from oracle.agents.scripted import ScriptedAgent, make_scripted_tasks, scripted_parse_line
 
 
 def test_scripted_agent_start_resume_rederives(tmp_path: Path) -> None:
