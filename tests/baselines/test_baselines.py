@@ -27,16 +27,15 @@ from features.schema import Event, EventKind
 from ripplecp_policy.conformance import check_policy
 from ripplecp_policy.evaluation import Evaluator, optimal_placement, placement_objective
 from ripplecp_policy.policy import Budget
-from tests.baselines.synthetic import make_label_set
 
 
 @pytest.fixture(scope="module")
-def label_set():
+def label_set(make_label_set):
     return make_label_set(n_repos=3, tasks_per_repo=2, n_steps=(4, 6), seed=5)
 
 
 @pytest.fixture(scope="module")
-def small():
+def small(make_label_set):
     return make_label_set(n_repos=2, tasks_per_repo=2, n_steps=(3, 5), seed=8)
 
 

@@ -18,7 +18,6 @@ from experiments.matched_budget import (
     verdict_line,
 )
 from ripplecp_policy.evaluation import Verdict
-from tests.baselines.synthetic import make_label_set
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,7 +35,7 @@ def test_defaults_are_the_embedded_study():
     assert parse_args(["--no-learned", "--no-mlflow"]).learned is False
 
 
-def test_budget_specs():
+def test_budget_specs(make_label_set):
     ls = make_label_set(n_repos=2, tasks_per_repo=1, seed=1)
     assert resolve_budget("count:2", ls).amount == 2 and resolve_budget("3", ls).kind == "count"
     mean_c = float(ls.checkpoints["creation_s"].mean())
@@ -129,7 +128,7 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
     assert listing.returncode == 0 and parent.info.run_id in listing.stdout
 
 
-def test_labels_option_reads_a_saved_label_set(tmp_path):
+def test_labels_option_reads_a_saved_label_set(tmp_path, make_label_set):
     from experiments.matched_budget import load_label_sets
 
     ls = make_label_set(n_repos=2, tasks_per_repo=2, seed=4)

@@ -14,18 +14,18 @@ from ripplecp_policy.datasets import replays
 from ripplecp_policy.export import example_frame
 from ripplecp_policy.policy import Budget
 from ripplecp_policy.tracking import tracking_uri
-from tests.ripplecp_policy.test_splits import toy_label_set
 
 
 @pytest.fixture(scope="module")
-def labels(tmp_path_factory) -> Path:
+def labels(tmp_path_factory, toy_label_set) -> Path:
     path = tmp_path_factory.mktemp("labels") / "toy"
     toy_label_set(n_repos=3, tasks_per_repo=2, seed=5).save(path)
     return path
 
 
 @pytest.mark.slow
-def test_quick_study_logs_runs_trials_and_model(labels: Path, tmp_path: Path, capsys) -> None:
+def test_quick_study_logs_runs_trials_and_model(labels: Path, tmp_path: Path, capsys,
+                                                 toy_label_set) -> None:
     root = tmp_path / "mlruns"
     rc = main(["--labels", str(labels), "--quick", "--mlruns", str(root),
                "--kinds", "ridge,fqi-xgboost", "--n-trials", "2", "--out", str(tmp_path / "out")])

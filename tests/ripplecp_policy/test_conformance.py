@@ -9,13 +9,12 @@ import pytest
 
 from ripplecp_policy.conformance import check_policy
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
-from tests.baselines.synthetic import make_label_set
 
 BUDGETS = [Budget("count", 2)]
 
 
 @pytest.fixture(scope="module")
-def label_set():
+def label_set(make_label_set):
     return make_label_set(n_repos=2, tasks_per_repo=2, n_steps=(4, 5), seed=11)
 
 

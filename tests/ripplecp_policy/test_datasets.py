@@ -5,7 +5,6 @@ import pytest
 
 from oracle.tables import LabelSet, empty
 from ripplecp_policy.datasets import advantage_table, table_labels
-from tests.baselines.synthetic import make_label_set
 
 
 def _without_pairs(ls: LabelSet) -> LabelSet:
@@ -13,7 +12,7 @@ def _without_pairs(ls: LabelSet) -> LabelSet:
                     ls.provenance)
 
 
-def test_full_table_without_pairs_yields_table_derived_targets():
+def test_full_table_without_pairs_yields_table_derived_targets(make_label_set):
     ls = _without_pairs(make_label_set(seed=3))
     table = advantage_table(ls)
     assert set(table.frame["target_source"]) == {"recovery_table"}
@@ -42,7 +41,7 @@ def test_pairs_take_precedence_when_present():
     assert cell["advantage"] == pytest.approx(pairs["advantage"].mean())
 
 
-def test_no_pairs_and_no_full_table_is_a_clear_error():
+def test_no_pairs_and_no_full_table_is_a_clear_error(make_label_set):
     ls = _without_pairs(make_label_set(seed=3))
     partial = ls.recovery[ls.recovery["restore_point"] != 0].reset_index(drop=True)
     ls = LabelSet(ls.tasks, ls.checkpoints, partial, ls.labels, ls.trajectories, ls.provenance)

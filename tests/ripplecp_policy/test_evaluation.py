@@ -23,7 +23,6 @@ from ripplecp_policy.evaluation import (
     run_episode,
 )
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
-from tests.baselines.synthetic import make_label_set
 
 # ---------------------------------------------------------------------------------------
 # Hand-made tables
@@ -173,7 +172,7 @@ class Recorder(PlacementPolicy):
 
 
 @pytest.fixture(scope="module")
-def label_set():
+def label_set(make_label_set):
     return make_label_set(n_repos=3, tasks_per_repo=2, seed=3)
 
 

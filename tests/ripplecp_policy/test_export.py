@@ -13,13 +13,12 @@ from ripplecp_policy.export import decide_frame, example_frame, log_policy_model
 from ripplecp_policy.learned import AdvantageRegressorPolicy, FittedQPolicy
 from ripplecp_policy.policy import Budget
 from ripplecp_policy.splits import leave_one_repo_out
-from tests.ripplecp_policy.test_splits import toy_label_set
 
 BUDGET = Budget("count", 2)
 
 
 @pytest.fixture(scope="module")
-def fold():
+def fold(toy_label_set):
     ls = toy_label_set(n_repos=3, tasks_per_repo=2, seed=3)
     f = leave_one_repo_out(ls)[0]
     return ls.subset(f.train_tasks), ls.subset(f.test_tasks)

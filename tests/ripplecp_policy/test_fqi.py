@@ -10,13 +10,12 @@ from ripplecp_policy.evaluation import optimal_placement
 from ripplecp_policy.learned import FittedQPolicy, value_error_summary
 from ripplecp_policy.policy import Budget
 from ripplecp_policy.splits import leave_one_repo_out
-from tests.ripplecp_policy.test_splits import toy_label_set
 
 BUDGET = Budget("count", 1)
 
 
 @pytest.fixture(scope="module")
-def late_value():
+def late_value(toy_label_set):
     """A workload where the first step is cheap to redo and later ones are not."""
     return toy_label_set(n_repos=3, tasks_per_repo=2, seed=2, first_conv=0.02, later_conv=0.9)
 

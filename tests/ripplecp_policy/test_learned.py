@@ -24,13 +24,12 @@ from ripplecp_policy.learned import (
 from ripplecp_policy.policy import Budget, PlacementPolicy
 from ripplecp_policy.splits import SplitAudit, leave_one_repo_out
 from ripplecp_policy.tuning import tune
-from tests.ripplecp_policy.test_splits import toy_label_set
 
 BUDGET = Budget("count", 1)
 
 
 @pytest.fixture(scope="module")
-def data():
+def data(toy_label_set):
     return toy_label_set(n_repos=3, tasks_per_repo=2, seed=1)
 
 

@@ -16,36 +16,6 @@ from ripplecp_policy import stats
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 
 
-def synthetic_labels(n_tasks: int = 10, reps: int = 2, seed: int = 0) -> pd.DataFrame:
-    """A label table in the harness's schema: every task has an early (1,0,2) and late (2,1,3)
-    cell; the first checkpoint is worth ~100 s, the additional one ~0 s; every fifth task
-    is unverified."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    repos = ["django/django", "sympy/sympy", "scikit-learn/scikit-learn"]
-    for t in range(n_tasks):
-        ver = t % 5 != 4
-        for cand, fb, fail in [(1, 0, 2), (2, 1, 3)]:
-            base = 100 + rng.normal(0, 10)
-            eff = (100 + rng.normal(0, 40)) if fb == 0 else rng.normal(0, 10)
-            for r in range(reps):
-                cr = 4 + rng.uniform(-1, 1)
-                j_cp = base + rng.normal(0, 5) + cr
-                j_skip = base + eff + rng.normal(0, 15)
-                rows.append(dict(
-                    task_id=f"t{t:02d}", repo=repos[t % 3], cell_id=f"t{t:02d}:t{cand}:c{fb}:f{fail}",
-                    candidate=cand, fallback=fb, failure=fail, repetition=r,
-                    stratum="first" if fb == 0 else "additional",
-                    branch_order="cp_first" if (t + r) % 2 else "skip_first",
-                    j_cp=j_cp, j_skip=j_skip, advantage=j_skip - j_cp, creation_s=cr,
-                    protected_work_s=150.0 if fb == 0 else 40.0, verified=ver,
-                    verified_cp=ver, verified_skip=ver, tokens_cp=1000 + t, tokens_skip=2000 + t,
-                    tool_calls_cp=3, tool_calls_skip=5 + t, pair_seed=1000 * t + r,
-                    digest_cp="a", digest_skip="b", quarantined=False, quarantine_reason=None,
-                ))
-    return pd.DataFrame(rows)
-
-
 def _pair(task, cand, fb, fail, rep, j_cp, j_skip, *, verified=True, quarantined=False,
           protected=100.0, creation=4.0):
     return dict(task_id=task, repo="r/" + task[0], cell_id=f"{task}:t{cand}:c{fb}:f{fail}",
@@ -202,7 +172,7 @@ def test_drop_the_largest_cell() -> None:
     assert out.at[0, "dropped_cell"] == "e"
 
 
-def test_spearman_aggregates_pairs_to_cells_and_skips_unverified() -> None:
+def test_spearman_aggregates_pairs_to_cells_and_skips_unverified(synthetic_labels) -> None:
     labels = synthetic_labels(n_tasks=10, reps=3)
     labels["proxy"] = labels["tool_calls_skip"].astype(float)
     out = stats.spearman_within_stratum(labels, "proxy", n_permutations=200).set_index("stratum")
@@ -296,7 +266,7 @@ def test_sign_unstable_cells() -> None:
 # ---------------------------------------------------------------------- Table 6
 
 
-def test_retrospective_single_checkpoint_is_half_the_stratum_contrast() -> None:
+def test_retrospective_single_checkpoint_is_half_the_stratum_contrast(synthetic_labels) -> None:
     labels = synthetic_labels(n_tasks=6, reps=2, seed=3)
     four = pd.DataFrame([_pair("z9", 1, 0, 2, 0, 90.0, 200.0), _pair("z9", 3, 2, 4, 0, 80.0, 70.0)])
     labels = pd.concat([labels, four.assign(repo="r/z")], ignore_index=True)
