@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sklearn.base import clone
 
-from ripplecp_policy.evaluation import HazardSpec, evaluator_for, placement_objective
+from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.policy import Budget, PlacementPolicy
+from ripplecp_policy.pricing import HazardSpec, placement_objective
 
 if TYPE_CHECKING:
     from oracle.tables import LabelSet

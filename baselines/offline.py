@@ -4,7 +4,7 @@
 it adds the candidate whose measured advantage given the checkpoints already chosen —
 the drop in expected placement cost J(c-, f) - J(t, f) - C(t) over the failures it
 serves — is largest, while positive and within budget. ``ClairvoyantOptimum`` is the
-exact dynamic program (:func:`ripplecp_policy.evaluation.optimal_placement`): the limit
+exact dynamic program (:func:`ripplecp_policy.pricing.optimal_placement`): the limit
 every policy's regret is measured against. Their ``hazard`` must match the evaluation's.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ripplecp_policy.evaluation import TaskCosts, optimal_placement, placement_objective
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.pricing import TaskCosts, fits, optimal_placement, placement_objective
 
 if TYPE_CHECKING:
     from oracle.tables import RecoveryTable
@@ -46,7 +46,7 @@ class OraclePolicy(_Offline):
         while True:
             best_gain, best_t = 0.0, None
             for t in range(1, tc.n_boundaries + 1):
-                if t in chosen or spent + charge[t] > budget.amount * (1 + 1e-9) + 1e-12:
+                if t in chosen or not fits(spent, charge[t], budget.amount):
                     continue
                 v = placement_objective(tc, [*chosen, t])
                 gain = current - v if not math.isnan(v) else -math.inf

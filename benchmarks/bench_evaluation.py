@@ -14,13 +14,9 @@ import time
 
 import numpy as np
 
-from ripplecp_policy.evaluation import (
-    Evaluator,
-    TaskCosts,
-    brute_force_placement,
-    optimal_placement,
-)
+from ripplecp_policy.evaluation import Evaluator
 from ripplecp_policy.policy import Budget
+from ripplecp_policy.pricing import TaskCosts, brute_force_placement, optimal_placement
 
 
 def _table(rng: np.random.Generator, b: int) -> TaskCosts:

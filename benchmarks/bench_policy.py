@@ -50,8 +50,9 @@ def _walk(policy, task, budget: Budget) -> tuple[list[float], list[float], list[
         t1 = time.perf_counter()
         cost = task.charge(b, budget)
         obs = BoundaryObservation(task.task_id, task.repo, b, idx, f, budget, remaining, len(taken),
-                                  taken[-1] if taken else 0, math.nan, cost, list(taken))
-        take = cost <= remaining and policy.decide(obs)
+                                  taken[-1] if taken else 0, math.nan, cost, cost <= remaining,
+                                  list(taken))
+        take = obs.affordable and policy.decide(obs)
         t2 = time.perf_counter()
         if take:
             taken.append(b)

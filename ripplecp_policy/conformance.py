@@ -31,6 +31,7 @@ from sklearn.base import clone
 
 from ripplecp_policy.evaluation import Evaluator, Placement
 from ripplecp_policy.policy import Budget, PlacementPolicy
+from ripplecp_policy.pricing import fits
 
 PolicyFactory = Callable[[], PlacementPolicy]
 
@@ -117,7 +118,7 @@ def check_budget(policy: PlacementPolicy, ev: Evaluator, tasks: Sequence[str], b
             out.append(pl)
             continue
         spent = _spent(ev, t, pl.checkpoints)[budget.kind]
-        assert spent <= budget.amount * (1 + 1e-9) + 1e-9, (
+        assert fits(0.0, spent, budget.amount), (
             f"{policy.name} on {t}: spent {spent:g} {budget.kind} over the budget {budget.label()} "
             f"(checkpoints {pl.checkpoints})"
         )

@@ -26,8 +26,8 @@ import pandas as pd
 
 from features.schema import Trajectory
 from oracle.tables import LabelSet, RecoveryTable
-from ripplecp_policy.evaluation import HazardSpec, TaskCosts, placement_objective
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.pricing import HazardSpec, TaskCosts, fits, placement_objective
 
 #: prefixes of the online feature families (paper, Appendix C)
 FEATURE_PREFIXES: tuple[str, ...] = ("cost__", "state__", "progress__", "ripple__", "context__")
@@ -173,6 +173,7 @@ class TaskReplay:
         self, boundary: int, history: Sequence[int], budget: Budget, remaining: float
     ) -> BoundaryObservation:
         """What a runner hands a policy at ``boundary`` (costs from the measured table)."""
+        cost = self.charge(boundary, budget)
         return BoundaryObservation(
             task_id=self.task_id,
             repo=self.repo,
@@ -184,7 +185,8 @@ class TaskReplay:
             n_checkpoints=len(history),
             last_checkpoint=max(history, default=0),
             elapsed_s=self.table.nominal_t(boundary),
-            checkpoint_cost=self.charge(boundary, budget),
+            checkpoint_cost=cost,
+            affordable=fits(budget.amount - remaining, cost, budget.amount),
             history=list(history),
         )
 
@@ -213,7 +215,7 @@ class TaskReplay:
             obs = self.observation(b, history, budget, remaining)
             if trace is not None:
                 trace.append(obs)
-            if obs.checkpoint_cost <= remaining + 1e-9 and decide(obs):
+            if obs.affordable and decide(obs):
                 history.append(b)
                 remaining -= obs.checkpoint_cost
         return history

@@ -23,9 +23,8 @@ verdict against the first-boundary rule and refuses when budgets were not matche
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,363 +32,21 @@ import numpy as np
 import pandas as pd
 
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.pricing import (
+    HazardSpec,
+    TaskCosts,
+    fits,
+    optimal_placement,
+    placement_metrics,
+    unlimited,
+)
 
 if TYPE_CHECKING:
     from oracle.tables import LabelSet, RecoveryTable
 
-HazardSpec = str | Mapping[int, float]
-
-#: relative slack when comparing a spend with a budget (floating-point sums of seconds)
-_EPS = 1e-9
-
 
 class MismatchedBudgetError(ValueError):
     """A comparison between policies whose budgets or spends differ beyond tolerance."""
-
-
-# ---------------------------------------------------------------------------------------
-# Per-task cost arrays
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class TaskCosts:
-    """One task's recovery table as arrays, for fast exact pricing of any placement.
-
-    Index ``b`` of the boundary arrays is the restore point (0 = pristine). Column ``k`` of
-    the cell arrays is failure ``failures[k]``. Unmeasured cells (and r >= f) are NaN.
-    """
-
-    task_id: str
-    n_boundaries: int
-    failures: np.ndarray  # (F,) int
-    weights: np.ndarray  # (F,) failure probabilities, sum 1
-    creation_s: np.ndarray  # (B+1,), [0] = 0
-    size_bytes: np.ndarray  # (B+1,), [0] = 0
-    nominal_t: np.ndarray  # (B+1,), [0] = 0
-    event_index: np.ndarray  # (B+1,), [0] = -1
-    J: np.ndarray  # (B+1, F) mean recovery seconds
-    restore_latency: np.ndarray  # (B+1, F)
-    verified: np.ndarray  # (B+1, F) verified rate of the branches
-    tokens: np.ndarray  # (B+1, F) mean re-executed tokens (NaN when unknown)
-    tool_calls: np.ndarray  # (B+1, F)
-    nominal_s: float = math.nan  # nominal seconds start -> completion (NaN when unknown)
-
-    @classmethod
-    def build(
-        cls,
-        task_id: str,
-        recovery: pd.DataFrame,
-        checkpoints: pd.DataFrame,
-        hazard: HazardSpec = "uniform",
-        nominal_s: float = math.nan,
-    ) -> TaskCosts:
-        """Arrays from a task's recovery and checkpoint rows (quarantined branches excluded)."""
-        cp = checkpoints.sort_values("boundary")
-        b_max = len(cp)
-        bounds = cp["boundary"].to_numpy(dtype=int)
-        if b_max and not np.array_equal(bounds, np.arange(1, b_max + 1)):
-            raise ValueError(
-                f"{task_id}: checkpoints table boundaries must be 1..{b_max}, got {bounds.tolist()}"
-            )
-
-        def col(name: str) -> np.ndarray:
-            return np.concatenate([[0.0], cp[name].to_numpy(dtype=float)])
-
-        creation, size, t_nom = col("creation_s"), col("size_bytes"), col("nominal_t_s")
-        ev = np.concatenate([[-1], cp["event_index"].to_numpy(dtype=np.int64)])
-        q = recovery["quarantined"].astype("boolean").fillna(False).to_numpy(dtype=bool)
-        ok = recovery[~q]
-        rp = ok["restore_point"].to_numpy(dtype=np.int64)
-        fl = ok["failure"].to_numpy(dtype=np.int64)
-        failures = np.unique(fl).astype(int)
-        shape = (b_max + 1, len(failures))
-        bad = (rp < 0) | (rp >= fl) | (rp > b_max)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{task_id}: recovery cell (r={rp[i]}, f={fl[i]}) is out of range")
-
-        def num(name: str) -> np.ndarray:
-            return ok[name].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
-
-        k = np.searchsorted(failures, fl)
-        arrays = {}
-        for key, vals in (("J", num("cost_s")), ("rl", num("restore_latency_s")),
-                          ("ver", num("verified")), ("tok", num("tokens")), ("tc", num("tool_calls"))):
-            tot, cnt = np.zeros(shape), np.zeros(shape)
-            m = ~np.isnan(vals)
-            np.add.at(tot, (rp[m], k[m]), vals[m])
-            np.add.at(cnt, (rp[m], k[m]), 1.0)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                arrays[key] = np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan)
-        # restore latency unknown on a branch: fall back to the checkpoint's own record
-        cp_rl = col("restore_latency_s")
-        miss = np.isnan(arrays["rl"]) & ~np.isnan(arrays["J"])
-        arrays["rl"][miss] = np.broadcast_to(cp_rl[:, None], shape)[miss]
-        arrays["rl"][np.isnan(arrays["rl"]) & ~np.isnan(arrays["J"])] = 0.0
-        tc = cls(
-            task_id=task_id, n_boundaries=b_max, failures=failures,
-            weights=np.zeros(len(failures)), creation_s=creation, size_bytes=size,
-            nominal_t=t_nom, event_index=ev, J=arrays["J"], restore_latency=arrays["rl"],
-            verified=arrays["ver"], tokens=arrays["tok"], tool_calls=arrays["tc"],
-            nominal_s=float(nominal_s),
-        )
-        tc.weights = failure_weights(tc, hazard)
-        return tc
-
-    @classmethod
-    def from_recovery_table(cls, rt: RecoveryTable, hazard: HazardSpec = "uniform") -> TaskCosts:
-        return cls.build(rt.task_id, rt.recovery, rt.checkpoints, hazard)
-
-    # -- derived quantities ---------------------------------------------------------------
-
-    def charges(self, budget: Budget) -> np.ndarray:
-        """(B+1,) what each boundary's checkpoint costs in the budget's unit; [0] = 0."""
-        out = np.array([budget.charge(c, s) for c, s in zip(self.creation_s, self.size_bytes, strict=True)])
-        out[0] = 0.0
-        return out
-
-    def survival(self) -> np.ndarray:
-        """(B+1,) W(>b): probability that the failure strikes after boundary b."""
-        return np.array([self.weights[self.failures > b].sum() for b in range(self.n_boundaries + 1)])
-
-    def is_full(self) -> bool:
-        """Some failure is measured, and every cell (r, f) with r < f and positive failure
-        weight is: any placement can then be priced."""
-        if len(self.failures) == 0:
-            return False
-        for k, f in enumerate(self.failures):
-            if self.weights[k] > 0 and np.isnan(self.J[: min(f, self.n_boundaries + 1), k]).any():
-                return False
-        return True
-
-    def segment_end_time(self, f: int) -> float:
-        """Nominal elapsed seconds at the end of segment f (boundary f, or the run's end)."""
-        if f <= self.n_boundaries:
-            return float(self.nominal_t[f])
-        return float(self.nominal_s) if math.isfinite(self.nominal_s) else float(self.nominal_t[-1])
-
-
-def failure_weights(tc: TaskCosts, hazard: HazardSpec = "uniform") -> np.ndarray:
-    """Failure probabilities over ``tc.failures`` for a hazard.
-
-    ``"uniform"``: equal over the measured failures. ``"duration"``: proportional to the
-    nominal duration of the segment the failure strikes in (a constant hazard per second).
-    A mapping ``{failure: weight}`` gives explicit weights (missing failures get 0).
-    """
-    n = len(tc.failures)
-    if n == 0:
-        return np.zeros(0)
-    if isinstance(hazard, Mapping):
-        w = np.array([float(hazard.get(int(f), 0.0)) for f in tc.failures])
-    elif hazard == "uniform":
-        w = np.ones(n)
-    elif hazard == "duration":
-        w = np.array(
-            [tc.segment_end_time(int(f)) - float(tc.nominal_t[min(int(f) - 1, tc.n_boundaries)])
-             for f in tc.failures]
-        )
-        w = np.where(np.isfinite(w), w, 0.0)
-        if (w < 0).any():
-            raise ValueError(f"{tc.task_id}: nominal_t_s decreases; segment durations negative")
-        if w.sum() <= 0:
-            w = np.ones(n)
-    else:
-        raise ValueError(f"hazard must be 'uniform', 'duration' or a mapping, got {hazard!r}")
-    if (w < 0).any() or not np.isfinite(w).all() or w.sum() <= 0:
-        raise ValueError(f"{tc.task_id}: failure weights must be finite, >= 0, not all 0: {w}")
-    return w / w.sum()
-
-
-# ---------------------------------------------------------------------------------------
-# Exact pricing of a placement
-# ---------------------------------------------------------------------------------------
-
-
-METRIC_COLUMNS = [
-    "total_failure_cost", "lost_work_s", "recovery_efficiency", "redo_avoided_s",
-    "checkpoint_latency_s", "restore_latency_s", "cr_overhead_s", "objective_s",
-    "nominal_work_s", "completion", "tokens", "tool_calls", "bytes_written",
-    "n_checkpoints", "spend_count", "spend_seconds", "spend_bytes",
-]
-
-
-def placement_metrics(tc: TaskCosts, checkpoints: Iterable[int]) -> dict[str, float]:
-    """Expected Appendix-F metrics of a placement, side by side (never one scalar).
-
-    Per failure f with last checkpoint ℓ(f) before f and placement P:
-    ``objective`` = Σ_{b∈P, b<f} C(b) + J(ℓ, f) + restore latency(ℓ, f) — the quantity the
-    clairvoyant optimum minimises; ``lost_work`` = J(ℓ, f); ``total_failure_cost`` =
-    nominal work up to the failure + C/R overhead + redo, where the failure strikes when
-    boundary f-1 has passed (nominal work = nominal_t(f-1), as in ``oracle.simulator``;
-    the same for every policy, so it never changes a comparison). ``recovery_efficiency`` = E[J(0,f) - J(ℓ,f)] /
-    E[checkpoint creation before f] (NaN with no checkpoint overhead). Spend counts the
-    whole placement, whether or not a failure precedes a checkpoint.
-    """
-    p = np.array(sorted({int(b) for b in checkpoints}), dtype=int)
-    if p.size and (p[0] < 1 or p[-1] > tc.n_boundaries):
-        raise ValueError(f"{tc.task_id}: checkpoint boundaries must be in 1..{tc.n_boundaries}: {p}")
-    w = tc.weights
-    cum_c = np.concatenate([[0.0], np.cumsum(tc.creation_s[p])])
-    cum_b = np.concatenate([[0.0], np.cumsum(tc.size_bytes[p])])
-    n_before = np.searchsorted(p, tc.failures, side="left")  # checkpoints b < f
-    last = np.where(n_before > 0, p[np.maximum(n_before - 1, 0)] if p.size else 0, 0)
-    cols = np.arange(len(tc.failures))
-    J = tc.J[last, cols]
-    J0 = tc.J[0, cols]
-    rl = tc.restore_latency[last, cols]
-    created = cum_c[n_before]
-    written = cum_b[n_before]
-    nominal = tc.nominal_t[np.minimum(tc.failures - 1, tc.n_boundaries)]
-
-    def ex(x: np.ndarray) -> float:
-        m = w > 0
-        return float(np.dot(w[m], x[m])) if m.any() else math.nan
-
-    overhead = ex(created)
-    avoided = ex(J0 - J)
-    return {
-        "total_failure_cost": ex(nominal + created + rl + J),
-        "lost_work_s": ex(J),
-        "recovery_efficiency": avoided / overhead if overhead > 0 else math.nan,
-        "redo_avoided_s": avoided,
-        "checkpoint_latency_s": overhead,
-        "restore_latency_s": ex(rl),
-        "cr_overhead_s": ex(created + rl),
-        "objective_s": ex(created + rl + J),
-        "nominal_work_s": ex(nominal),
-        "completion": ex(tc.verified[last, cols]),
-        "tokens": ex(tc.tokens[last, cols]),
-        "tool_calls": ex(tc.tool_calls[last, cols]),
-        "bytes_written": ex(written),
-        "n_checkpoints": float(p.size),
-        "spend_count": float(p.size),
-        "spend_seconds": float(tc.creation_s[p].sum()),
-        "spend_bytes": float(tc.size_bytes[p].sum()),
-    }
-
-
-def placement_objective(tc: TaskCosts, checkpoints: Iterable[int]) -> float:
-    """E_f[creation before f + J(last, f) + restore latency]: what the optimum minimises."""
-    return placement_metrics(tc, checkpoints)["objective_s"]
-
-
-# ---------------------------------------------------------------------------------------
-# The clairvoyant optimum: exact dynamic programs over the recovery table
-# ---------------------------------------------------------------------------------------
-
-
-def _segment_costs(tc: TaskCosts) -> np.ndarray:
-    """seg[i, j] = Σ_{f∈(i, j]} w_f (J(i,f) + RL(i,f)); column B+1 means "to the end".
-
-    Failures in (i, j] are served by restore point i when the next checkpoint is j (a
-    checkpoint at j cannot serve the failure during segment j). Unmeasured cells with
-    positive weight make the segment infinite (that placement cannot be priced).
-    """
-    b = tc.n_boundaries
-    seg = np.full((b + 1, b + 2), np.inf)
-    cell = tc.weights[None, :] * (tc.J + tc.restore_latency)
-    cell = np.where(tc.weights[None, :] > 0, cell, 0.0)  # weight 0: no contribution
-    for i in range(b + 1):
-        for j in range(i + 1, b + 2):
-            m = (tc.failures > i) & ((tc.failures <= j) if j <= b else True)
-            vals = cell[i, m]
-            seg[i, j] = math.inf if np.isnan(vals).any() else float(vals.sum())
-    return seg
-
-
-def optimal_placement(tc: TaskCosts, budget: Budget) -> tuple[list[int], float]:
-    """The clairvoyant optimum: the placement minimising the expected objective under budget.
-
-    Exact in every case. Count budgets: a dynamic program over (last checkpoint,
-    checkpoints used), O(B²·K). Seconds and bytes budgets: a dynamic program over the last
-    checkpoint whose states are the Pareto front of (spend, cost) labels — a label is
-    dropped only when another with the same last checkpoint spends no more and costs no
-    more, which is safe because the future depends only on the last checkpoint and the
-    remaining budget. Returns (sorted boundaries, objective). Ties prefer fewer and then
-    earlier checkpoints.
-    """
-    b = tc.n_boundaries
-    seg = _segment_costs(tc)
-    surv = tc.survival()
-    add = tc.creation_s * surv  # creation of j is paid by every failure after j
-    tol = _EPS * max(1.0, budget.amount)
-    if budget.kind == "count":
-        k_max = int(math.floor(budget.amount + tol))
-        k_max = min(k_max, b)
-        val = np.full((k_max + 1, b + 1), np.inf)
-        back = np.full((k_max + 1, b + 1), -1, dtype=int)
-        val[0, 0] = 0.0
-        for c in range(1, k_max + 1):
-            for j in range(1, b + 1):
-                cand = val[c - 1, :j] + seg[:j, j] + add[j]
-                i = int(np.argmin(cand))
-                val[c, j], back[c, j] = cand[i], i
-        best, best_c, best_j = math.inf, 0, 0
-        for c in range(k_max + 1):
-            for j in range(b + 1):
-                total = val[c, j] + seg[j, b + 1]
-                if total < best - 1e-12:
-                    best, best_c, best_j = total, c, j
-        path: list[int] = []
-        c, j = best_c, best_j
-        while c > 0:
-            path.append(j)
-            j, c = int(back[c, j]), c - 1
-        return sorted(path), float(best)
-
-    charge = tc.charges(budget)
-    labels: list[list[tuple[float, float, tuple[int, ...]]]] = [[] for _ in range(b + 1)]
-    labels[0] = [(0.0, 0.0, ())]
-    for j in range(1, b + 1):
-        cands = []
-        for i in range(j):
-            s_ij = seg[i, j]
-            if not math.isfinite(s_ij):
-                continue
-            for spend, cost, path_i in labels[i]:
-                s = spend + charge[j]
-                if s <= budget.amount + tol:
-                    cands.append((s, cost + s_ij + add[j], (*path_i, j)))
-        labels[j] = _pareto(cands)
-    best, best_path = math.inf, ()
-    for j in range(b + 1):
-        for _, cost, path_j in labels[j]:
-            total = cost + seg[j, b + 1]
-            key = (len(path_j), path_j)
-            if total < best - 1e-12 or (abs(total - best) <= 1e-12 and key < (len(best_path), best_path)):
-                best, best_path = total, path_j
-    return list(best_path), float(best)
-
-
-def _pareto(labels: list[tuple[float, float, tuple[int, ...]]]) -> list[tuple[float, float, tuple[int, ...]]]:
-    """Keep the labels no other label beats on both spend and cost."""
-    labels.sort(key=lambda x: (x[0], x[1], len(x[2]), x[2]))
-    out: list[tuple[float, float, tuple[int, ...]]] = []
-    best = math.inf
-    for lab in labels:
-        if lab[1] < best - 1e-12:
-            out.append(lab)
-            best = lab[1]
-    return out
-
-
-def brute_force_placement(tc: TaskCosts, budget: Budget) -> tuple[list[int], float]:
-    """Enumerate every feasible subset (exponential; for tests on small tables)."""
-    b = tc.n_boundaries
-    if b > 16:
-        raise ValueError(f"brute force over {b} boundaries would enumerate 2^{b} subsets")
-    charge = tc.charges(budget)
-    tol = _EPS * max(1.0, budget.amount)
-    best, best_p = math.inf, []
-    for k in range(b + 1):
-        for sub in itertools.combinations(range(1, b + 1), k):
-            if charge[list(sub)].sum() > budget.amount + tol:
-                continue
-            v = placement_objective(tc, sub)
-            if not math.isnan(v) and v < best - 1e-12:
-                best, best_p = v, list(sub)
-    return best_p, best
 
 
 # ---------------------------------------------------------------------------------------
@@ -412,11 +69,6 @@ class Placement:
     budget_matched: bool = True
     seed: int = 0
     n_boundaries: int = 0
-
-
-def _unlimited(budget: Budget, tc: TaskCosts) -> Budget:
-    """A finite budget that can never bind on this task (for unmatched references)."""
-    return Budget(budget.kind, float(tc.charges(budget).sum()) + 1.0)
 
 
 class Evaluator:
@@ -523,9 +175,8 @@ class Evaluator:
             )
         repo = str(self._tasks.at[task_id, "repo"])
         matched = bool(getattr(policy, "budget_matched", True))
-        cap = budget if matched else _unlimited(budget, tc)
+        cap = budget if matched else unlimited(budget, tc)
         charge = tc.charges(cap)
-        tol = _EPS * max(1.0, cap.amount)
         name = policy.name
         policy.reset(task_id, seed)
         taken: list[int] = []
@@ -536,7 +187,7 @@ class Evaluator:
         def offer(b: int) -> bool:
             nonlocal spent
             requested.append(b)
-            if spent + charge[b] <= cap.amount + tol:
+            if fits(spent, charge[b], cap.amount):
                 taken.append(b)
                 spent += charge[b]
                 return True
@@ -573,7 +224,7 @@ class Evaluator:
                     budget=cap, remaining=cap.amount - spent, n_checkpoints=len(taken),
                     last_checkpoint=taken[-1] if taken else 0,
                     elapsed_s=float(tc.nominal_t[b]), checkpoint_cost=float(charge[b]),
-                    history=list(taken),
+                    affordable=fits(spent, charge[b], cap.amount), history=list(taken),
                 )
                 decision = policy.decide(obs)
                 if not isinstance(decision, bool | np.bool_):

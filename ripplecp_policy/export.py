@@ -34,6 +34,7 @@ import pandas as pd
 
 from ripplecp_policy.datasets import FEATURE_PREFIXES
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.pricing import fits
 
 STATE_COLUMNS = ("remaining_budget", "checkpoint_cost", "last_checkpoint", "n_checkpoints")
 ID_COLUMNS = ("task_id", "repo", "boundary", "event_index", "step")
@@ -77,9 +78,10 @@ def decide_frame(
             event_index=int(rec["event_index"]) if _present(rec.get("event_index")) else pos,
             features={k: (math.nan if not _present(rec[k]) else float(rec[k])) for k in feats},
             budget=budget, remaining=remaining, n_checkpoints=n_cp, last_checkpoint=last,
-            elapsed_s=math.nan, checkpoint_cost=cost, history=list(st["history"]),
+            elapsed_s=math.nan, checkpoint_cost=cost,
+            affordable=fits(budget.amount - remaining, cost, budget.amount), history=list(st["history"]),
         )
-        take = bool(cost <= remaining + 1e-9 and policy.decide(obs))
+        take = bool(obs.affordable and policy.decide(obs))
         if take:
             st["history"].append(boundary)
             st["remaining"] = remaining - cost

@@ -56,7 +56,9 @@ class BoundaryObservation:
     Everything here is computable online from the past: ``features`` are the prefix-causal
     features with the placement so far; ``checkpoint_cost`` is the cost this checkpoint
     would be charged (estimated by the runtime before it is taken; in table evaluation,
-    the measured creation cost).
+    the measured creation cost); ``affordable`` says whether it fits the remaining budget
+    (the runner's own check, :func:`ripplecp_policy.pricing.fits`: the runner refuses a
+    checkpoint that does not fit, whatever the policy answers).
     """
 
     task_id: str
@@ -70,6 +72,7 @@ class BoundaryObservation:
     last_checkpoint: int  # 0 = none yet
     elapsed_s: float  # nominal seconds at this boundary (NaN when unknown)
     checkpoint_cost: float
+    affordable: bool
     history: list[int] = field(default_factory=list)  # boundaries checkpointed so far
 
 

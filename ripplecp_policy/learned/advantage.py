@@ -203,7 +203,7 @@ class _ScoredPolicy(PlacementPolicy):
         return self._scorer(np.asarray(X, dtype=np.float64))
 
     def decide(self, obs: BoundaryObservation) -> bool:
-        if obs.checkpoint_cost > obs.remaining + 1e-9:
+        if not obs.affordable:
             return False
         return self.score(obs) > self.threshold_
 

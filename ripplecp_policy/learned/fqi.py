@@ -44,6 +44,7 @@ from ripplecp_policy.datasets import (
 )
 from ripplecp_policy.learned.advantage import PackedTrees
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.pricing import fits
 from ripplecp_policy.splits import SplitAudit
 
 _EPS = 1e-9
@@ -137,7 +138,7 @@ class FittedQPolicy(PlacementPolicy):
             surv = tc.survival()
             charge = tc.charges(budget)
             fpos = {int(f): k for k, f in enumerate(tc.failures)}
-            cost_cell = tc.J + tc.restore_latency
+            cost_cell = tc.recovery_cost()
             for seed in range(self.n_behaviour_seeds):
                 rng = np.random.default_rng([self.random_state, seed, zlib.crc32(task.task_id.encode())])
                 hist: list[int] = []
@@ -145,7 +146,7 @@ class FittedQPolicy(PlacementPolicy):
                 for b in range(1, B + 1):
                     if surv[b] <= 0:
                         break
-                    feasible = charge[b] <= rem + _EPS
+                    feasible = fits(budget.amount - rem, charge[b], budget.amount)
                     key = (task.task_id, b, tuple(hist), round(rem, 9))
                     if key not in seen:
                         seen.add(key)
@@ -160,7 +161,7 @@ class FittedQPolicy(PlacementPolicy):
                             cont = float(surv[b + 1] / surv[b]) if b + 1 <= B else 0.0
                             if cont > 0:
                                 zn = self._state(task, b + 1, hist2, rem2, budget)
-                                nf = bool(charge[b + 1] <= rem2 + _EPS)
+                                nf = fits(budget.amount - rem2, charge[b + 1], budget.amount)
                             else:
                                 zn, nf = np.zeros(d), False
                             S.append(z)
@@ -245,7 +246,7 @@ class FittedQPolicy(PlacementPolicy):
         return float(g[0]), float(g[1])
 
     def decide(self, obs: BoundaryObservation) -> bool:
-        if obs.checkpoint_cost > obs.remaining + _EPS:
+        if not obs.affordable:
             return False
         g_skip, g_cp = self.q_values(obs)
         return g_cp < g_skip
@@ -266,13 +267,13 @@ class FittedQPolicy(PlacementPolicy):
                 continue
             surv = tc.survival()
             early = sum(
-                float(tc.weights[k] * (tc.J[0, k] + tc.restore_latency[0, k]))
+                float(tc.weights[k] * tc.recovery_cost()[0, k])
                 for k, f in enumerate(tc.failures)
                 if f <= 1 and tc.weights[k] > 0
             )
             obs = task.observation(1, [], budget, float(budget.amount))
             g_skip, g_cp = self.q_values(obs)
-            v1 = g_skip if obs.checkpoint_cost > obs.remaining + _EPS else min(g_skip, g_cp)
+            v1 = min(g_skip, g_cp) if obs.affordable else g_skip
             predicted = early + float(surv[1]) * v1
             self.reset(task.task_id, 0)
             place = task.replay(self.decide, budget)

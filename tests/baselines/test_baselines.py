@@ -25,8 +25,9 @@ from baselines import (
 from baselines.failure_risk import near_term_error, risk_feature_names
 from features.schema import Event, EventKind
 from ripplecp_policy.conformance import check_policy
-from ripplecp_policy.evaluation import Evaluator, optimal_placement, placement_objective
+from ripplecp_policy.evaluation import Evaluator
 from ripplecp_policy.policy import Budget
+from ripplecp_policy.pricing import optimal_placement, placement_objective
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from ripplecp_policy.datasets import first_boundary_placement, replays, run_policy
-from ripplecp_policy.evaluation import optimal_placement
 from ripplecp_policy.learned import FittedQPolicy, value_error_summary
 from ripplecp_policy.policy import Budget
+from ripplecp_policy.pricing import optimal_placement
 from ripplecp_policy.splits import leave_one_repo_out
 
 BUDGET = Budget("count", 1)
