@@ -38,11 +38,12 @@ from tqdm.auto import tqdm
 
 from baselines import all_baselines
 from oracle.tables import LabelSet
-from ripplecp_policy.evaluation import Verdict, compare, evaluator_for
+from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.learned import default_learned_policies
 from ripplecp_policy.policy import Budget, PlacementPolicy
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.stats import task_bootstrap
+from ripplecp_policy.verdicts import Verdict, compare
 
 FAMILIES = ("swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon")
 REFERENCE = "first-boundary"

@@ -32,7 +32,7 @@ import pandas as pd
 from baselines import FirstBoundary
 from oracle.tables import LabelSet
 from ripplecp_policy.datasets import advantage_table, replays
-from ripplecp_policy.evaluation import Evaluator, compare
+from ripplecp_policy.evaluation import Evaluator
 from ripplecp_policy.export import example_frame, log_policy_model
 from ripplecp_policy.learned import (
     AdvantageClassifierPolicy,
@@ -44,6 +44,7 @@ from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
 from ripplecp_policy.splits import SplitAudit, leave_one_repo_out
 from ripplecp_policy.tracking import ensure_experiment, tracking_uri
 from ripplecp_policy.tuning import tune
+from ripplecp_policy.verdicts import compare
 
 KINDS = ("xgboost", "ridge", "classifier", "fqi-extratrees", "fqi-xgboost")
 

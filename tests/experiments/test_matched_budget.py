@@ -17,7 +17,7 @@ from experiments.matched_budget import (
     safe_key,
     verdict_line,
 )
-from ripplecp_policy.evaluation import Verdict
+from ripplecp_policy.verdicts import Verdict
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,18 +1,10 @@
-"""Matched-budget evaluation: the runner and its caches, verdicts."""
+"""Matched-budget evaluation: the runner and its caches."""
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 
-from ripplecp_policy.evaluation import (
-    Evaluator,
-    MismatchedBudgetError,
-    compare,
-    interquartile_mean,
-    probability_of_improvement,
-    run_episode,
-)
+from ripplecp_policy.evaluation import Evaluator, run_episode
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
 from ripplecp_policy.pricing import optimal_placement
 
@@ -110,62 +102,3 @@ def test_evaluate_reports_regret_against_optimum(label_set):
     for row in df.itertuples():
         _, opt = optimal_placement(ev.costs(row.task_id), Budget("count", 1))
         assert row.objective_s - opt == pytest.approx(row.regret_s)
-
-
-# ---------------------------------------------------------------------------------------
-# Verdicts
-# ---------------------------------------------------------------------------------------
-
-
-def _results(policy: str, costs: list[float], spend: float, amount: float = 2.0,
-             matched: bool = True) -> pd.DataFrame:
-    n = len(costs)
-    return pd.DataFrame(dict(
-        task_id=[f"t{i}" for i in range(n)], repo=[f"r{i % 3}" for i in range(n)], policy=policy,
-        budget="2ckpt", budget_kind="count", budget_amount=amount, budget_matched=matched,
-        total_failure_cost=costs, spend=spend,
-    ))
-
-
-def test_mismatched_spend_is_refused():
-    ref = _results("first-boundary", [100, 110, 120, 130, 140, 150], spend=2.0)
-    greedy = _results("greedy", [50, 60, 70, 80, 90, 100], spend=3.0)  # outspends the reference
-    res = pd.concat([ref, greedy])
-    (v,) = compare(res, n_resamples=500)
-    assert v.status == "refused" and "spend" in v.reason
-    assert "refused" in v.text()
-    with pytest.raises(MismatchedBudgetError, match="greedy"):
-        compare(res, strict=True, n_resamples=500)
-
-
-def test_unmatched_reference_and_different_caps_are_refused():
-    ref = _results("first-boundary", [100, 110, 120, 130], spend=2.0)
-    every = _results("every-boundary", [90, 100, 110, 120], spend=4.0, amount=99.0, matched=False)
-    other_cap = _results("other", [90, 100, 110, 120], spend=2.0, amount=3.0)
-    verdicts = {v.policy: v for v in compare(pd.concat([ref, every, other_cap]), n_resamples=500)}
-    assert verdicts["every-boundary"].status == "refused"
-    assert "not budget-matched" in verdicts["every-boundary"].reason
-    assert verdicts["other"].status == "refused" and "budgets differ" in verdicts["other"].reason
-
-
-def test_matched_comparison_gives_a_verdict_with_interval():
-    ref = _results("first-boundary", [100, 110, 120, 130, 140, 150], spend=2.0)
-    better = _results("better", [90, 101, 108, 121, 133, 140], spend=2.0)
-    worse = _results("worse", [101, 120, 119, 140, 139, 160], spend=1.98)
-    verdicts = {v.policy: v for v in compare(pd.concat([ref, better, worse]), n_resamples=2000)}
-    b = verdicts["better"]
-    assert b.status == "yes" and b.high < 0 and b.low <= b.diff <= b.high
-    assert b.diff == pytest.approx(-9.5)
-    assert b.p_improvement == 1.0
-    assert verdicts["worse"].status == "no"
-    assert "beats first-boundary at matched budget 2ckpt: no" in verdicts["worse"].text()
-
-
-def test_probability_of_improvement_counts_ties_as_half():
-    a = pd.Series([1.0, 2.0, 3.0, 4.0], index=list("abcd"))
-    b = pd.Series([2.0, 2.0, 1.0, 5.0], index=list("abcd"))
-    assert probability_of_improvement(a, b) == pytest.approx((2 + 0.5) / 4)
-
-
-def test_interquartile_mean_ignores_the_tails():
-    assert interquartile_mean([0, 1, 2, 3, 4, 5, 6, 1000]) == pytest.approx(3.5)
