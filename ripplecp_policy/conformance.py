@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 from sklearn.base import clone
 
-from ripplecp_policy.evaluation import Evaluator, Placement
+from ripplecp_policy.episode import Placement
+from ripplecp_policy.evaluation import Evaluator
 from ripplecp_policy.policy import Budget, PlacementPolicy
 from ripplecp_policy.pricing import fits
 

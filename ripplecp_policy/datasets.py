@@ -6,13 +6,18 @@ Two things are built here, both from the *measured* tables of a :class:`LabelSet
   online features at t computed with c- as the placement so far (exactly what a runtime
   that checkpointed c- would see at t), and the measured advantage averaged over the
   cell's failures and repetitions (the policy decides at t without knowing the failure);
-- replays: :class:`TaskReplay` walks a task's boundaries under any placement, building the
-  :class:`BoundaryObservation` a runner would hand a policy and pricing the placement with
-  the measured recovery table (``RecoveryTable.placement_cost``), never a cost model.
+- replays: :class:`TaskReplay` walks a task's boundaries under any placement with the one
+  episode runner (:mod:`ripplecp_policy.episode`), building the :class:`BoundaryObservation`
+  the evaluation would hand a policy and pricing the placement with the measured table at
+  the one price (:func:`ripplecp_policy.pricing.placement_objective`), never a cost model.
 
-Features come from ``features.online.OnlineFeatureExtractor`` walked exactly as the
-evaluation runner walks it (so a policy is trained on the features it will be shown); a
-different prefix-causal function with ``boundary_features``' signature can be passed.
+Targets keep the paper's label definition: advantage = J_skip - J_cp with J_cp charged the
+candidate's creation time and restore latency recorded apart, not folded in (Section 3);
+placements, by contrast, are priced with the restore latency (Appendix F).
+
+Features come from the episode's prefix walk, the one the evaluation uses (so a policy is
+trained on the features it will be shown); a different prefix-causal function with
+``boundary_features``' signature can be passed.
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from features.online import FEATURE_NAMES
 from features.schema import Trajectory
-from oracle.tables import LabelSet, RecoveryTable
+from oracle.tables import LabelSet
+from ripplecp_policy.episode import Episode, observation, prefix_features
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
-from ripplecp_policy.pricing import HazardSpec, TaskCosts, fits, placement_objective
+from ripplecp_policy.pricing import HazardSpec, TaskCosts, placement_objective
 
 #: prefixes of the online feature families (paper, Appendix C)
 FEATURE_PREFIXES: tuple[str, ...] = ("cost__", "state__", "progress__", "ripple__", "context__")
@@ -88,11 +95,13 @@ def _frames_for(
 
 
 class TaskReplay:
-    """One task's trajectory and measured tables, replayable under any placement.
+    """One task's trajectory and measured cost arrays, replayable under any placement.
 
-    Features at boundary b depend only on checkpoints before b (prefix causality), so a
-    frame computed for a history serves every boundary after its last checkpoint; frames
-    are cached by history.
+    Replays run the one episode runner (:class:`ripplecp_policy.episode.Episode`) on the
+    task's :class:`~ripplecp_policy.pricing.TaskCosts`, the same arrays and the same walk the
+    matched-budget evaluation uses. Features at boundary b depend only on checkpoints before
+    b (prefix causality), so a frame computed for a history serves every boundary after its
+    last checkpoint; frames are cached by history.
     """
 
     def __init__(
@@ -107,13 +116,13 @@ class TaskReplay:
         self.repo = str(row["repo"])
         self.granularity = str(row["granularity"])
         self.trajectory: Trajectory = data.trajectories[task_id]
-        self.table: RecoveryTable = data.recovery_table(task_id)
-        cps = data.checkpoints[data.checkpoints["task_id"] == task_id].sort_values("boundary")
-        self.n_boundaries = int(len(cps))
-        self.event_index = {int(b): int(e) for b, e in zip(cps["boundary"], cps["event_index"], strict=True)}
         self.costs = TaskCosts.build(
-            task_id, self.table.recovery, self.table.checkpoints, hazard, float(row["nominal_s"])
+            task_id, data.recovery[data.recovery["task_id"] == task_id],
+            data.checkpoints[data.checkpoints["task_id"] == task_id], hazard,
+            float(row["nominal_s"]),
         )
+        self.n_boundaries = self.costs.n_boundaries
+        self.event_index = {b: int(self.costs.event_index[b]) for b in range(1, self.n_boundaries + 1)}
         self.failures = [int(f) for f in self.costs.failures]
         self._feature_fn = feature_fn
         self._frames = _frames_for(self.trajectory, self.granularity, feature_fn)
@@ -131,22 +140,13 @@ class TaskReplay:
     def _compute(self, history: tuple[int, ...]) -> tuple[list[str], np.ndarray]:
         """Features at every boundary with checkpoints ``history``: row b = boundary b."""
         if self._feature_fn is None:
-            # the evaluation runner's own walk: one extractor, events up to each boundary's
-            # event, checkpoints marked after the decision (identical features by construction)
-            from features.online import OnlineFeatureExtractor, config_for
-
-            ex = OnlineFeatureExtractor(config_for(self.trajectory))
-            names = list(ex.feature_names)
+            # the episode's own prefix walk: identical features to the evaluation's by construction
+            rows = prefix_features(self.trajectory, self.costs.event_index[1:], history)
+            names = list(FEATURE_NAMES)
             arr = np.full((self.n_boundaries + 1, len(names)), np.nan)
-            events, pos, marks = self.trajectory.events, 0, set(history)
-            for b in range(1, self.n_boundaries + 1):
-                idx = self.event_index[b]
-                while pos < len(events) and events[pos].index <= idx:
-                    ex.observe(events[pos])
-                    pos += 1
-                arr[b] = list(ex.features().values())
-                if b in marks:
-                    ex.mark_checkpoint()
+            for b, r in enumerate(rows):
+                if r is not None:
+                    arr[b] = list(r.values())
             return names, arr
         raw = self._feature_fn(self.trajectory, granularity=self.granularity, checkpoints=history)
         if "boundary" not in raw.columns:
@@ -170,34 +170,28 @@ class TaskReplay:
         return dict(zip(names, arr[boundary].tolist(), strict=True))
 
     def observation(
-        self, boundary: int, history: Sequence[int], budget: Budget, remaining: float
+        self, boundary: int, history: Sequence[int], budget: Budget, spent: float = 0.0
     ) -> BoundaryObservation:
-        """What a runner hands a policy at ``boundary`` (costs from the measured table)."""
-        cost = self.charge(boundary, budget)
-        return BoundaryObservation(
-            task_id=self.task_id,
-            repo=self.repo,
-            boundary=boundary,
-            event_index=self.event_index[boundary],
-            features=self.features_at(boundary, history),
-            budget=budget,
-            remaining=remaining,
-            n_checkpoints=len(history),
-            last_checkpoint=max(history, default=0),
-            elapsed_s=self.table.nominal_t(boundary),
-            checkpoint_cost=cost,
-            affordable=fits(budget.amount - remaining, cost, budget.amount),
-            history=list(history),
+        """What the episode runner hands a policy at ``boundary`` with ``spent`` of the budget
+        used by ``history`` (costs from the measured table)."""
+        return observation(
+            self.task_id, self.repo, boundary, event_index=self.event_index[boundary],
+            features=self.features_at(boundary, history), cap=budget, spent=spent,
+            history=list(history), elapsed_s=float(self.costs.nominal_t[boundary]),
+            charge=self.charge(boundary, budget),
         )
 
     def charge(self, boundary: int, budget: Budget) -> float:
-        return budget.charge(self.table.creation_s(boundary), self.table.size_bytes(boundary))
+        """What a checkpoint at ``boundary`` costs in the budget's unit."""
+        return budget.charge(float(self.costs.creation_s[boundary]), float(self.costs.size_bytes[boundary]))
 
     def expected_cost(self, placement: Iterable[int]) -> float:
-        """E_f[creation before f + J(last, f) + restore latency] from the measured table.
+        """E_f[creation before f + restore latency + J(last, f)] from the measured table.
 
-        The same objective the matched-budget evaluation and the clairvoyant optimum use
-        (``evaluation.placement_objective``); NaN when a needed cell was never measured.
+        The one price (:func:`oracle.labels.failure_cost`) and the objective the
+        matched-budget evaluation and the clairvoyant optimum use
+        (:func:`ripplecp_policy.pricing.placement_objective`); NaN when a needed cell was
+        never measured.
         """
         return float(placement_objective(self.costs, sorted(set(placement))))
 
@@ -208,17 +202,18 @@ class TaskReplay:
         *,
         trace: list[BoundaryObservation] | None = None,
     ) -> list[int]:
-        """Walk boundaries 1..B in order, asking ``decide``; the budget is enforced here."""
-        history: list[int] = []
-        remaining = float(budget.amount)
-        for b in range(1, self.n_boundaries + 1):
-            obs = self.observation(b, history, budget, remaining)
-            if trace is not None:
-                trace.append(obs)
-            if obs.affordable and decide(obs):
-                history.append(b)
-                remaining -= obs.checkpoint_cost
-        return history
+        """Walk boundaries 1..B in order, asking ``decide``; the episode enforces the budget.
+        ``trace`` (a list) receives every observation shown."""
+        if trace is not None:
+            shown, ask = trace, decide
+
+            def decide(obs: BoundaryObservation) -> bool:
+                shown.append(obs)
+                return ask(obs)
+
+        ep = Episode(self.task_id, self.repo, budget)
+        ep.walk(decide, self.costs, self.costs.charges(budget), self.features_at)
+        return ep.taken
 
 
 def replays(
@@ -276,7 +271,9 @@ def advantage_table(
 ) -> AdvantageTable:
     """One row per (task, candidate, fallback): features at the candidate, mean advantage.
 
-    The target is the mean paired advantage of the cell's CP/SKIP pairs. Quarantined pairs
+    The target is the mean paired advantage of the cell's CP/SKIP pairs (the paper's label:
+    J_skip - J_cp, J_cp charged the creation time, restore latency not folded in; see
+    :mod:`oracle.labels`). Quarantined pairs
     are excluded (they stay in the label set, never used as targets). A label set with no
     pairs but full recovery tables (a harness ``full`` design) yields table-derived
     targets instead: for every c- < t, the mean over measured failures f > t of

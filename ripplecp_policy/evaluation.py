@@ -8,11 +8,13 @@ that restore point. The expectation is over a failure distribution: uniform over
 measured failures by default, or a hazard such as "proportional to nominal segment
 duration".
 
-Online policies are walked boundary by boundary (:func:`run_episode`): at boundary b the
-runner feeds an :class:`features.online.OnlineFeatureExtractor` the nominal trajectory's
-events up to the boundary's event (prefix only), asks ``policy.decide`` and charges the
-measured cost; a checkpoint that does not fit the remaining budget is refused. Offline
-policies (``policy.offline``: oracle, clairvoyant optimum) receive the recovery table.
+Online policies are walked boundary by boundary by the one episode runner
+(:mod:`ripplecp_policy.episode`): at boundary b the prefix walk has seen the nominal
+trajectory's events up to the boundary's event (prefix only), the policy decides and is
+charged the measured cost; a checkpoint that does not fit the remaining budget is refused.
+Offline policies (``policy.offline``: oracle, clairvoyant optimum) receive the recovery table.
+The :class:`Evaluator` holds the caches (per-task cost arrays, prefix features per placement
+history, optima) every episode of a label set shares.
 
 Metrics (Appendix F) are reported side by side and never folded into one scalar:
 LostWork, RecoveryEfficiency, TotalFailureCost, task completion, repeated tokens and tool
@@ -25,17 +27,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.episode import Episode, FeatureSource, LiveFeatures, Placement, prefix_features
+from ripplecp_policy.policy import Budget, PlacementPolicy
 from ripplecp_policy.pricing import (
     HazardSpec,
     TaskCosts,
-    fits,
     optimal_placement,
     placement_metrics,
     unlimited,
@@ -45,33 +46,13 @@ if TYPE_CHECKING:
     from oracle.tables import LabelSet, RecoveryTable
 
 
-# ---------------------------------------------------------------------------------------
-# Running a policy on one task
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class Placement:
-    """What a policy did on one task under one budget."""
-
-    task_id: str
-    repo: str
-    policy: str
-    budget: Budget
-    checkpoints: list[int]
-    requested: list[int] = field(default_factory=list)  # boundaries where it asked to checkpoint
-    refused: list[int] = field(default_factory=list)  # asked, but over the remaining budget
-    spend: float = 0.0  # in the budget's unit
-    budget_matched: bool = True
-    seed: int = 0
-    n_boundaries: int = 0
-
-
 class Evaluator:
-    """Runs policies on one label set and prices their placements; caches per-task arrays.
+    """Runs policies on one label set and prices their placements; caches per-task arrays,
+    prefix features per (task, placement history) and optima.
 
-    ``hazard`` is the failure distribution of every expectation (see :func:`failure_weights`);
-    ``feature_config`` is passed to :class:`features.online.OnlineFeatureExtractor`.
+    ``hazard`` is the failure distribution of every expectation (see
+    :func:`ripplecp_policy.pricing.failure_weights`); ``feature_config`` configures the online
+    features (:class:`features.online.FeatureConfig`).
     """
 
     def __init__(
@@ -118,10 +99,9 @@ class Evaluator:
     def features_at(self, task_id: str, boundary: int, history: Sequence[int]) -> dict[str, float]:
         """Online features at ``boundary`` with checkpoints ``history`` (all before it) marked.
 
-        Identical to the incremental walk of :meth:`run` (a test checks it): the extractor
-        sees the events up to the boundary's event and marks each checkpoint in history
-        right after its boundary. Rows are cached per (task, history): every boundary after
-        the history's last checkpoint shares one walk.
+        The episode's prefix walk (:func:`ripplecp_policy.episode.prefix_features`), cached
+        per (task, history): every boundary after the history's last checkpoint shares one
+        walk. Identical to an uncached episode's walk (a test checks it).
         """
         hist = tuple(int(h) for h in history)
         if hist and hist[-1] >= boundary:
@@ -130,21 +110,8 @@ class Evaluator:
         rows = self._fcache.get(key)
         if rows is None:
             tc = self.costs(task_id)
-            traj = self.label_set.trajectories[task_id]
-            ex = _make_extractor(self.feature_config, traj)
-            rows = [None] * (tc.n_boundaries + 1)
-            marks = set(hist)
-            last = hist[-1] if hist else 0
-            pos, events = 0, traj.events
-            for b in range(1, tc.n_boundaries + 1):
-                ev_idx = int(tc.event_index[b])
-                while pos < len(events) and events[pos].index <= ev_idx:
-                    ex.observe(events[pos])
-                    pos += 1
-                if b > last:
-                    rows[b] = dict(ex.features())
-                if b in marks:
-                    ex.mark_checkpoint()
+            rows = prefix_features(self.label_set.trajectories[task_id], tc.event_index[1:], hist,
+                                   self.feature_config)
             if self.cache_features:
                 self._fcache[key] = rows
         row = rows[boundary]
@@ -169,69 +136,30 @@ class Evaluator:
                 f"{task_id}: the recovery table is measured at {task_gran!r} boundaries; "
                 f"it cannot price {granularity!r} boundaries"
             )
-        repo = str(self._tasks.at[task_id, "repo"])
         matched = bool(getattr(policy, "budget_matched", True))
         cap = budget if matched else unlimited(budget, tc)
         charge = tc.charges(cap)
-        name = policy.name
+        ep = Episode(task_id, str(self._tasks.at[task_id, "repo"]), cap)
         policy.reset(task_id, seed)
-        taken: list[int] = []
-        requested: list[int] = []
-        refused: list[int] = []
-        spent = 0.0
-
-        def offer(b: int) -> bool:
-            nonlocal spent
-            requested.append(b)
-            if fits(spent, charge[b], cap.amount):
-                taken.append(b)
-                spent += charge[b]
-                return True
-            refused.append(b)
-            return False
-
         if getattr(policy, "offline", False):
             wanted = policy.place(self.recovery_table(task_id), cap)
             for b in sorted({int(x) for x in wanted}):
                 if not 1 <= b <= tc.n_boundaries:
-                    raise ValueError(f"{name} placed boundary {b} outside 1..{tc.n_boundaries} on {task_id}")
-                offer(b)
+                    raise ValueError(f"{policy.name} placed boundary {b} outside 1..{tc.n_boundaries} on {task_id}")
+                ep.offer(b, float(charge[b]))
         else:
-            traj = self.label_set.trajectories[task_id]
-            events = traj.events
-            uses_features = bool(getattr(policy, "uses_features", True))
-            cached = uses_features and self.cache_features
-            extractor = (
-                _make_extractor(self.feature_config, traj) if uses_features and not cached else None
-            )
-            pos = 0
-            for b in range(1, tc.n_boundaries + 1):
-                ev_idx = int(tc.event_index[b])
-                if cached:
-                    feats = self.features_at(task_id, b, taken)
-                else:
-                    while pos < len(events) and events[pos].index <= ev_idx:
-                        if extractor is not None:
-                            extractor.observe(events[pos])
-                        pos += 1
-                    feats = dict(extractor.features()) if extractor is not None else {}
-                obs = BoundaryObservation(
-                    task_id=task_id, repo=repo, boundary=b, event_index=ev_idx, features=feats,
-                    budget=cap, remaining=cap.amount - spent, n_checkpoints=len(taken),
-                    last_checkpoint=taken[-1] if taken else 0,
-                    elapsed_s=float(tc.nominal_t[b]), checkpoint_cost=float(charge[b]),
-                    affordable=fits(spent, charge[b], cap.amount), history=list(taken),
-                )
-                decision = policy.decide(obs)
-                if not isinstance(decision, bool | np.bool_):
-                    raise TypeError(f"{name}.decide returned {decision!r}; expected a bool")
-                if decision and offer(b) and extractor is not None:
-                    extractor.mark_checkpoint()
-        return Placement(
-            task_id=task_id, repo=repo, policy=name, budget=cap, checkpoints=taken,
-            requested=requested, refused=refused, spend=spent, budget_matched=matched,
-            seed=seed, n_boundaries=tc.n_boundaries,
-        )
+            ep.walk(policy.decide, tc, charge, self._feature_source(policy, task_id), policy.name)
+        return ep.placement(policy.name, budget_matched=matched, seed=seed,
+                            n_boundaries=tc.n_boundaries)
+
+    def _feature_source(self, policy: PlacementPolicy, task_id: str) -> FeatureSource:
+        """Cached prefix features, a live prefix walk, or none (policies that read none)."""
+        if not getattr(policy, "uses_features", True):
+            return lambda b, history: {}
+        if self.cache_features:
+            return lambda b, history: self.features_at(task_id, b, history)
+        return LiveFeatures(self.label_set.trajectories[task_id], self.costs(task_id).event_index[1:],
+                            self.feature_config)
 
     def score(self, placement: Placement, budget: Budget | None = None) -> dict[str, Any]:
         """Metrics of a placement plus regret to the optimum at ``budget`` (default: the cap it
@@ -273,15 +201,6 @@ class Evaluator:
                 )
             )
         return pd.DataFrame(rows)
-
-
-def _make_extractor(config: Any, traj: Any) -> Any:
-    """A fresh extractor configured exactly as ``features.online.boundary_features`` does
-    for this trajectory (workspace root from its metadata), so online and offline features
-    agree."""
-    from features.online import OnlineFeatureExtractor, config_for
-
-    return OnlineFeatureExtractor(config_for(traj, config))
 
 
 _EVALUATORS: list[Evaluator] = []

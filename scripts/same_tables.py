@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-
 #: columns that time the run itself, so differ between any two runs
 TIMING_COLUMNS = ("fit_s",)
 

@@ -42,9 +42,9 @@ from ripplecp_policy.datasets import (
     observation_vector,
     replays,
 )
+from ripplecp_policy.episode import Episode
 from ripplecp_policy.learned.advantage import PackedTrees
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
-from ripplecp_policy.pricing import fits
 from ripplecp_policy.splits import SplitAudit
 
 _EPS = 1e-9
@@ -123,59 +123,19 @@ class FittedQPolicy(PlacementPolicy):
         return self._packed.predict(X)
 
     # -- transitions ----------------------------------------------------------------------
-    def _state(self, task: TaskReplay, b: int, hist: list[int], rem: float, budget: Budget) -> np.ndarray:
-        obs = task.observation(b, hist, budget, rem)
-        return np.concatenate([observation_vector(obs, self.feature_names_), [rem]])
+    def _state(self, obs: BoundaryObservation) -> np.ndarray:
+        return np.concatenate([observation_vector(obs, self.feature_names_), [obs.remaining]])
 
     def transitions(self, tasks: list[TaskReplay], budget: Budget) -> dict[str, np.ndarray]:
         """Trace-replay transitions with both actions expanded at every visited state."""
-        S, A, C, K, SN, NF, R = [], [], [], [], [], [], []
+        rows: list[tuple[Any, ...]] = []
         seen: set[tuple[Any, ...]] = set()
-        d = len(self.feature_names_) + 1
         for task in tasks:
-            tc = task.costs
-            B = tc.n_boundaries
-            surv = tc.survival()
-            charge = tc.charges(budget)
-            fpos = {int(f): k for k, f in enumerate(tc.failures)}
-            cost_cell = tc.recovery_cost()
             for seed in range(self.n_behaviour_seeds):
-                rng = np.random.default_rng([self.random_state, seed, zlib.crc32(task.task_id.encode())])
-                hist: list[int] = []
-                rem = float(budget.amount)
-                for b in range(1, B + 1):
-                    if surv[b] <= 0:
-                        break
-                    feasible = fits(budget.amount - rem, charge[b], budget.amount)
-                    key = (task.task_id, b, tuple(hist), round(rem, 9))
-                    if key not in seen:
-                        seen.add(key)
-                        z = self._state(task, b, hist, rem, budget)
-                        for a in (0, 1) if feasible else (0,):
-                            hist2 = hist + [b] if a else hist
-                            rem2 = rem - charge[b] if a else rem
-                            last = hist2[-1] if hist2 else 0
-                            k = fpos.get(b + 1)
-                            h = float(tc.weights[k] / surv[b]) if k is not None else 0.0
-                            fail = float(cost_cell[last, k]) if h > 0 else 0.0
-                            cont = float(surv[b + 1] / surv[b]) if b + 1 <= B else 0.0
-                            if cont > 0:
-                                zn = self._state(task, b + 1, hist2, rem2, budget)
-                                nf = fits(budget.amount - rem2, charge[b + 1], budget.amount)
-                            else:
-                                zn, nf = np.zeros(d), False
-                            S.append(z)
-                            A.append(a)
-                            C.append(a * float(tc.creation_s[b]) + h * fail)
-                            K.append(cont)
-                            SN.append(zn)
-                            NF.append(nf)
-                            R.append(task.repo)
-                    if feasible and rng.random() < self.behaviour_epsilon:
-                        hist.append(b)
-                        rem -= charge[b]
-        if not S:
+                self._behaviour_episode(task, budget, seed, seen, rows)
+        if not rows:
             raise ValueError("fitted-Q: no transitions (no reachable boundary in the training tasks)")
+        S, A, C, K, SN, NF, R = zip(*rows, strict=True)
         out = {
             "state": np.vstack(S), "action": np.asarray(A, dtype=float), "cost": np.asarray(C),
             "cont": np.asarray(K), "next_state": np.vstack(SN), "next_feasible": np.asarray(NF),
@@ -184,6 +144,47 @@ class FittedQPolicy(PlacementPolicy):
         if not np.isfinite(out["cost"]).all():
             raise ValueError("fitted-Q: a transition cost is not finite (unmeasured recovery cell)")
         return out
+
+    def _behaviour_episode(self, task: TaskReplay, budget: Budget, seed: int,
+                           seen: set[tuple[Any, ...]], rows: list[tuple[Any, ...]]) -> None:
+        """One episode of the exploratory behaviour policy (checkpoint with probability
+        ``behaviour_epsilon`` where affordable), run by the episode runner; at every state
+        not seen before, both actions are expanded into ``rows`` with their measured costs."""
+        tc = task.costs
+        B = tc.n_boundaries
+        surv = tc.survival()
+        charge = tc.charges(budget)
+        fpos = {int(f): k for k, f in enumerate(tc.failures)}
+        cost_cell = tc.recovery_cost()
+        d = len(self.feature_names_) + 1
+        rng = np.random.default_rng([self.random_state, seed, zlib.crc32(task.task_id.encode())])
+        ep = Episode(task.task_id, task.repo, budget)
+
+        def behave(obs: BoundaryObservation) -> bool:
+            b = obs.boundary
+            if surv[b] <= 0:  # no failure can strike after b: nothing left to decide
+                return False
+            key = (task.task_id, b, tuple(obs.history), round(obs.remaining, 9))
+            if key not in seen:
+                seen.add(key)
+                z = self._state(obs)
+                for a in (0, 1) if obs.affordable else (0,):
+                    hist2 = [*obs.history, b] if a else obs.history
+                    spent2 = ep.spent + charge[b] if a else ep.spent
+                    last = hist2[-1] if hist2 else 0
+                    k = fpos.get(b + 1)
+                    h = float(tc.weights[k] / surv[b]) if k is not None else 0.0
+                    fail = float(cost_cell[last, k]) if h > 0 else 0.0
+                    cont = float(surv[b + 1] / surv[b]) if b + 1 <= B else 0.0
+                    if cont > 0:
+                        nxt = task.observation(b + 1, hist2, budget, spent2)
+                        zn, nf = self._state(nxt), nxt.affordable
+                    else:
+                        zn, nf = np.zeros(d), False
+                    rows.append((z, a, a * float(tc.creation_s[b]) + h * fail, cont, zn, nf, task.repo))
+            return bool(obs.affordable and rng.random() < self.behaviour_epsilon)
+
+        ep.walk(behave, tc, charge, task.features_at)
 
     # -- fitting --------------------------------------------------------------------------
     def fit(self, data: LabelSet, budget: Budget | None = None) -> FittedQPolicy:
@@ -241,7 +242,7 @@ class FittedQPolicy(PlacementPolicy):
     # -- inference ------------------------------------------------------------------------
     def q_values(self, obs: BoundaryObservation) -> tuple[float, float]:
         """Fitted cost-to-go (skip, checkpoint) at ``obs``; lower is better."""
-        z = np.concatenate([observation_vector(obs, self.feature_names_), [obs.remaining]])
+        z = self._state(obs)
         g = self._predict(np.vstack([np.append(z, 0.0), np.append(z, 1.0)]))
         return float(g[0]), float(g[1])
 
@@ -271,7 +272,7 @@ class FittedQPolicy(PlacementPolicy):
                 for k, f in enumerate(tc.failures)
                 if f <= 1 and tc.weights[k] > 0
             )
-            obs = task.observation(1, [], budget, float(budget.amount))
+            obs = task.observation(1, [], budget)
             g_skip, g_cp = self.q_values(obs)
             v1 = min(g_skip, g_cp) if obs.affordable else g_skip
             predicted = early + float(surv[1]) * v1

@@ -46,7 +46,7 @@ class Peeker(PlacementPolicy):
 
     def decide(self, obs: BoundaryObservation) -> bool:
         frame = inspect.currentframe().f_back
-        while frame is not None and "self" not in frame.f_locals:
+        while frame is not None and not hasattr(frame.f_locals.get("self"), "label_set"):
             frame = frame.f_back
         events = frame.f_locals["self"].label_set.trajectories[obs.task_id].events
         future = [e for e in events if e.index > obs.event_index]

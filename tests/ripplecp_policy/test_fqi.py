@@ -98,7 +98,7 @@ def test_fqi_is_deterministic(late_value, regressor) -> None:
     a = FittedQPolicy(regressor=regressor, n_estimators=10, n_behaviour_seeds=2, random_state=4).fit(train, BUDGET)
     b = FittedQPolicy(regressor=regressor, n_estimators=10, n_behaviour_seeds=2, random_state=4).fit(train, BUDGET)
     task = next(iter(replays(train).values()))
-    obs = task.observation(2, [], BUDGET, 1.0)
+    obs = task.observation(2, [], BUDGET)
     assert a.q_values(obs) == b.q_values(obs)
     assert a.convergence_.equals(b.convergence_)
 
