@@ -20,19 +20,19 @@ __all__ = [
 ]
 
 
-def all_baselines(seed: int = 0, *, hazard: str = "uniform") -> list[PlacementPolicy]:
-    """One instance of every baseline, unfitted; ``hazard`` must match the evaluation's."""
+def all_baselines(seed: int = 0) -> list[PlacementPolicy]:
+    """One instance of every baseline, unfitted (the setting reaches them through ``fit``)."""
     return [
         FirstBoundary(),
         NoCheckpoint(),
         EveryBoundary(),
         FixedK(),
-        TimeBased(mode="young_daly", hazard=hazard),
-        TimeBased(mode="tuned", hazard=hazard),
-        StateChange(hazard=hazard),
+        TimeBased(mode="young_daly"),
+        TimeBased(mode="tuned"),
+        StateChange(),
         Progress(),
-        FailureRisk(random_state=seed, hazard=hazard),
+        FailureRisk(random_state=seed),
         RandomPolicy(),
-        OraclePolicy(hazard=hazard),
-        ClairvoyantOptimum(hazard=hazard),
+        OraclePolicy(),
+        ClairvoyantOptimum(),
     ]

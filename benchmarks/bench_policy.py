@@ -26,7 +26,7 @@ from oracle.simulator import simulate_label_set
 from ripplecp_policy.datasets import replays
 from ripplecp_policy.episode import Episode
 from ripplecp_policy.learned import AdvantageRegressorPolicy, FittedQPolicy
-from ripplecp_policy.policy import Budget
+from ripplecp_policy.policy import Budget, Setting
 from ripplecp_policy.splits import leave_one_repo_out
 
 TARGET_P99_US = 1000.0
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'tot p50':>10}{'tot p99':>10}{'p99/target':>12}{'ingest p50':>12}{'ingest p99':>12}")
     for name, pol in policies.items():
         t0 = time.perf_counter()
-        pol.fit(train, budget)
+        pol.fit(train, Setting(budget))
         fit_s = time.perf_counter() - t0
         ing, fe, inf = [], [], []
         for _ in range(args.repeats):

@@ -40,7 +40,7 @@ from baselines import all_baselines
 from oracle.tables import LabelSet
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.learned import default_learned_policies
-from ripplecp_policy.policy import Budget, PlacementPolicy
+from ripplecp_policy.policy import Budget, PlacementPolicy, Setting
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.stats import task_bootstrap
 from ripplecp_policy.verdicts import Verdict, compare
@@ -202,18 +202,18 @@ def load_label_sets(args: Args) -> dict[str, LabelSet]:
 
 def priceable(data: LabelSet, hazard: str) -> tuple[LabelSet, list[str]]:
     """Keep the tasks whose recovery table prices every placement; name the dropped ones."""
-    ev = evaluator_for(data, hazard=hazard)
-    keep = [t for t in data.task_ids if ev.costs(t).is_full() and ev.costs(t).n_boundaries > 0]
+    ev = evaluator_for(data)
+    keep = [t for t in data.task_ids if ev.costs(t, hazard).is_full() and ev.costs(t, hazard).n_boundaries > 0]
     dropped = sorted(set(data.task_ids) - set(keep))
     return (data if not dropped else data.subset(keep)), dropped
 
 
 def policies_for(args: Args) -> tuple[list[PlacementPolicy], list[str]]:
     """Every baseline and (unless ``--no-learned``) every learned policy, unfitted."""
-    pols = list(all_baselines(args.seed, hazard=args.hazard))
+    pols = list(all_baselines(args.seed))
     learned: list[str] = []
     if args.learned:
-        extra = list(default_learned_policies(seed=args.seed, quick=args.quick, hazard=args.hazard))
+        extra = list(default_learned_policies(seed=args.seed, quick=args.quick))
         pols += extra
         learned = [p.name for p in extra]
     return pols, learned
@@ -428,9 +428,12 @@ def main(argv: list[str] | None = None) -> int:
     #    job fits every policy on the training repositories at every budget and walks the
     #    held-out repository's tasks. Results come back in order, so the report and the
     #    MLflow log are deterministic; a family is reported once its last fold is back.
-    budgets = {fam: [resolve_budget(s, ls) for s in args.budgets] for fam, ls in data.items()}
+    #    Each budget is one setting (budget, failure model, default features), given once to
+    #    every fit and to the evaluation.
+    settings = {fam: [Setting(resolve_budget(s, ls), args.hazard) for s in args.budgets]
+                for fam, ls in data.items()}
     jobs = [(fam, fold) for fam, ls in data.items() for fold in leave_one_repo_out(ls)]
-    results_iter = _run_jobs(jobs, data, protos, budgets, args)  # workers start now
+    results_iter = _run_jobs(jobs, data, protos, settings, args)  # workers start now
 
     # 4. MLflow (initialised while the workers run): one parent run for the study.
     client = parent_id = None
@@ -549,25 +552,25 @@ def _study(
 
 
 def run_fold(
-    fam: str, ls: LabelSet, fold: Any, protos: list[PlacementPolicy], budgets: list[Budget],
+    fam: str, ls: LabelSet, fold: Any, protos: list[PlacementPolicy], settings: list[Setting],
     args: Args,
 ) -> pd.DataFrame:
-    """One fold: fit every policy on the training repositories at every budget (tuning
-    sees only them), then evaluate it on the held-out repository's tasks."""
-    ev = evaluator_for(ls, hazard=args.hazard)
+    """One fold: fit every policy on the training repositories under every setting (tuning
+    sees only them), then evaluate it on the held-out repository's tasks under the same."""
+    ev = evaluator_for(ls)
     train = ls.subset(fold.train_tasks)  # one object per fold: fits share its caches
     rows = []
     for proto in protos:
-        for budget in budgets:
+        for setting in settings:
             t_fit = time.perf_counter()
-            pol = clone(proto).fit(train, budget)
+            pol = clone(proto).fit(train, setting)
             fit_s = time.perf_counter() - t_fit
             audit = getattr(pol, "audit_", None)
             if audit is not None and hasattr(audit, "check"):
                 audit.check([fold.held_out])  # the held-out repository was never seen
             seeds = (range(args.seed, args.seed + args.random_seeds)
                      if pol.name == "random" else (args.seed,))
-            df = ev.evaluate(pol, list(fold.test_tasks), budget, seeds=seeds)
+            df = ev.evaluate(pol, list(fold.test_tasks), setting, seeds=seeds)
             df["family"], df["fold"], df["fit_s"] = fam, fold.held_out, fit_s
             rows.append(df)
     return pd.concat(rows, ignore_index=True)
@@ -575,16 +578,16 @@ def run_fold(
 
 def _run_jobs(
     jobs: list[tuple[str, Any]], data: dict[str, LabelSet], protos: list[PlacementPolicy],
-    budgets: dict[str, list[Budget]], args: Args,
+    settings: dict[str, list[Setting]], args: Args,
 ) -> Any:
     """Results of :func:`run_fold` per job, in job order (a generator)."""
     n = min(max(1, args.jobs), len(jobs))
     if n == 1:
-        return (run_fold(fam, data[fam], fold, protos, budgets[fam], args) for fam, fold in jobs)
+        return (run_fold(fam, data[fam], fold, protos, settings[fam], args) for fam, fold in jobs)
     from joblib import Parallel, delayed
 
     return Parallel(n_jobs=n, return_as="generator")(
-        delayed(run_fold)(fam, data[fam], fold, protos, budgets[fam], args) for fam, fold in jobs
+        delayed(run_fold)(fam, data[fam], fold, protos, settings[fam], args) for fam, fold in jobs
     )
 
 

@@ -40,7 +40,7 @@ from ripplecp_policy.learned import (
     FittedQPolicy,
     value_error_summary,
 )
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting
 from ripplecp_policy.splits import SplitAudit, leave_one_repo_out
 from ripplecp_policy.tracking import ensure_experiment, tracking_uri
 from ripplecp_policy.tuning import tune
@@ -129,7 +129,7 @@ def _finite(d: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in d.items() if isinstance(v, int | float) and math.isfinite(float(v))}
 
 
-def fit_tuned(kind: str, args: Args, train: LabelSet, budget: Budget, *, log_trials: bool = True,
+def fit_tuned(kind: str, args: Args, train: LabelSet, setting: Setting, *, log_trials: bool = True,
               tag: str = "") -> tuple[PlacementPolicy, SplitAudit, Any]:
     """Tune on validation repos inside ``train`` (trials as nested runs), then refit on ``train``."""
     policy = make_policy(kind, args)
@@ -141,25 +141,25 @@ def fit_tuned(kind: str, args: Args, train: LabelSet, budget: Budget, *, log_tri
             mlflow.log_params(params)
             mlflow.log_metrics(_finite({"objective": value, **{f"split_{i}": v for i, v in enumerate(vals)}}))
 
-    res = tune(policy, train, budget, n_trials=args.n_trials, seed=args.seed, on_trial=on_trial)
+    res = tune(policy, train, setting, n_trials=args.n_trials, seed=args.seed, on_trial=on_trial)
     policy.set_params(**res.best_params)
-    policy.fit(train, budget)
+    policy.fit(train, setting)
     audit = SplitAudit()
     audit.merge(res.audit)
     audit.merge(policy.audit_)
     return policy, audit, res
 
 
-def fold_metrics(policy: PlacementPolicy, test: LabelSet, budget: Budget) -> dict[str, float]:
+def fold_metrics(policy: PlacementPolicy, test: LabelSet, setting: Setting) -> dict[str, float]:
     """Held-out model quality: advantage error and within-stratum rank, or fitted-Q value error."""
     if isinstance(policy, FittedQPolicy):
-        m = value_error_summary(policy.value_report(test, budget))
+        m = value_error_summary(policy.value_report(test, setting))
         m["fqi_iterations"] = float(len(policy.convergence_))
         m["fqi_final_delta"] = float(policy.convergence_["max_abs_delta"].iloc[-1])
         m["fqi_converged"] = float(policy.converged_)
         m["fqi_transitions"] = float(policy.n_transitions_)
         return m
-    table = advantage_table(test, replays(test, policy.feature_fn))
+    table = advantage_table(test, replays(test, setting, policy.feature_fn))
     m = policy.report(table)
     m["threshold"] = float(policy.threshold_)
     return m
@@ -199,6 +199,7 @@ def run_study(args: Args) -> dict[str, Any]:
     """The leave-one-repository-out study; returns per-fold metrics, verdicts and run ids."""
     t_start = time.perf_counter()
     budget = Budget(args.budget_kind, args.budget_amount)  # type: ignore[arg-type]
+    setting = Setting(budget)  # given once to every fit and to the held-out evaluation
     data = load_data(args)
     folds = leave_one_repo_out(data)
     kinds = args.kinds.split(",")
@@ -214,7 +215,7 @@ def run_study(args: Args) -> dict[str, Any]:
                            "label_set_hash": data.content_hash(), "n_tasks": len(data.tasks),
                            "n_repos": len(data.repos), "budget": budget.label()})
         first = FirstBoundary()
-        ref_eval = ev_all.evaluate(first, data.task_ids, budget)
+        ref_eval = ev_all.evaluate(first, data.task_ids, setting)
         evals.append(ref_eval)
         for kind in kinds:
             with mlflow.start_run(run_name=kind, nested=True):
@@ -222,15 +223,15 @@ def run_study(args: Args) -> dict[str, Any]:
                     train, test = data.subset(fold.train_tasks), data.subset(fold.test_tasks)
                     with mlflow.start_run(run_name=f"{kind}-fold{fold.index}-{fold.held_out}", nested=True):
                         t0 = time.perf_counter()
-                        policy, audit, res = fit_tuned(kind, args, train, budget)
+                        policy, audit, res = fit_tuned(kind, args, train, setting)
                         audit.check([fold.held_out])  # raises LeakageError naming the stage
                         fit_s = time.perf_counter() - t0
                         # the held-out repository is touched here, once
-                        ev = ev_all.evaluate(policy, list(fold.test_tasks), budget)
+                        ev = ev_all.evaluate(policy, list(fold.test_tasks), setting)
                         names[kind] = str(ev["policy"].iloc[0])
                         evals.append(ev)
                         ref = ref_eval.set_index("task_id").loc[list(fold.test_tasks)]
-                        m = fold_metrics(policy, test, budget)
+                        m = fold_metrics(policy, test, setting)
                         m.update(
                             heldout_cost_s=float(ev["objective_s"].mean()),
                             first_boundary_cost_s=float(ref["objective_s"].mean()),
@@ -262,8 +263,8 @@ def run_study(args: Args) -> dict[str, Any]:
         model_uri = None
         best_kind = min(names, key=lambda k: float(summary[names[k]])) if names else None
         if args.export and best_kind is not None:
-            final, audit, _ = fit_tuned(best_kind, args, data, budget, log_trials=False)
-            task = next(iter(replays(data).values()))
+            final, audit, _ = fit_tuned(best_kind, args, data, setting, log_trials=False)
+            task = next(iter(replays(data, setting).values()))
             trace: list[BoundaryObservation] = []
             final.reset(task.task_id, 0)
             task.replay(final.decide, budget, trace=trace)

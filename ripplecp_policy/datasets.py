@@ -29,12 +29,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from features.online import FEATURE_NAMES
+from features.online import FEATURE_NAMES, FeatureConfig
 from features.schema import Trajectory
 from oracle.tables import LabelSet
 from ripplecp_policy.episode import Episode, observation, prefix_features
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
-from ripplecp_policy.pricing import HazardSpec, TaskCosts, placement_objective
+from ripplecp_policy.policy import (
+    BoundaryObservation,
+    Budget,
+    PlacementPolicy,
+    Setting,
+    as_setting,
+    check_setting,
+)
+from ripplecp_policy.pricing import TaskCosts, placement_objective
 
 #: prefixes of the online feature families (paper, Appendix C)
 FEATURE_PREFIXES: tuple[str, ...] = ("cost__", "state__", "progress__", "ripple__", "context__")
@@ -70,20 +77,21 @@ def observation_vector(obs: BoundaryObservation, names: Sequence[str]) -> np.nda
     return out
 
 
-_CACHE: dict[tuple[int, str, int], tuple[Trajectory, FeatureFn | None, dict[tuple[int, ...], Any]]] = {}
+_CACHE: dict[tuple[int, str, int, FeatureConfig],
+             tuple[Trajectory, FeatureFn | None, dict[tuple[int, ...], Any]]] = {}
 _CACHE_MAX = 20_000
 
 
 def _frames_for(
-    traj: Trajectory, granularity: str, feature_fn: FeatureFn | None
+    traj: Trajectory, granularity: str, feature_fn: FeatureFn | None, config: FeatureConfig
 ) -> dict[tuple[int, ...], Any]:
     """Per-trajectory feature frames, shared by every replay of the same trajectory object.
 
     Splits and tuning build many :class:`TaskReplay` objects over subsets of one label set
     (``LabelSet.subset`` keeps the trajectory objects), so features are computed once per
-    (trajectory, placement history).
+    (trajectory, feature configuration, placement history).
     """
-    key = (id(traj), granularity, id(feature_fn))
+    key = (id(traj), granularity, id(feature_fn), config)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is traj and hit[1] is feature_fn:
         return hit[2]
@@ -108,24 +116,26 @@ class TaskReplay:
         self,
         data: LabelSet,
         task_id: str,
+        setting: Setting | None = None,
         feature_fn: FeatureFn | None = None,
-        hazard: HazardSpec = "uniform",
     ):
+        setting = as_setting(setting)
         self.task_id = task_id
+        self.setting = setting
         row = data.tasks.set_index("task_id").loc[task_id]
         self.repo = str(row["repo"])
         self.granularity = str(row["granularity"])
         self.trajectory: Trajectory = data.trajectories[task_id]
         self.costs = TaskCosts.build(
             task_id, data.recovery[data.recovery["task_id"] == task_id],
-            data.checkpoints[data.checkpoints["task_id"] == task_id], hazard,
+            data.checkpoints[data.checkpoints["task_id"] == task_id], setting.hazard,
             float(row["nominal_s"]),
         )
         self.n_boundaries = self.costs.n_boundaries
         self.event_index = {b: int(self.costs.event_index[b]) for b in range(1, self.n_boundaries + 1)}
         self.failures = [int(f) for f in self.costs.failures]
         self._feature_fn = feature_fn
-        self._frames = _frames_for(self.trajectory, self.granularity, feature_fn)
+        self._frames = _frames_for(self.trajectory, self.granularity, feature_fn, setting.features)
         self.feature_names: list[str] | None = None
 
     def _frame(self, history: tuple[int, ...]) -> tuple[list[str], np.ndarray]:
@@ -141,7 +151,8 @@ class TaskReplay:
         """Features at every boundary with checkpoints ``history``: row b = boundary b."""
         if self._feature_fn is None:
             # the episode's own prefix walk: identical features to the evaluation's by construction
-            rows = prefix_features(self.trajectory, self.costs.event_index[1:], history)
+            rows = prefix_features(self.trajectory, self.costs.event_index[1:], history,
+                                   self.setting.features)
             names = list(FEATURE_NAMES)
             arr = np.full((self.n_boundaries + 1, len(names)), np.nan)
             for b, r in enumerate(rows):
@@ -217,16 +228,19 @@ class TaskReplay:
 
 
 def replays(
-    data: LabelSet, feature_fn: FeatureFn | None = None, hazard: HazardSpec = "uniform"
+    data: LabelSet, setting: Setting | None = None, feature_fn: FeatureFn | None = None
 ) -> dict[str, TaskReplay]:
-    """A :class:`TaskReplay` per task of ``data``, keyed by task id, in task order."""
-    return {t: TaskReplay(data, t, feature_fn, hazard) for t in data.task_ids}
+    """A :class:`TaskReplay` per task of ``data`` under ``setting``'s failure model and
+    features, keyed by task id, in task order."""
+    return {t: TaskReplay(data, t, setting, feature_fn) for t in data.task_ids}
 
 
 def run_policy(
     policy: PlacementPolicy, task: TaskReplay, budget: Budget, seed: int = 0
 ) -> list[int]:
-    """The placement ``policy`` chooses on ``task`` (reset with ``seed``) under ``budget``."""
+    """The placement ``policy`` chooses on ``task`` (reset with ``seed``) under ``budget`` and
+    the task's failure model and features; a policy fitted under another setting is refused."""
+    check_setting(policy, task.setting.with_budget(budget))
     policy.reset(task.task_id, seed)
     return task.replay(policy.decide, budget)
 
@@ -292,7 +306,7 @@ def advantage_table(
     if labels.empty:
         raise ValueError("labels: no usable (non-quarantined) pairs, and no full recovery "
                          "table to derive advantage targets from")
-    tasks = tasks if tasks is not None else replays(data, feature_fn)
+    tasks = tasks if tasks is not None else replays(data, feature_fn=feature_fn)
     cells = (
         labels.groupby(["task_id", "candidate", "fallback"], sort=True)
         .agg(

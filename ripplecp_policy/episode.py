@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from features.online import FeatureConfig, PrefixWalk
-from ripplecp_policy.policy import BoundaryObservation, Budget
+from ripplecp_policy.policy import BoundaryObservation, Budget, Setting
 from ripplecp_policy.pricing import fits
 
 if TYPE_CHECKING:
@@ -39,7 +39,8 @@ Decide = Callable[[BoundaryObservation], bool]
 
 @dataclass
 class Placement:
-    """What a policy did on one task under one budget."""
+    """What a policy did on one task under one setting; ``budget`` is the cap it ran under
+    (the setting's budget, or a cap that never binds for an unmatched reference)."""
 
     task_id: str
     repo: str
@@ -52,6 +53,7 @@ class Placement:
     budget_matched: bool = True
     seed: int = 0
     n_boundaries: int = 0
+    setting: Setting = field(default_factory=Setting)
 
 
 def observation(
@@ -114,13 +116,14 @@ class Episode:
                 self.offer(b, float(charges[b]))
         return self
 
-    def placement(self, policy: str, *, budget_matched: bool, seed: int,
+    def placement(self, policy: str, setting: Setting, *, budget_matched: bool, seed: int,
                   n_boundaries: int) -> Placement:
+        """The record of this episode of ``policy`` under ``setting``."""
         return Placement(
             task_id=self.task_id, repo=self.repo, policy=policy, budget=self.cap,
             checkpoints=list(self.taken), requested=list(self.requested),
             refused=list(self.refused), spend=self.spent, budget_matched=budget_matched,
-            seed=seed, n_boundaries=n_boundaries,
+            seed=seed, n_boundaries=n_boundaries, setting=setting,
         )
 
 

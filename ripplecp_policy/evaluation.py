@@ -12,7 +12,9 @@ Online policies are walked boundary by boundary by the one episode runner
 (:mod:`ripplecp_policy.episode`): at boundary b the prefix walk has seen the nominal
 trajectory's events up to the boundary's event (prefix only), the policy decides and is
 charged the measured cost; a checkpoint that does not fit the remaining budget is refused.
-Offline policies (``policy.offline``: oracle, clairvoyant optimum) receive the recovery table.
+Offline policies (``policy.offline``: oracle, clairvoyant optimum) receive the table's cost
+arrays. Every run is under a :class:`~ripplecp_policy.policy.Setting` (budget, failure model,
+features), the one the policy was fitted under.
 The :class:`Evaluator` holds the caches (per-task cost arrays, prefix features per placement
 history, optima) every episode of a label set shares.
 
@@ -26,14 +28,21 @@ Verdicts over these results are :mod:`ripplecp_policy.verdicts`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from features.online import FeatureConfig
 from ripplecp_policy.episode import Episode, FeatureSource, LiveFeatures, Placement, prefix_features
-from ripplecp_policy.policy import Budget, PlacementPolicy
+from ripplecp_policy.policy import (
+    Budget,
+    PlacementPolicy,
+    Setting,
+    canonical_hazard,
+    check_setting,
+)
 from ripplecp_policy.pricing import (
     HazardSpec,
     TaskCosts,
@@ -43,32 +52,25 @@ from ripplecp_policy.pricing import (
 )
 
 if TYPE_CHECKING:
-    from oracle.tables import LabelSet, RecoveryTable
+    from oracle.tables import LabelSet
 
 
 class Evaluator:
-    """Runs policies on one label set and prices their placements; caches per-task arrays,
-    prefix features per (task, placement history) and optima.
-
-    ``hazard`` is the failure distribution of every expectation (see
-    :func:`ripplecp_policy.pricing.failure_weights`); ``feature_config`` configures the online
-    features (:class:`features.online.FeatureConfig`).
+    """Runs policies on one label set under a :class:`~ripplecp_policy.policy.Setting` and
+    prices their placements; caches per-task cost arrays (per failure model), prefix features
+    per (task, feature configuration, placement history) and optima, shared by every
+    episode on the label set.
     """
 
-    def __init__(
-        self, label_set: LabelSet, *, hazard: HazardSpec = "uniform", feature_config: Any = None,
-        cache_features: bool = True,
-    ) -> None:
+    def __init__(self, label_set: LabelSet, *, cache_features: bool = True) -> None:
         self.label_set = label_set
-        self.hazard = hazard
-        self.feature_config = feature_config
         self.cache_features = cache_features
-        self._fcache: dict[tuple[str, tuple[int, ...]], list[dict[str, float] | None]] = {}
+        self._fcache: dict[tuple[str, FeatureConfig, tuple[int, ...]], list[dict[str, float] | None]] = {}
         self._tasks = label_set.tasks.set_index("task_id")
         self._rec_idx: dict[str, np.ndarray] | None = None
         self._cps_idx: dict[str, np.ndarray] | None = None
-        self._costs: dict[str, TaskCosts] = {}
-        self._optimum: dict[tuple[str, Budget], tuple[list[int], float]] = {}
+        self._costs: dict[tuple[str, HazardSpec], TaskCosts] = {}
+        self._optimum: dict[tuple[str, HazardSpec, Budget], tuple[list[int], float]] = {}
 
     def _rows(self, name: str, task_id: str) -> pd.DataFrame:
         """The rows of table ``name`` (recovery | checkpoints) for one task."""
@@ -81,55 +83,67 @@ class Evaluator:
         pos = idx.get(task_id)
         return df.iloc[:0] if pos is None else df.iloc[pos]
 
-    def costs(self, task_id: str) -> TaskCosts:
-        if task_id not in self._costs:
+    def costs(self, task_id: str, hazard: HazardSpec = "uniform") -> TaskCosts:
+        """The task's cost arrays with failure weights under ``hazard``."""
+        key = (task_id, canonical_hazard(hazard))
+        if key not in self._costs:
             if task_id not in self._tasks.index:
                 raise KeyError(f"task {task_id!r} is not in the label set")
-            self._costs[task_id] = TaskCosts.build(
+            self._costs[key] = TaskCosts.build(
                 task_id, self._rows("recovery", task_id), self._rows("checkpoints", task_id),
-                self.hazard, float(self._tasks.at[task_id, "nominal_s"]),
+                key[1], float(self._tasks.at[task_id, "nominal_s"]),
             )
-        return self._costs[task_id]
+        return self._costs[key]
 
-    def recovery_table(self, task_id: str) -> RecoveryTable:
-        from oracle.tables import RecoveryTable
-
-        return RecoveryTable(task_id, self._rows("recovery", task_id), self._rows("checkpoints", task_id))
-
-    def features_at(self, task_id: str, boundary: int, history: Sequence[int]) -> dict[str, float]:
+    def features_at(self, task_id: str, boundary: int, history: Sequence[int],
+                    config: FeatureConfig | None = None) -> dict[str, float]:
         """Online features at ``boundary`` with checkpoints ``history`` (all before it) marked.
 
         The episode's prefix walk (:func:`ripplecp_policy.episode.prefix_features`), cached
-        per (task, history): every boundary after the history's last checkpoint shares one
-        walk. Identical to an uncached episode's walk (a test checks it).
+        per (task, feature configuration, history): every boundary after the history's last
+        checkpoint shares one walk. Identical to an uncached episode's walk (a test checks it).
         """
         hist = tuple(int(h) for h in history)
         if hist and hist[-1] >= boundary:
             raise ValueError(f"history {hist} must lie before boundary {boundary}")
-        key = (task_id, hist)
+        config = config if config is not None else FeatureConfig()
+        key = (task_id, config, hist)
         rows = self._fcache.get(key)
         if rows is None:
-            tc = self.costs(task_id)
-            rows = prefix_features(self.label_set.trajectories[task_id], tc.event_index[1:], hist,
-                                   self.feature_config)
+            rows = prefix_features(self.label_set.trajectories[task_id],
+                                   self.costs(task_id).event_index[1:], hist, config)
             if self.cache_features:
                 self._fcache[key] = rows
         row = rows[boundary]
         assert row is not None
         return dict(row)
 
-    def optimum(self, task_id: str, budget: Budget) -> tuple[list[int], float]:
-        key = (task_id, budget)
+    def optimum(self, task_id: str, budget: Budget, hazard: HazardSpec = "uniform") -> tuple[list[int], float]:
+        """The clairvoyant optimum (placement, objective) of the task under ``budget``."""
+        key = (task_id, canonical_hazard(hazard), budget)
         if key not in self._optimum:
-            self._optimum[key] = optimal_placement(self.costs(task_id), budget)
+            self._optimum[key] = optimal_placement(self.costs(task_id, hazard), budget)
         return self._optimum[key]
 
     def run(
-        self, policy: PlacementPolicy, task_id: str, budget: Budget, *,
+        self, policy: PlacementPolicy, task_id: str, setting: Setting, *,
         granularity: str | None = None, seed: int = 0,
     ) -> Placement:
-        """One episode: see :func:`run_episode`."""
-        tc = self.costs(task_id)
+        """One episode of ``policy`` on ``task_id`` under ``setting``.
+
+        Online policies walk the candidate boundaries 1..B in order with the episode runner:
+        at boundary b the prefix walk has seen the nominal trajectory's events up to the
+        boundary's event and no further, with the checkpoints taken so far marked; a
+        checkpoint whose measured charge (creation seconds, bytes or 1, per the budget) does
+        not fit the remaining budget is refused and recorded. Offline policies get
+        ``policy.place(costs, budget)`` instead. Policies with ``budget_matched = False``
+        (every-boundary) run with a cap that never binds. A policy fitted under another
+        setting is refused (:class:`~ripplecp_policy.policy.SettingMismatchError`).
+        """
+        if setting.budget is None:
+            raise ValueError(f"run: the setting names no budget to run {policy.name} under")
+        check_setting(policy, setting)
+        tc = self.costs(task_id, setting.hazard)
         task_gran = str(self._tasks.at[task_id, "granularity"])
         if granularity is not None and granularity != task_gran:
             raise ValueError(
@@ -137,37 +151,38 @@ class Evaluator:
                 f"it cannot price {granularity!r} boundaries"
             )
         matched = bool(getattr(policy, "budget_matched", True))
-        cap = budget if matched else unlimited(budget, tc)
+        cap = setting.budget if matched else unlimited(setting.budget, tc)
         charge = tc.charges(cap)
         ep = Episode(task_id, str(self._tasks.at[task_id, "repo"]), cap)
         policy.reset(task_id, seed)
         if getattr(policy, "offline", False):
-            wanted = policy.place(self.recovery_table(task_id), cap)
+            wanted = policy.place(tc, cap)
             for b in sorted({int(x) for x in wanted}):
                 if not 1 <= b <= tc.n_boundaries:
                     raise ValueError(f"{policy.name} placed boundary {b} outside 1..{tc.n_boundaries} on {task_id}")
                 ep.offer(b, float(charge[b]))
         else:
-            ep.walk(policy.decide, tc, charge, self._feature_source(policy, task_id), policy.name)
-        return ep.placement(policy.name, budget_matched=matched, seed=seed,
+            ep.walk(policy.decide, tc, charge, self._feature_source(policy, task_id, setting), policy.name)
+        return ep.placement(policy.name, setting, budget_matched=matched, seed=seed,
                             n_boundaries=tc.n_boundaries)
 
-    def _feature_source(self, policy: PlacementPolicy, task_id: str) -> FeatureSource:
+    def _feature_source(self, policy: PlacementPolicy, task_id: str, setting: Setting) -> FeatureSource:
         """Cached prefix features, a live prefix walk, or none (policies that read none)."""
         if not getattr(policy, "uses_features", True):
             return lambda b, history: {}
         if self.cache_features:
-            return lambda b, history: self.features_at(task_id, b, history)
+            return lambda b, history: self.features_at(task_id, b, history, setting.features)
         return LiveFeatures(self.label_set.trajectories[task_id], self.costs(task_id).event_index[1:],
-                            self.feature_config)
+                            setting.features)
 
     def score(self, placement: Placement, budget: Budget | None = None) -> dict[str, Any]:
-        """Metrics of a placement plus regret to the optimum at ``budget`` (default: the cap it
-        ran under — for an unmatched reference, the unconstrained optimum), so regret >= 0."""
-        tc = self.costs(placement.task_id)
+        """Metrics of a placement under its setting's failure model, plus regret to the optimum
+        at ``budget`` (default: the cap it ran under — for an unmatched reference, the
+        unconstrained optimum), so regret >= 0."""
+        hazard = placement.setting.hazard
+        tc = self.costs(placement.task_id, hazard)
         m = placement_metrics(tc, placement.checkpoints)
-        ref_budget = budget or placement.budget
-        _, opt = self.optimum(placement.task_id, ref_budget)
+        _, opt = self.optimum(placement.task_id, budget or placement.budget, hazard)
         m["optimum_objective_s"] = opt
         m["regret_s"] = m["objective_s"] - opt
         m["spend"] = placement.spend
@@ -175,18 +190,21 @@ class Evaluator:
         return m
 
     def evaluate(
-        self, policy: PlacementPolicy, task_ids: Sequence[str], budget: Budget, *,
+        self, policy: PlacementPolicy, task_ids: Sequence[str], setting: Setting, *,
         seeds: Sequence[int] = (0,), granularity: str | None = None,
     ) -> pd.DataFrame:
-        """One row per task: metrics averaged over ``seeds`` (stochastic policies); the
-        ``checkpoints`` column shows the first seed's placement."""
+        """One row per task: metrics under ``setting`` averaged over ``seeds`` (stochastic
+        policies); the ``checkpoints`` column shows the first seed's placement."""
         if len(seeds) == 0:
             raise ValueError("evaluate: give at least one seed")
+        budget = setting.budget
+        if budget is None:
+            raise ValueError(f"evaluate: the setting names no budget to evaluate {policy.name} at")
         rows = []
         for task_id in task_ids:
             per_seed = []
             for s in seeds:
-                pl = self.run(policy, task_id, budget, granularity=granularity, seed=s)
+                pl = self.run(policy, task_id, setting, granularity=granularity, seed=s)
                 per_seed.append(self.score(pl, budget if pl.budget_matched else None))
                 if len(per_seed) == 1:
                     first = pl
@@ -207,46 +225,14 @@ _EVALUATORS: list[Evaluator] = []
 _EVALUATOR_CACHE_SIZE = 8
 
 
-def evaluator_for(
-    label_set: LabelSet, *, hazard: HazardSpec = "uniform", feature_config: Any = None
-) -> Evaluator:
+def evaluator_for(label_set: LabelSet) -> Evaluator:
     """A shared :class:`Evaluator` for this label set object (small LRU, identity-keyed), so
     tuning inside ``fit`` and evaluation reuse per-task arrays and feature caches."""
-    hkey = _hazard_key(hazard)
     for i, ev in enumerate(_EVALUATORS):
-        if ev.label_set is label_set and _hazard_key(ev.hazard) == hkey and ev.feature_config == feature_config:
+        if ev.label_set is label_set:
             _EVALUATORS.append(_EVALUATORS.pop(i))
             return ev
-    ev = Evaluator(label_set, hazard=hazard, feature_config=feature_config)
+    ev = Evaluator(label_set)
     _EVALUATORS.append(ev)
     del _EVALUATORS[:-_EVALUATOR_CACHE_SIZE]
     return ev
-
-
-def _hazard_key(hazard: HazardSpec) -> Any:
-    return tuple(sorted((int(k), float(v)) for k, v in hazard.items())) if isinstance(hazard, Mapping) else hazard
-
-
-def run_episode(
-    policy: PlacementPolicy,
-    label_set: LabelSet,
-    task_id: str,
-    budget: Budget,
-    *,
-    granularity: str | None = None,
-    seed: int = 0,
-    feature_config: Any = None,
-    evaluator: Evaluator | None = None,
-) -> Placement:
-    """Walk a task's candidate boundaries 1..B in order and let ``policy`` place checkpoints.
-
-    At boundary b the feature extractor has seen the nominal trajectory's events up to the
-    boundary's event and no further, with the checkpoints taken so far marked; the policy
-    sees a :class:`BoundaryObservation` and decides. A checkpoint whose measured cost
-    (creation seconds, bytes or 1, per the budget) exceeds the remaining budget is refused
-    and recorded. Offline policies get ``policy.place(recovery_table, budget)`` instead.
-    Policies with ``budget_matched = False`` (every-boundary) run with an unlimited budget.
-    Pass an :class:`Evaluator` to reuse its per-task caches across episodes.
-    """
-    ev = evaluator or evaluator_for(label_set, feature_config=feature_config)
-    return ev.run(policy, task_id, budget, granularity=granularity, seed=seed)

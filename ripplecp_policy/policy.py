@@ -7,20 +7,35 @@ trajectory order; at each it builds a :class:`BoundaryObservation` from the pref
 (features computed with the placement so far) and asks :meth:`PlacementPolicy.decide`.
 The runner, not the policy, enforces the budget: a checkpoint whose measured cost does not
 fit the remaining budget is refused, so no policy can overspend.
+
+A :class:`Setting` — the budget, the failure model and the feature configuration — is
+given once to ``fit`` and once to the evaluation; a fitted policy records it
+(``setting_``) and the runner refuses to evaluate it under another
+(:class:`SettingMismatchError`), so no constructor copies a hazard that could disagree.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from features.online import FeatureConfig
+
 if TYPE_CHECKING:
-    from oracle.tables import LabelSet, RecoveryTable
+    from oracle.tables import LabelSet
+    from ripplecp_policy.pricing import TaskCosts
 
 BudgetKind = Literal["count", "seconds", "bytes"]
+
+#: the named failure models: equal weight per measured failure, or weight proportional to
+#: the nominal duration of the segment the failure strikes in (a constant hazard per second)
+HAZARDS: tuple[str, str] = ("uniform", "duration")
+#: a named failure model, or explicit weights ``{failure: weight}``
+HazardSpec = str | Mapping[int, float] | tuple[tuple[int, float], ...]
 
 
 @dataclass(frozen=True)
@@ -47,6 +62,85 @@ class Budget:
     def label(self) -> str:
         unit = {"count": "ckpt", "seconds": "s", "bytes": "B"}[self.kind]
         return f"{self.amount:g}{unit}"
+
+
+def canonical_hazard(hazard: HazardSpec) -> HazardSpec:
+    """A failure model in its one hashable form: a name of :data:`HAZARDS`, or explicit
+    weights as sorted ``(failure, weight)`` pairs; ValueError naming the bad value."""
+    if isinstance(hazard, Mapping | tuple):
+        pairs = hazard.items() if isinstance(hazard, Mapping) else hazard
+        try:
+            return tuple(sorted((int(f), float(w)) for f, w in pairs))
+        except (TypeError, ValueError):
+            raise ValueError(f"hazard weights must map failures to numbers, got {hazard!r}") from None
+    if hazard not in HAZARDS:
+        raise ValueError(f"hazard must be one of {HAZARDS} or a mapping failure -> weight, got {hazard!r}")
+    return hazard
+
+
+class SettingMismatchError(ValueError):
+    """A policy fitted under one setting is evaluated under another."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a policy is fitted for and evaluated under: the budget, the failure model, the
+    online-feature configuration. Given once to ``fit`` and once to the evaluation.
+
+    ``budget`` may be None at fit time for a policy that learns nothing budget-specific
+    (it then runs under any budget); ``hazard`` is ``"uniform"``, ``"duration"`` (see
+    :data:`HAZARDS`) or explicit weights ``{failure: weight}``, held as sorted pairs so a
+    setting is hashable; ``features`` defaults to :class:`features.online.FeatureConfig`'s
+    defaults.
+    """
+
+    budget: Budget | None = None
+    hazard: HazardSpec = "uniform"
+    features: FeatureConfig | None = None
+
+    def __post_init__(self) -> None:
+        if self.budget is not None and not isinstance(self.budget, Budget):
+            raise TypeError(f"Setting: budget must be a Budget or None, got {self.budget!r}")
+        object.__setattr__(self, "hazard", canonical_hazard(self.hazard))
+        if self.features is None:
+            object.__setattr__(self, "features", FeatureConfig())
+        elif not isinstance(self.features, FeatureConfig):
+            raise TypeError(f"Setting: features must be a features.online.FeatureConfig, got {self.features!r}")
+
+    def with_budget(self, budget: Budget | None) -> Setting:
+        """The same failure model and features under another budget."""
+        return replace(self, budget=budget)
+
+    def admits(self, evaluated: Setting) -> bool:
+        """Can a policy fitted under this setting be evaluated under ``evaluated``? Same
+        failure model and features, and the same budget unless this one names none."""
+        return (self.hazard == evaluated.hazard and self.features == evaluated.features
+                and (self.budget is None or self.budget == evaluated.budget))
+
+    def label(self) -> str:
+        budget = self.budget.label() if self.budget is not None else "any budget"
+        hazard = self.hazard if isinstance(self.hazard, str) else "explicit weights"
+        return f"{budget}, hazard {hazard}"
+
+
+def as_setting(setting: Setting | None) -> Setting:
+    """``setting``, or the default setting (no budget, uniform failures, default features)."""
+    if setting is None:
+        return Setting()
+    if not isinstance(setting, Setting):
+        raise TypeError(f"expected a Setting (ripplecp_policy.policy.Setting), got {setting!r}")
+    return setting
+
+
+def check_setting(policy: PlacementPolicy, setting: Setting) -> None:
+    """Raise :class:`SettingMismatchError` when ``policy`` was fitted under a setting that does
+    not admit ``setting`` (an unfitted policy has learned nothing and runs anywhere)."""
+    fitted = getattr(policy, "setting_", None)
+    if fitted is not None and not fitted.admits(setting):
+        raise SettingMismatchError(
+            f"{policy.name} was fitted under {fitted.label()} ({fitted}) and cannot be evaluated "
+            f"under {setting.label()} ({setting}); fit it under the setting it is evaluated in"
+        )
 
 
 @dataclass
@@ -93,8 +187,13 @@ class PlacementPolicy(BaseEstimator):
     #: comparison refuses to give them a verdict
     budget_matched: bool = True
 
-    def fit(self, data: LabelSet, budget: Budget | None = None) -> PlacementPolicy:
-        """Learn or tune on training tasks only; the default learns nothing."""
+    def fit(self, data: LabelSet, setting: Setting | None = None) -> PlacementPolicy:
+        """Learn or tune on training tasks only, under ``setting``; the default learns nothing.
+
+        Every fit ends here (subclasses return ``super().fit(data, setting)``): it records the
+        setting (``setting_``), which the runner checks against the evaluated one.
+        """
+        self.setting_ = as_setting(setting)
         self.is_fitted_ = True
         return self
 
@@ -106,8 +205,9 @@ class PlacementPolicy(BaseEstimator):
         """True to checkpoint at this boundary (subject to the runner's budget check)."""
         raise NotImplementedError
 
-    def place(self, table: RecoveryTable, budget: Budget) -> list[int]:
-        """Offline policies only: the boundaries to checkpoint, chosen from the measured table."""
+    def place(self, costs: TaskCosts, budget: Budget) -> list[int]:
+        """Offline policies only: the boundaries to checkpoint, chosen from the measured
+        table's cost arrays (priced under the evaluated failure model)."""
         raise NotImplementedError(f"{type(self).__name__} is an online policy; use decide()")
 
     @property

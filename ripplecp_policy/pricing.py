@@ -26,12 +26,10 @@ import numpy as np
 import pandas as pd
 
 from oracle.labels import failure_cost
-from ripplecp_policy.policy import Budget
+from ripplecp_policy.policy import Budget, HazardSpec
 
 if TYPE_CHECKING:
     from oracle.tables import RecoveryTable
-
-HazardSpec = str | Mapping[int, float]
 
 #: relative slack of every budget check: a spend may exceed the cap by this fraction of
 #: max(1, cap), so floating-point sums of creation seconds that equal the cap still fit
@@ -182,13 +180,15 @@ def failure_weights(tc: TaskCosts, hazard: HazardSpec = "uniform") -> np.ndarray
 
     ``"uniform"``: equal over the measured failures. ``"duration"``: proportional to the
     nominal duration of the segment the failure strikes in (a constant hazard per second).
-    A mapping ``{failure: weight}`` gives explicit weights (missing failures get 0).
+    A mapping ``{failure: weight}`` (or a :class:`~ripplecp_policy.policy.Setting`'s sorted
+    pairs) gives explicit weights (missing failures get 0).
     """
     n = len(tc.failures)
     if n == 0:
         return np.zeros(0)
-    if isinstance(hazard, Mapping):
-        w = np.array([float(hazard.get(int(f), 0.0)) for f in tc.failures])
+    if isinstance(hazard, Mapping | tuple):
+        weights = dict(hazard)
+        w = np.array([float(weights.get(int(f), 0.0)) for f in tc.failures])
     elif hazard == "uniform":
         w = np.ones(n)
     elif hazard == "duration":

@@ -33,7 +33,7 @@ from oracle.tables import LabelSet
 from ripplecp_policy.datasets import advantage_table, replays
 from ripplecp_policy.learned.advantage import AdvantageClassifierPolicy, _ScoredPolicy
 from ripplecp_policy.learned.fqi import FittedQPolicy
-from ripplecp_policy.policy import Budget, PlacementPolicy
+from ripplecp_policy.policy import PlacementPolicy, Setting, as_setting
 from ripplecp_policy.splits import SplitAudit, inner_splits
 
 TrialCallback = Callable[[int, dict[str, Any], float, list[float]], None]
@@ -78,9 +78,9 @@ class TuningResult:
 
 
 def _advantage_objective(
-    policy: _ScoredPolicy, data: LabelSet, splits: list[tuple[list[str], list[str]]]
+    policy: _ScoredPolicy, data: LabelSet, splits: list[tuple[list[str], list[str]]], setting: Setting
 ) -> tuple[str, Callable[[dict[str, Any]], list[float]]]:
-    table = advantage_table(data, replays(data, policy.feature_fn), verified_only=policy.verified_only)
+    table = advantage_table(data, replays(data, setting, policy.feature_fn), verified_only=policy.verified_only)
     task_repo = dict(zip(data.tasks["task_id"], data.tasks["repo"], strict=True))
     classifier = isinstance(policy, AdvantageClassifierPolicy)
 
@@ -103,15 +103,15 @@ def _advantage_objective(
 
 
 def _fqi_objective(
-    policy: FittedQPolicy, data: LabelSet, splits: list[tuple[list[str], list[str]]], budget: Budget | None
+    policy: FittedQPolicy, data: LabelSet, splits: list[tuple[list[str], list[str]]], setting: Setting
 ) -> tuple[str, Callable[[dict[str, Any]], list[float]]]:
-    tasks = replays(data, policy.feature_fn)
+    tasks = replays(data, setting, policy.feature_fn)
 
     def run(params: dict[str, Any]) -> list[float]:
         vals = []
         for tr, va in splits:
-            est = clone(policy).set_params(**params).fit(data.subset(tr), budget)
-            b = budget or est.budget_
+            est = clone(policy).set_params(**params).fit(data.subset(tr), setting)
+            b = setting.budget or est.budget_
             costs = []
             for t in va:
                 est.reset(t, 0)
@@ -128,7 +128,7 @@ def _fqi_objective(
 def tune(
     policy: PlacementPolicy,
     data: LabelSet,
-    budget: Budget | None = None,
+    setting: Setting | None = None,
     *,
     n_trials: int = 10,
     seed: int = 0,
@@ -140,6 +140,7 @@ def tune(
     ``data`` must be the training fold only. Returns the best parameters; the caller sets
     them (``policy.set_params(**result.best_params)``) and refits on the whole fold.
     """
+    setting = as_setting(setting)
     task_repo = dict(zip(data.tasks["task_id"], data.tasks["repo"], strict=True))
     splits = list(inner_splits(set(task_repo.values()), task_repo, max_splits=max_inner_splits))
     audit = SplitAudit()
@@ -148,9 +149,9 @@ def tune(
     for tr, va in splits:
         audit.record("tuning", {task_repo[t] for t in tr + va})
     if isinstance(policy, FittedQPolicy):
-        objective, run = _fqi_objective(policy, data, splits, budget)
+        objective, run = _fqi_objective(policy, data, splits, setting)
     elif isinstance(policy, _ScoredPolicy):
-        objective, run = _advantage_objective(policy, data, splits)
+        objective, run = _advantage_objective(policy, data, splits, setting)
     else:
         raise TypeError(f"cannot tune {type(policy).__name__}")
     space = search_space(policy)

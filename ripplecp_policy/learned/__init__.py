@@ -25,25 +25,21 @@ __all__ = [
 ]
 
 
-def default_learned_policies(seed: int = 0, quick: bool = False,
-                             hazard: str = "uniform") -> list[PlacementPolicy]:
+def default_learned_policies(seed: int = 0, quick: bool = False) -> list[PlacementPolicy]:
     """The learned policies a matched-budget study compares with the baselines (unfitted).
 
     Gradient-boosted and ridge advantage regressors, and Q-Ripple with extremely
-    randomized trees; ``quick`` shrinks ensembles and iterations for CI-sized runs.
-    ``hazard`` must match the evaluation's failure model: thresholds and fitted-Q targets
-    are expectations under it.
+    randomized trees; ``quick`` shrinks ensembles and iterations for CI-sized runs. The
+    study's setting (budget, failure model, features) reaches them through ``fit``.
     """
     n_trees = 50 if quick else 200
     return [
-        AdvantageRegressorPolicy(model="xgboost", n_estimators=n_trees, random_state=seed,
-                                 hazard=hazard),
-        AdvantageRegressorPolicy(model="ridge", random_state=seed, hazard=hazard),
+        AdvantageRegressorPolicy(model="xgboost", n_estimators=n_trees, random_state=seed),
+        AdvantageRegressorPolicy(model="ridge", random_state=seed),
         FittedQPolicy(
             regressor="extratrees",
             n_estimators=20 if quick else 50,
             n_behaviour_seeds=2 if quick else 4,
             random_state=seed,
-            hazard=hazard,
         ),
     ]

@@ -34,7 +34,7 @@ from ripplecp_policy.datasets import (
     observation_vector,
     replays,
 )
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting, as_setting
 from ripplecp_policy.splits import SplitAudit, inner_splits
 
 Scorer = Callable[[np.ndarray], np.ndarray]
@@ -92,18 +92,17 @@ class _ScoredPolicy(PlacementPolicy):
             self._scorer = self._scorer_for(self.model_)
 
     # -- fitting --------------------------------------------------------------------------
-    def fit(self, data: LabelSet, budget: Budget | None = None) -> _ScoredPolicy:
-        """Fit on ``data`` (training repositories only); threshold from inner validation."""
-        if self.budget_fill != "threshold":
-            raise ValueError(f"budget_fill must be 'threshold', got {self.budget_fill!r}")
-        # the failure model of the evaluation that will score it: validation costs (and
-        # hence the threshold) are expectations under it
-        tasks = replays(data, self.feature_fn, self.hazard)
+    def fit(self, data: LabelSet, setting: Setting | None = None) -> _ScoredPolicy:
+        """Fit on ``data`` (training repositories only) under ``setting``; threshold from
+        inner validation at the setting's budget, with validation costs expectations under
+        its failure model (the evaluation's)."""
+        setting = as_setting(setting)
+        budget = setting.budget
+        tasks = replays(data, setting, self.feature_fn)
         table = advantage_table(data, tasks, verified_only=self.verified_only)
         self.audit_ = SplitAudit()
         self.feature_names_ = list(table.feature_names)
         self.repos_ = sorted(table.repos)
-        self.budget_ = budget
         if self.threshold is not None:
             self.threshold_ = float(self.threshold)
             self.threshold_source_ = "given"
@@ -120,8 +119,7 @@ class _ScoredPolicy(PlacementPolicy):
         self.train_report_ = rank_report(
             table.y, self._scorer(table.X), table.frame["stratum"].to_numpy()
         )
-        self.is_fitted_ = True
-        return self
+        return super().fit(data, setting)
 
     def _target(self, table: AdvantageTable) -> np.ndarray:
         return table.y
@@ -379,7 +377,6 @@ class AdvantageRegressorPolicy(_ScoredPolicy):
         self,
         model: Literal["xgboost", "ridge"] = "xgboost",
         threshold: float | None = None,
-        budget_fill: str = "threshold",
         device: str = "cpu",
         n_estimators: int = 200,
         max_depth: int = 3,
@@ -393,11 +390,9 @@ class AdvantageRegressorPolicy(_ScoredPolicy):
         n_thresholds: int = 11,
         max_inner_splits: int | None = 5,
         verified_only: bool = False,
-        hazard: str = "uniform",
     ) -> None:
         self.model = model
         self.threshold = threshold
-        self.budget_fill = budget_fill
         self.device = device
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -411,7 +406,6 @@ class AdvantageRegressorPolicy(_ScoredPolicy):
         self.n_thresholds = n_thresholds
         self.max_inner_splits = max_inner_splits
         self.verified_only = verified_only
-        self.hazard = hazard
 
     def _fit_model(self, X: np.ndarray, y: np.ndarray) -> Any:
         if self.model == "xgboost":
@@ -450,7 +444,6 @@ class AdvantageClassifierPolicy(_ScoredPolicy):
         self,
         model: Literal["xgboost", "logistic"] = "xgboost",
         threshold: float | None = None,
-        budget_fill: str = "threshold",
         device: str = "cpu",
         n_estimators: int = 200,
         max_depth: int = 3,
@@ -461,11 +454,9 @@ class AdvantageClassifierPolicy(_ScoredPolicy):
         n_thresholds: int = 11,
         max_inner_splits: int | None = 5,
         verified_only: bool = False,
-        hazard: str = "uniform",
     ) -> None:
         self.model = model
         self.threshold = threshold
-        self.budget_fill = budget_fill
         self.device = device
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -476,7 +467,6 @@ class AdvantageClassifierPolicy(_ScoredPolicy):
         self.n_thresholds = n_thresholds
         self.max_inner_splits = max_inner_splits
         self.verified_only = verified_only
-        self.hazard = hazard
 
     def _target(self, table: AdvantageTable) -> np.ndarray:
         return (table.y > 0).astype(int)

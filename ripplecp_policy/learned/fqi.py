@@ -10,8 +10,7 @@ better). One decision at boundary b, reached (so the failure strikes after b):
               + s_{b+1} * min_{a' feasible} G(z_{b+1}, a')  # survive to the next boundary
 
 with ``h`` and ``s`` the failure model's conditional hazard and survival (the failure
-weights of the ``hazard`` parameter, which must match the evaluation's; uniform by
-default), ``last'`` the last checkpoint after the action, and J read from the
+weights of the setting it is fitted under, the evaluation's; uniform by default), ``last'`` the last checkpoint after the action, and J read from the
 **measured** recovery table of the training task: never a cost model
 monotone in elapsed work, which the pilot shows misprices the additional checkpoint
 (Appendix E's caution). The failure is taken in expectation rather than sampled, which
@@ -44,7 +43,14 @@ from ripplecp_policy.datasets import (
 )
 from ripplecp_policy.episode import Episode
 from ripplecp_policy.learned.advantage import PackedTrees
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.policy import (
+    BoundaryObservation,
+    Budget,
+    PlacementPolicy,
+    Setting,
+    as_setting,
+    check_setting,
+)
 from ripplecp_policy.splits import SplitAudit
 
 _EPS = 1e-9
@@ -68,7 +74,6 @@ class FittedQPolicy(PlacementPolicy):
         device: str = "cpu",
         random_state: int = 0,
         feature_fn: FeatureFn | None = None,
-        hazard: str = "uniform",
     ) -> None:
         self.regressor = regressor
         self.n_iterations = n_iterations
@@ -83,7 +88,6 @@ class FittedQPolicy(PlacementPolicy):
         self.device = device
         self.random_state = random_state
         self.feature_fn = feature_fn
-        self.hazard = hazard
 
     # -- model ----------------------------------------------------------------------------
     def _make_regressor(self) -> Any:
@@ -187,9 +191,12 @@ class FittedQPolicy(PlacementPolicy):
         ep.walk(behave, tc, charge, task.features_at)
 
     # -- fitting --------------------------------------------------------------------------
-    def fit(self, data: LabelSet, budget: Budget | None = None) -> FittedQPolicy:
-        """Fitted-Q iteration on trace-replay transitions of the training tasks in ``data``."""
-        all_tasks = list(replays(data, self.feature_fn, self.hazard).values())
+    def fit(self, data: LabelSet, setting: Setting | None = None) -> FittedQPolicy:
+        """Fitted-Q iteration on trace-replay transitions of the training tasks in ``data``,
+        at the setting's budget and under its failure model and features."""
+        setting = as_setting(setting)
+        budget = setting.budget
+        all_tasks = list(replays(data, setting, self.feature_fn).values())
         tasks = [t for t in all_tasks if t.costs.is_full()]
         self.skipped_tasks_ = sorted(t.task_id for t in all_tasks if not t.costs.is_full())
         if not tasks:
@@ -236,8 +243,7 @@ class FittedQPolicy(PlacementPolicy):
         self.audit_.record("fqi_targets", set(tr["repo"]))
         self.convergence_ = pd.DataFrame(history)
         self.n_transitions_ = n
-        self.is_fitted_ = True
-        return self
+        return super().fit(data, setting)
 
     # -- inference ------------------------------------------------------------------------
     def q_values(self, obs: BoundaryObservation) -> tuple[float, float]:
@@ -252,17 +258,20 @@ class FittedQPolicy(PlacementPolicy):
         g_skip, g_cp = self.q_values(obs)
         return g_cp < g_skip
 
-    def value_report(self, data: LabelSet, budget: Budget | None = None) -> pd.DataFrame:
+    def value_report(self, data: LabelSet, setting: Setting | None = None) -> pd.DataFrame:
         """Predicted expected cost vs the executed cost of the greedy policy, per task.
 
         Predicted: E over failures before boundary 1 of J(0, f) + RL, plus survival to
         boundary 1 times min_a G(z_1, a). Executed: the measured objective of the placement
-        this policy actually takes on the task (``evaluation.placement_objective``). Run it
-        on held-out tasks to validate the fitted values against measured recoveries.
+        this policy actually takes on the task (``pricing.placement_objective``). Run it on
+        held-out tasks to validate the fitted values against measured recoveries. The
+        setting defaults to the fitted one (at the budget fitted for); another is refused.
         """
-        budget = budget or self.budget_
+        setting = setting if setting is not None else self.setting_.with_budget(self.budget_)
+        check_setting(self, setting)
+        budget = setting.budget or self.budget_
         rows = []
-        for task in replays(data, self.feature_fn, self.hazard).values():
+        for task in replays(data, setting, self.feature_fn).values():
             tc = task.costs
             if not tc.is_full():
                 continue

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from ripplecp_policy.conformance import check_policy
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting
 
-BUDGETS = [Budget("count", 2)]
+SETTINGS = [Setting(Budget("count", 2))]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ class Unseeded(PlacementPolicy):
 
 def test_nondeterminism_is_caught(label_set):
     with pytest.raises(AssertionError, match="differ"):
-        check_policy(Unseeded, label_set, budgets=[Budget("count", 3)], max_tasks=4)
+        check_policy(Unseeded, label_set, settings=[Setting(Budget("count", 3))], max_tasks=4)
 
 
 class Peeker(PlacementPolicy):
@@ -55,26 +55,42 @@ class Peeker(PlacementPolicy):
 
 def test_reading_the_future_is_caught(label_set):
     with pytest.raises(AssertionError, match="future"):
-        check_policy(Peeker, label_set, budgets=BUDGETS, max_tasks=2)
+        check_policy(Peeker, label_set, settings=SETTINGS, max_tasks=2)
 
 
 class BadAttr(EveryOther):
-    def fit(self, data, budget=None):
+    def fit(self, data, setting=None):
         self.threshold = 3  # learned attribute without the trailing underscore
         self.is_fitted_ = True
         return self
 
 
 class NoSelf(EveryOther):
-    def fit(self, data, budget=None):
+    def fit(self, data, setting=None):
         self.is_fitted_ = True
 
 
 def test_sklearn_contract_is_checked(label_set):
     with pytest.raises(AssertionError, match="end with '_'"):
-        check_policy(BadAttr, label_set, budgets=BUDGETS, max_tasks=1)
+        check_policy(BadAttr, label_set, settings=SETTINGS, max_tasks=1)
     with pytest.raises(AssertionError, match="return self"):
-        check_policy(NoSelf, label_set, budgets=BUDGETS, max_tasks=1)
+        check_policy(NoSelf, label_set, settings=SETTINGS, max_tasks=1)
+
+
+class Forgetful(EveryOther):
+    """Learns nothing but does not record the setting it was fitted under."""
+
+    def fit(self, data, setting=None):
+        self.is_fitted_ = True
+        return self
+
+
+def test_the_fitted_setting_must_be_the_evaluated_one(label_set):
+    """A fit that does not record its setting could be evaluated under another: caught."""
+    with pytest.raises(AssertionError, match="must record the setting"):
+        check_policy(Forgetful, label_set, settings=SETTINGS, max_tasks=1)
+    # and one that does record it is refused under another failure model by the runner
+    check_policy(EveryOther, label_set, settings=[Setting(Budget("count", 1), hazard="duration")], max_tasks=1)
 
 
 def test_budget_overrun_is_caught(label_set, monkeypatch):
@@ -82,7 +98,7 @@ def test_budget_overrun_is_caught(label_set, monkeypatch):
     # the spend from the measured table and says so.
     monkeypatch.setattr(Budget, "charge", lambda self, c, s: 0.0)
     with pytest.raises(AssertionError, match="over the budget"):
-        check_policy(EveryOther, label_set, budgets=[Budget("seconds", 1.0)], max_tasks=2)
+        check_policy(EveryOther, label_set, settings=[Setting(Budget("seconds", 1.0))], max_tasks=2)
 
 
 @pytest.mark.parametrize("index", [0, 1, 2], ids=["xgboost-advantage", "ridge-advantage", "fitted-q"])
@@ -93,4 +109,4 @@ def test_every_learned_policy_conforms(label_set, index):
     def factory():
         return default_learned_policies(seed=0, quick=True)[index]
 
-    check_policy(factory, label_set, budgets=[Budget("count", 1), Budget("seconds", 5.0)], max_tasks=2)
+    check_policy(factory, label_set, settings=[Setting(Budget("count", 1)), Setting(Budget("seconds", 5.0))], max_tasks=2)

@@ -10,7 +10,7 @@ import pytest
 from ripplecp_policy.datasets import TaskReplay
 from ripplecp_policy.episode import Episode, LiveFeatures, observation, prefix_features
 from ripplecp_policy.evaluation import Evaluator
-from ripplecp_policy.policy import Budget
+from ripplecp_policy.policy import Budget, Setting
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +24,10 @@ def test_offer_takes_what_fits_and_records_the_rest():
     assert not ep.offer(3, 0.5)
     assert ep.taken == [1, 2] and ep.refused == [3] and ep.requested == [1, 2, 3]
     assert ep.spent == 5.0
-    pl = ep.placement("p", budget_matched=True, seed=4, n_boundaries=3)
+    setting = Setting(Budget("seconds", 5.0), hazard="duration")
+    pl = ep.placement("p", setting, budget_matched=True, seed=4, n_boundaries=3)
     assert (pl.checkpoints, pl.refused, pl.spend, pl.seed, pl.budget) == ([1, 2], [3], 5.0, 4, ep.cap)
+    assert pl.setting is setting
 
 
 def test_observation_states_the_placement_and_whether_it_fits():

@@ -1,12 +1,18 @@
-"""Matched-budget evaluation: the runner and its caches."""
+"""Matched-budget evaluation: the Evaluator, its caches, and the setting it runs under."""
 
 from __future__ import annotations
 
 import pytest
 
-from ripplecp_policy.evaluation import Evaluator, run_episode
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
-from ripplecp_policy.pricing import optimal_placement
+from ripplecp_policy.evaluation import Evaluator, evaluator_for
+from ripplecp_policy.policy import (
+    BoundaryObservation,
+    Budget,
+    PlacementPolicy,
+    Setting,
+    SettingMismatchError,
+)
+from ripplecp_policy.pricing import optimal_placement, placement_metrics
 
 # ---------------------------------------------------------------------------------------
 # The runner
@@ -40,13 +46,13 @@ def test_runner_refuses_checkpoints_over_budget(label_set):
     ev = Evaluator(label_set)
     t = label_set.task_ids[0]
     n = ev.costs(t).n_boundaries
-    pl = ev.run(Always(), t, Budget("count", 2))
+    pl = ev.run(Always(), t, Setting(Budget("count", 2)))
     assert pl.checkpoints == [1, 2]
     assert pl.refused == list(range(3, n + 1))
     assert pl.spend == 2
     tc = ev.costs(t)
     amount = float(tc.creation_s[1] + tc.creation_s[2]) + 1e-6
-    pl = run_episode(Always(), label_set, t, Budget("seconds", amount), evaluator=ev)
+    pl = ev.run(Always(), t, Setting(Budget("seconds", amount)))
     assert tc.creation_s[pl.checkpoints].sum() <= amount
     assert 1 in pl.checkpoints and 2 in pl.checkpoints
 
@@ -55,7 +61,7 @@ def test_runner_observations_are_prefix_only(label_set):
     ev = Evaluator(label_set)
     t = label_set.task_ids[1]
     rec = Recorder()
-    pl = ev.run(rec, t, Budget("count", 5))
+    pl = ev.run(rec, t, Setting(Budget("count", 5)))
     tc = ev.costs(t)
     assert [o.boundary for o in rec.seen] == list(range(1, tc.n_boundaries + 1))
     for o in rec.seen:
@@ -70,8 +76,8 @@ def test_feature_cache_equals_incremental_walk(label_set):
     cached, plain = Evaluator(label_set), Evaluator(label_set, cache_features=False)
     for t in label_set.task_ids[:3]:
         a, b = Recorder(), Recorder()
-        cached.run(a, t, Budget("count", 3))
-        plain.run(b, t, Budget("count", 3))
+        cached.run(a, t, Setting(Budget("count", 3)))
+        plain.run(b, t, Setting(Budget("count", 3)))
         for x, y in zip(a.seen, b.seen, strict=True):
             assert x.features.keys() == y.features.keys()
             for k in x.features:
@@ -80,25 +86,64 @@ def test_feature_cache_equals_incremental_walk(label_set):
 
 def test_granularity_mismatch_is_an_error(label_set):
     with pytest.raises(ValueError, match="granularity|boundaries"):
-        run_episode(Always(), label_set, label_set.task_ids[0], Budget("count", 1), granularity="tool_call")
+        evaluator_for(label_set).run(Always(), label_set.task_ids[0], Setting(Budget("count", 1)),
+                                     granularity="tool_call")
 
 
 class Offline(PlacementPolicy):
     offline = True
 
-    def place(self, table, budget):
-        return list(range(table.n_boundaries, 0, -1))  # asks for everything, latest first
+    def place(self, costs, budget):
+        return list(range(costs.n_boundaries, 0, -1))  # asks for everything, latest first
 
 
 def test_offline_placements_are_capped_in_trajectory_order(label_set):
-    pl = run_episode(Offline(), label_set, label_set.task_ids[0], Budget("count", 2))
+    pl = evaluator_for(label_set).run(Offline(), label_set.task_ids[0], Setting(Budget("count", 2)))
     assert pl.checkpoints == [1, 2]
 
 
 def test_evaluate_reports_regret_against_optimum(label_set):
     ev = Evaluator(label_set)
-    df = ev.evaluate(Always(), label_set.task_ids, Budget("count", 1))
+    df = ev.evaluate(Always(), label_set.task_ids, Setting(Budget("count", 1)))
     assert (df["regret_s"] >= -1e-9).all()
     for row in df.itertuples():
         _, opt = optimal_placement(ev.costs(row.task_id), Budget("count", 1))
         assert row.objective_s - opt == pytest.approx(row.regret_s)
+
+
+# ---------------------------------------------------------------------------------------
+# The setting
+# ---------------------------------------------------------------------------------------
+
+
+def test_a_policy_is_evaluated_only_under_the_setting_it_was_fitted_under(label_set):
+    ev = Evaluator(label_set)
+    t = label_set.task_ids[0]
+    duration = Setting(Budget("count", 2), hazard="duration")
+    pol = Always().fit(label_set, duration)
+    assert pol.setting_ == duration
+    assert ev.run(pol, t, duration).checkpoints == [1, 2]
+    with pytest.raises(SettingMismatchError, match="fitted under 2ckpt, hazard duration"):
+        ev.run(pol, t, Setting(Budget("count", 2)))
+    with pytest.raises(SettingMismatchError):
+        ev.run(pol, t, Setting(Budget("count", 1), hazard="duration"))
+    # fitted for no budget in particular: any budget, but still only its failure model
+    anywhere = Always().fit(label_set, Setting(hazard="duration"))
+    assert ev.run(anywhere, t, Setting(Budget("count", 1), hazard="duration")).checkpoints == [1]
+    with pytest.raises(SettingMismatchError):
+        ev.run(anywhere, t, Setting(Budget("count", 1)))
+    with pytest.raises(ValueError, match="names no budget"):
+        ev.run(Always(), t, Setting())
+
+
+def test_metrics_are_expectations_under_the_setting_hazard(label_set):
+    ev = Evaluator(label_set)
+    t = label_set.task_ids[2]
+    rows = {h: ev.evaluate(Always(), [t], Setting(Budget("count", 1), hazard=h)).iloc[0]
+            for h in ("uniform", "duration")}
+    for h, row in rows.items():
+        want = placement_metrics(ev.costs(t, h), [1])
+        assert row["objective_s"] == pytest.approx(want["objective_s"])
+        _, opt = optimal_placement(ev.costs(t, h), Budget("count", 1))
+        assert row["regret_s"] == pytest.approx(want["objective_s"] - opt)
+    assert rows["uniform"]["objective_s"] != pytest.approx(rows["duration"]["objective_s"])

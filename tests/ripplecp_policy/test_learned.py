@@ -21,11 +21,12 @@ from ripplecp_policy.learned import (
     default_learned_policies,
     rank_report,
 )
-from ripplecp_policy.policy import Budget, PlacementPolicy
+from ripplecp_policy.policy import Budget, PlacementPolicy, Setting
 from ripplecp_policy.splits import SplitAudit, leave_one_repo_out
 from ripplecp_policy.tuning import tune
 
 BUDGET = Budget("count", 1)
+SETTING = Setting(BUDGET)
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,7 @@ def test_advantage_table_excludes_quarantined_pairs(data) -> None:
 @pytest.mark.parametrize("model", ["xgboost", "ridge"])
 def test_regressor_learns_regimes_and_sets_threshold_on_validation(fold, model) -> None:
     f, train, test = fold
-    pol = AdvantageRegressorPolicy(model=model, n_estimators=40).fit(train, BUDGET)
+    pol = AdvantageRegressorPolicy(model=model, n_estimators=40).fit(train, SETTING)
     assert pol.threshold_source_.startswith("validation")
     assert math.isfinite(pol.threshold_) or pol.threshold_ in (math.inf, -math.inf)
     vc = pol.validation_costs_
@@ -88,7 +89,7 @@ def test_regressor_learns_regimes_and_sets_threshold_on_validation(fold, model) 
 
 def test_policy_never_overspends_and_is_comparable_to_first_boundary(fold) -> None:
     _, train, test = fold
-    pol = AdvantageRegressorPolicy(model="ridge").fit(train, Budget("count", 2))
+    pol = AdvantageRegressorPolicy(model="ridge").fit(train, Setting(Budget("count", 2)))
     for task in replays(test).values():
         place = run_policy(pol, task, Budget("count", 2))
         assert len(place) <= 2 and place == sorted(place)
@@ -99,21 +100,21 @@ def test_policy_never_overspends_and_is_comparable_to_first_boundary(fold) -> No
 
 def test_classifier_is_reweighted_for_imbalance(fold) -> None:
     _, train, test = fold
-    clf = AdvantageClassifierPolicy(model="xgboost", n_estimators=30).fit(train, BUDGET)
+    clf = AdvantageClassifierPolicy(model="xgboost", n_estimators=30).fit(train, SETTING)
     y = advantage_table(train).y > 0
     assert 0 < y.mean() < 1
     assert clf.model_.get_params()["scale_pos_weight"] == pytest.approx((~y).sum() / y.sum())
     rep = clf.report(advantage_table(test))
     assert 0 <= rep["brier"] <= 1 and "rmse" not in rep
-    logit = AdvantageClassifierPolicy(model="logistic").fit(train, BUDGET)
+    logit = AdvantageClassifierPolicy(model="logistic").fit(train, SETTING)
     assert logit.model_.named_steps["model"].class_weight == "balanced"
 
 
 def test_one_seed_same_models_thresholds_predictions(fold) -> None:
     _, train, test = fold
     table = advantage_table(test)
-    a = AdvantageRegressorPolicy(model="xgboost", n_estimators=30, subsample=0.8, random_state=7).fit(train, BUDGET)
-    b = AdvantageRegressorPolicy(model="xgboost", n_estimators=30, subsample=0.8, random_state=7).fit(train, BUDGET)
+    a = AdvantageRegressorPolicy(model="xgboost", n_estimators=30, subsample=0.8, random_state=7).fit(train, SETTING)
+    b = AdvantageRegressorPolicy(model="xgboost", n_estimators=30, subsample=0.8, random_state=7).fit(train, SETTING)
     assert a.threshold_ == b.threshold_
     np.testing.assert_array_equal(a.score_frame(table.X), b.score_frame(table.X))
     c = pickle.loads(pickle.dumps(a))
@@ -123,8 +124,8 @@ def test_one_seed_same_models_thresholds_predictions(fold) -> None:
 def test_tuning_sees_training_repos_only_and_is_seeded(fold) -> None:
     f, train, _ = fold
     pol = AdvantageRegressorPolicy(model="ridge")
-    r1 = tune(pol, train, BUDGET, n_trials=4, seed=3)
-    r2 = tune(pol, train, BUDGET, n_trials=4, seed=3)
+    r1 = tune(pol, train, SETTING, n_trials=4, seed=3)
+    r2 = tune(pol, train, SETTING, n_trials=4, seed=3)
     assert r1.best_params == r2.best_params and r1.objective == "rmse"
     assert len(r1.trials) == 4
     r1.audit.check([f.held_out])
@@ -136,15 +137,15 @@ def test_full_loro_pipeline_never_leaks(data) -> None:
     for f in leave_one_repo_out(data):
         train = data.subset(f.train_tasks)
         pol = AdvantageRegressorPolicy(model="ridge")
-        res = tune(pol, train, BUDGET, n_trials=2, seed=0)
-        pol.set_params(**res.best_params).fit(train, BUDGET)
+        res = tune(pol, train, SETTING, n_trials=2, seed=0)
+        pol.set_params(**res.best_params).fit(train, SETTING)
         audit = SplitAudit()
         audit.merge(res.audit)
         audit.merge(pol.audit_)
         audit.check([f.held_out])
         assert f.held_out not in audit.seen()
         # and a deliberately leaky fit is caught
-        leaky = AdvantageRegressorPolicy(model="ridge").fit(data, BUDGET)
+        leaky = AdvantageRegressorPolicy(model="ridge").fit(data, SETTING)
         with pytest.raises(AssertionError, match="held-out"):
             leaky.audit_.check([f.held_out])
 
@@ -194,32 +195,48 @@ def test_training_replay_matches_the_evaluation_runner(fold) -> None:
     from ripplecp_policy.evaluation import Evaluator
 
     _, train, test = fold
-    pol = AdvantageRegressorPolicy(model="ridge", threshold=0.0).fit(train, Budget("count", 2))
+    pol = AdvantageRegressorPolicy(model="ridge", threshold=0.0).fit(train, Setting(Budget("count", 2)))
     ev = Evaluator(test)
     for task in replays(test).values():
         ours = run_policy(pol, task, Budget("count", 2))
-        theirs = ev.run(pol, task.task_id, Budget("count", 2)).checkpoints
+        theirs = ev.run(pol, task.task_id, Setting(Budget("count", 2))).checkpoints
         assert ours == theirs
-        assert task.expected_cost(ours) == pytest.approx(ev.score(ev.run(pol, task.task_id, Budget("count", 2)))["objective_s"])
+        assert task.expected_cost(ours) == pytest.approx(
+            ev.score(ev.run(pol, task.task_id, Setting(Budget("count", 2))))["objective_s"])
 
 
-def test_threshold_validation_prices_under_the_policy_hazard(fold) -> None:
-    """Validation costs are expectations under the failure model the study is scored
-    with: at threshold +inf no task checkpoints, so the mean validation cost there is the
-    mean no-checkpoint cost of the training tasks under that hazard, and it differs
-    between hazards on tasks whose segments differ in length."""
+def test_threshold_validation_prices_under_the_setting_hazard(fold) -> None:
+    """Validation costs are expectations under the failure model of the setting the policy
+    is fitted (and will be scored) under: at threshold +inf no task checkpoints, so the mean
+    validation cost there is the mean no-checkpoint cost of the training tasks under that
+    hazard, and it differs between hazards on tasks whose segments differ in length."""
     _, train, _ = fold
     never = {}
     for hazard in ("uniform", "duration"):
-        pol = AdvantageRegressorPolicy(model="ridge", hazard=hazard, max_inner_splits=None).fit(train, BUDGET)
-        assert pol.get_params()["hazard"] == hazard
+        setting = Setting(BUDGET, hazard=hazard)
+        pol = AdvantageRegressorPolicy(model="ridge", max_inner_splits=None).fit(train, setting)
+        assert pol.setting_ == setting
         vc = pol.validation_costs_.set_index("threshold")
-        expected = np.mean([t.expected_cost([]) for t in replays(train, None, hazard).values()])
+        expected = np.mean([t.expected_cost([]) for t in replays(train, setting).values()])
         assert vc.loc[math.inf, "mean_cost"] == pytest.approx(expected, rel=1e-12)
         never[hazard] = vc.loc[math.inf, "mean_cost"]
     assert never["uniform"] != pytest.approx(never["duration"], rel=1e-6)
 
 
-def test_default_learned_policies_carry_the_study_hazard() -> None:
-    pols = default_learned_policies(seed=3, quick=True, hazard="duration")
-    assert pols and all(p.get_params()["hazard"] == "duration" for p in pols)
+def test_learned_policies_take_the_study_setting_through_fit(fold) -> None:
+    """The failure model reaches a learned policy once, through fit, and the evaluation
+    holds it to it: no constructor copies a hazard that could disagree."""
+    from ripplecp_policy.evaluation import Evaluator
+    from ripplecp_policy.policy import SettingMismatchError
+
+    _, train, test = fold
+    pols = default_learned_policies(seed=3, quick=True)
+    assert pols and not any("hazard" in p.get_params() for p in pols)
+    duration = Setting(BUDGET, hazard="duration")
+    pol = AdvantageRegressorPolicy(model="ridge").fit(train, duration)
+    task = test.task_ids[0]
+    Evaluator(test).run(pol, task, duration)
+    with pytest.raises(SettingMismatchError, match="hazard duration"):
+        Evaluator(test).run(pol, task, SETTING)
+    with pytest.raises(SettingMismatchError):
+        run_policy(pol, replays(test)[task], BUDGET)
