@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import math
 
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Role
 from ripplecp_policy.pricing import TaskCosts, fits, optimal_placement, placement_objective
 
 
 class _Offline(PlacementPolicy):
-    offline = True
+    role = Role.OFFLINE
     uses_features = False
 
     def decide(self, obs: BoundaryObservation) -> bool:

@@ -2,7 +2,7 @@
 
 First-boundary is the paper's bar (Section 6, Appendix D): spend the budget on the
 earliest safe boundaries. Every-boundary is an upper-overhead reference and is run
-*without* a matched budget (``budget_matched = False``); its verdicts are refused.
+*without* a matched budget (its role: an unmatched reference); its verdicts are refused.
 """
 
 from __future__ import annotations
@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting, as_setting
+from ripplecp_policy.policy import (
+    BoundaryObservation,
+    Budget,
+    PlacementPolicy,
+    Role,
+    Setting,
+    as_setting,
+)
 
 if TYPE_CHECKING:
     from oracle.tables import LabelSet
@@ -34,7 +41,7 @@ class EveryBoundary(PlacementPolicy):
     """Checkpoint at every candidate: the upper-overhead reference, not budget-matched."""
 
     uses_features = False
-    budget_matched = False
+    role = Role.REFERENCE
 
     def decide(self, obs: BoundaryObservation) -> bool:
         return True

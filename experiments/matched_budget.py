@@ -40,14 +40,14 @@ from baselines import all_baselines
 from oracle.tables import LabelSet
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.learned import default_learned_policies
-from ripplecp_policy.policy import Budget, PlacementPolicy, Setting
+from ripplecp_policy.policy import Budget, PlacementPolicy, Role, Setting
+from ripplecp_policy.registry import entry
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.stats import task_bootstrap
 from ripplecp_policy.verdicts import Verdict, compare
 
 FAMILIES = ("swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon")
 REFERENCE = "first-boundary"
-OFFLINE = ("oracle", "optimum")
 
 
 @dataclass
@@ -209,7 +209,8 @@ def priceable(data: LabelSet, hazard: str) -> tuple[LabelSet, list[str]]:
 
 
 def policies_for(args: Args) -> tuple[list[PlacementPolicy], list[str]]:
-    """Every baseline and (unless ``--no-learned``) every learned policy, unfitted."""
+    """Every registered baseline and (unless ``--no-learned``) the registered learned policies
+    marked for the study, unfitted; and the learned ones' names."""
     pols = list(all_baselines(args.seed))
     learned: list[str] = []
     if args.learned:
@@ -319,18 +320,21 @@ def plot_curves(summary: pd.DataFrame, family: str, out: Path) -> Path:
     colour = {p: cmap(i % 20) for i, p in enumerate(policies)}
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [1.2, 1]})
     ax = axes[0]
-    for i, policy in enumerate(policies):
+    for policy in policies:
         g = counts[counts["policy"] == policy].sort_values("k")
         if g.empty:
             continue
+        registered = entry(policy)
         style: dict[str, Any] = dict(color=colour[policy], marker="o", lw=1.4)
         if policy == REFERENCE:
             style.update(color="black", lw=2.8)
-        elif policy == "optimum":
-            style.update(color="grey", ls="--", lw=2)
-        elif not g["budget_matched"].all():
+        elif registered.role is Role.OFFLINE:
+            style.update(ls="--", lw=2, marker="")
+            if policy == "optimum":
+                style.update(color="grey")
+        elif registered.role is Role.REFERENCE:
             style.update(ls=":", marker="")
-        elif i >= 12:  # learned policies
+        elif registered.learned:
             style.update(ls="-.", lw=2, marker="s")
         ax.plot(g["k"], g["tfc"], label=policy, **style)
     if len(counts):
@@ -593,7 +597,8 @@ def _run_jobs(
 
 def _best_online(summary: pd.DataFrame) -> list[str]:
     """The online, budget-matched policy (not the reference) with the lowest mean cost."""
-    cand = summary[summary["budget_matched"] & ~summary["policy"].isin([REFERENCE, *OFFLINE])]
+    online = summary["policy"].map(lambda p: entry(p).role is Role.ONLINE)
+    cand = summary[summary["budget_matched"] & online & (summary["policy"] != REFERENCE)]
     if cand.empty:
         return []
     return [str(cand.groupby("policy")["tfc"].mean().idxmin())]

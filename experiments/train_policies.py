@@ -34,19 +34,16 @@ from oracle.tables import LabelSet
 from ripplecp_policy.datasets import advantage_table, replays
 from ripplecp_policy.evaluation import Evaluator
 from ripplecp_policy.export import example_frame, log_policy_model
-from ripplecp_policy.learned import (
-    AdvantageClassifierPolicy,
-    AdvantageRegressorPolicy,
-    FittedQPolicy,
-    value_error_summary,
-)
+from ripplecp_policy.learned import LEARNED, FittedQPolicy, value_error_summary
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting
+from ripplecp_policy.registry import entry
 from ripplecp_policy.splits import SplitAudit, leave_one_repo_out
 from ripplecp_policy.tracking import ensure_experiment, tracking_uri
 from ripplecp_policy.tuning import tune
 from ripplecp_policy.verdicts import compare
 
-KINDS = ("xgboost", "ridge", "classifier", "fqi-extratrees", "fqi-xgboost")
+#: the registered learned policy kinds
+KINDS = tuple(e.key for e in LEARNED)
 
 
 @dataclass
@@ -101,18 +98,8 @@ def parse_args(argv: list[str] | None = None) -> Args:
 
 
 def make_policy(kind: str, args: Args) -> PlacementPolicy:
-    """An unfitted learned policy of ``kind`` with the study's seed, device and size."""
-    small = args.quick
-    if kind in ("xgboost", "ridge"):
-        return AdvantageRegressorPolicy(model=kind, device=args.device, random_state=args.seed,
-                                        n_estimators=50 if small else 200)
-    if kind == "classifier":
-        return AdvantageClassifierPolicy(model="xgboost", device=args.device, random_state=args.seed,
-                                         n_estimators=50 if small else 200)
-    if kind.startswith("fqi-"):
-        return FittedQPolicy(regressor=kind.split("-", 1)[1], device=args.device, random_state=args.seed,
-                             n_estimators=20 if small else 50, n_behaviour_seeds=2 if small else 4)
-    raise ValueError(f"unknown policy kind {kind!r}")
+    """An unfitted learned policy of the registered ``kind`` with the study's seed, device and size."""
+    return entry(kind).make(seed=args.seed, quick=args.quick, device=args.device)
 
 
 def load_data(args: Args) -> LabelSet:

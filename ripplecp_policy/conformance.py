@@ -7,7 +7,7 @@ message naming the policy, task, budget and check when it breaks a rule:
    returns ``self`` and leaves the parameters unchanged; attributes ``fit`` adds end in
    ``_`` (private ``_x`` helpers aside).
 2. **Budget never exceeded** — by count, creation seconds and bytes (policies marked
-   ``budget_matched = False`` are references and are exempt, but must say so).
+   with the role of an unmatched reference are exempt, but must say so).
 3. **Deterministic for a seed** — two fresh fits and two runs with the same seed place
    the same checkpoints.
 4. **Prefix causality** — an online policy's decisions at and before boundary b do not
@@ -37,7 +37,14 @@ from sklearn.base import clone
 
 from ripplecp_policy.episode import Placement
 from ripplecp_policy.evaluation import Evaluator
-from ripplecp_policy.policy import HAZARDS, Budget, PlacementPolicy, Setting, SettingMismatchError
+from ripplecp_policy.policy import (
+    HAZARDS,
+    Budget,
+    PlacementPolicy,
+    Role,
+    Setting,
+    SettingMismatchError,
+)
 from ripplecp_policy.pricing import fits
 
 PolicyFactory = Callable[[], PlacementPolicy]
@@ -125,7 +132,7 @@ def check_budget(policy: PlacementPolicy, ev: Evaluator, tasks: Sequence[str], s
             f"{policy.name} on {t}: checkpoints {pl.checkpoints} outside 1..{b}"
         )
         if not pl.budget_matched:
-            assert not getattr(policy, "budget_matched", True), f"{policy.name}: unmatched run not declared"
+            assert policy.role is Role.REFERENCE, f"{policy.name}: unmatched run not declared"
             out.append(pl)
             continue
         spent = _spent(ev, t, pl.checkpoints)[budget.kind]
@@ -259,7 +266,7 @@ def check_policy(
                 f"{policy.name} on {a.task_id} at {budget.label()}: two fits with seed {seed} "
                 f"differ: {a.checkpoints} vs {c.checkpoints}"
             )
-        if not getattr(policy, "offline", False):
+        if policy.role is not Role.OFFLINE:
             check_prefix_causality(policy, label_set, tasks[:2], setting, seed)
 
 

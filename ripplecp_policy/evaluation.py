@@ -12,7 +12,7 @@ Online policies are walked boundary by boundary by the one episode runner
 (:mod:`ripplecp_policy.episode`): at boundary b the prefix walk has seen the nominal
 trajectory's events up to the boundary's event (prefix only), the policy decides and is
 charged the measured cost; a checkpoint that does not fit the remaining budget is refused.
-Offline policies (``policy.offline``: oracle, clairvoyant optimum) receive the table's cost
+Offline limits (``policy.role``: oracle, clairvoyant optimum) receive the table's cost
 arrays. Every run is under a :class:`~ripplecp_policy.policy.Setting` (budget, failure model,
 features), the one the policy was fitted under.
 The :class:`Evaluator` holds the caches (per-task cost arrays, prefix features per placement
@@ -39,6 +39,7 @@ from ripplecp_policy.episode import Episode, FeatureSource, LiveFeatures, Placem
 from ripplecp_policy.policy import (
     Budget,
     PlacementPolicy,
+    Role,
     Setting,
     canonical_hazard,
     check_setting,
@@ -136,8 +137,8 @@ class Evaluator:
         boundary's event and no further, with the checkpoints taken so far marked; a
         checkpoint whose measured charge (creation seconds, bytes or 1, per the budget) does
         not fit the remaining budget is refused and recorded. Offline policies get
-        ``policy.place(costs, budget)`` instead. Policies with ``budget_matched = False``
-        (every-boundary) run with a cap that never binds. A policy fitted under another
+        ``policy.place(costs, budget)`` instead. Unmatched references (every-boundary) run
+        with a cap that never binds. A policy fitted under another
         setting is refused (:class:`~ripplecp_policy.policy.SettingMismatchError`).
         """
         if setting.budget is None:
@@ -150,12 +151,12 @@ class Evaluator:
                 f"{task_id}: the recovery table is measured at {task_gran!r} boundaries; "
                 f"it cannot price {granularity!r} boundaries"
             )
-        matched = bool(getattr(policy, "budget_matched", True))
+        matched = policy.role is not Role.REFERENCE
         cap = setting.budget if matched else unlimited(setting.budget, tc)
         charge = tc.charges(cap)
         ep = Episode(task_id, str(self._tasks.at[task_id, "repo"]), cap)
         policy.reset(task_id, seed)
-        if getattr(policy, "offline", False):
+        if policy.role is Role.OFFLINE:
             wanted = policy.place(tc, cap)
             for b in sorted({int(x) for x in wanted}):
                 if not 1 <= b <= tc.n_boundaries:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -27,7 +28,6 @@ from features.online import FeatureConfig
 
 if TYPE_CHECKING:
     from oracle.tables import LabelSet
-    from ripplecp_policy.pricing import TaskCosts
 
 BudgetKind = Literal["count", "seconds", "bytes"]
 
@@ -76,6 +76,20 @@ def canonical_hazard(hazard: HazardSpec) -> HazardSpec:
     if hazard not in HAZARDS:
         raise ValueError(f"hazard must be one of {HAZARDS} or a mapping failure -> weight, got {hazard!r}")
     return hazard
+
+
+class Role(StrEnum):
+    """What a policy is in a comparison.
+
+    ``online``: decides from the prefix alone under the matched budget, and gets a verdict.
+    ``offline limit``: reads the measured table (oracle, clairvoyant optimum), so no runtime
+    can attain it; shown as a limit, never judged. ``unmatched reference``: runs without a
+    budget cap (every boundary); shown for scale, never judged.
+    """
+
+    ONLINE = "online"
+    OFFLINE = "offline limit"
+    REFERENCE = "unmatched reference"
 
 
 class SettingMismatchError(ValueError):
@@ -178,14 +192,12 @@ class PlacementPolicy(BaseEstimator):
     stochastic policy is deterministic for a seed.
     """
 
-    #: offline policies see the measured table (oracle, clairvoyant optimum): unattainable;
-    #: the runner calls :meth:`place` instead of :meth:`decide`
-    offline: bool = False
+    #: the policy's role (see :class:`Role`): an offline limit sees the measured table and the
+    #: runner calls :meth:`place` instead of :meth:`decide`; an unmatched reference runs
+    #: under a cap that never binds; neither gets a verdict
+    role: ClassVar[Role] = Role.ONLINE
     #: False for policies that ignore features (the runner then skips feature extraction)
     uses_features: bool = True
-    #: False for reference policies run without a budget cap (every boundary); a
-    #: comparison refuses to give them a verdict
-    budget_matched: bool = True
 
     def fit(self, data: LabelSet, setting: Setting | None = None) -> PlacementPolicy:
         """Learn or tune on training tasks only, under ``setting``; the default learns nothing.
@@ -205,9 +217,10 @@ class PlacementPolicy(BaseEstimator):
         """True to checkpoint at this boundary (subject to the runner's budget check)."""
         raise NotImplementedError
 
-    def place(self, costs: TaskCosts, budget: Budget) -> list[int]:
+    def place(self, costs: Any, budget: Budget) -> list[int]:
         """Offline policies only: the boundaries to checkpoint, chosen from the measured
-        table's cost arrays (priced under the evaluated failure model)."""
+        table's cost arrays (a :class:`ripplecp_policy.pricing.TaskCosts`, priced under the
+        evaluated failure model)."""
         raise NotImplementedError(f"{type(self).__name__} is an online policy; use decide()")
 
     @property

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
+from sklearn.base import clone
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.pipeline import Pipeline
@@ -69,6 +70,7 @@ class _ScoredPolicy(PlacementPolicy):
     """Shared machinery: fit a scorer on decision cells, pick a threshold on validation repos."""
 
     _default_threshold: float = 0.0
+    _tuning_metric: str = "rmse"
 
     # -- subclass hooks -------------------------------------------------------------------
     def _fit_model(self, X: np.ndarray, y: np.ndarray) -> Any:
@@ -191,6 +193,33 @@ class _ScoredPolicy(PlacementPolicy):
         # the largest tied threshold: checkpoint only where validation shows it pays
         self.threshold_ = float(tied["threshold"].max())
         self.threshold_source_ = "validation repositories (min mean measured cost)"
+
+    # -- tuning ---------------------------------------------------------------------------
+    def _validation_error(self, pred: np.ndarray, target: np.ndarray) -> float:
+        return float(np.sqrt(np.mean((pred - target) ** 2)))
+
+    def tuning_objective(
+        self, data: LabelSet, splits: list[tuple[list[str], list[str]]], setting: Setting
+    ) -> tuple[str, Callable[[dict[str, Any]], list[float]]]:
+        """For :func:`ripplecp_policy.tuning.tune`: the objective's name and, per trial's
+        parameters, the validation error of the model on each split's validation
+        repositories (the feature table does not depend on the parameters: built once)."""
+        table = advantage_table(data, replays(data, setting, self.feature_fn), verified_only=self.verified_only)
+        task_repo = dict(zip(data.tasks["task_id"], data.tasks["repo"], strict=True))
+
+        def run(params: dict[str, Any]) -> list[float]:
+            est = clone(self).set_params(**params)
+            vals = []
+            for tr, va in splits:
+                sub = table.subset_repos({task_repo[t] for t in tr})
+                val = table.subset_repos({task_repo[t] for t in va})
+                if sub.frame.empty or val.frame.empty:
+                    continue
+                _, scorer = est._fit_scorer(sub.X, est._target(sub))
+                vals.append(est._validation_error(scorer(val.X), est._target(val)))
+            return vals
+
+        return self._tuning_metric, run
 
     # -- inference ------------------------------------------------------------------------
     def score(self, obs: BoundaryObservation) -> float:
@@ -468,8 +497,13 @@ class AdvantageClassifierPolicy(_ScoredPolicy):
         self.max_inner_splits = max_inner_splits
         self.verified_only = verified_only
 
+    _tuning_metric = "brier"
+
     def _target(self, table: AdvantageTable) -> np.ndarray:
         return (table.y > 0).astype(int)
+
+    def _validation_error(self, pred: np.ndarray, target: np.ndarray) -> float:
+        return float(np.mean((pred - target) ** 2))  # Brier score of P(A_CP > 0)
 
     def _fit_model(self, X: np.ndarray, y: np.ndarray) -> Any:
         pos = int(y.sum())

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+from sklearn.base import clone
 
 from oracle.tables import LabelSet
 from ripplecp_policy.datasets import (
@@ -244,6 +246,32 @@ class FittedQPolicy(PlacementPolicy):
         self.convergence_ = pd.DataFrame(history)
         self.n_transitions_ = n
         return super().fit(data, setting)
+
+    # -- tuning ---------------------------------------------------------------------------
+    def tuning_objective(
+        self, data: LabelSet, splits: list[tuple[list[str], list[str]]], setting: Setting
+    ) -> tuple[str, Callable[[dict[str, Any]], list[float]]]:
+        """For :func:`ripplecp_policy.tuning.tune`: per trial's parameters, the mean measured
+        cost of the placements a policy fitted on each split's training repositories takes
+        on its validation tasks, at the setting's budget (the fitted one when it has none)."""
+        tasks = replays(data, setting, self.feature_fn)
+
+        def run(params: dict[str, Any]) -> list[float]:
+            vals = []
+            for tr, va in splits:
+                est = clone(self).set_params(**params).fit(data.subset(tr), setting)
+                b = setting.budget or est.budget_
+                costs = []
+                for t in va:
+                    est.reset(t, 0)
+                    c = tasks[t].expected_cost(tasks[t].replay(est.decide, b))
+                    if not math.isnan(c):
+                        costs.append(c)
+                if costs:
+                    vals.append(float(np.mean(costs)))
+            return vals
+
+        return "validation_cost_s", run
 
     # -- inference ------------------------------------------------------------------------
     def q_values(self, obs: BoundaryObservation) -> tuple[float, float]:

@@ -26,7 +26,7 @@ from baselines.failure_risk import near_term_error, risk_feature_names
 from features.schema import Event, EventKind
 from ripplecp_policy.conformance import check_policy
 from ripplecp_policy.evaluation import Evaluator
-from ripplecp_policy.policy import Budget, Setting
+from ripplecp_policy.policy import Budget, Role, Setting
 from ripplecp_policy.pricing import optimal_placement, placement_objective
 
 
@@ -42,6 +42,7 @@ def small(make_label_set):
 
 @pytest.mark.parametrize("proto", all_baselines(0), ids=lambda p: p.name)
 def test_every_baseline_passes_conformance(proto, small):
+    """Every registered baseline (all_baselines reads the registry) passes the suite."""
     settings = [Setting(Budget("count", 2)),
                 Setting(Budget("seconds", 2.0 * float(small.checkpoints["creation_s"].mean())))]
     check_policy(lambda: clone(proto), small, settings=settings, max_tasks=3)
@@ -64,6 +65,7 @@ def test_simple_rules(label_set):
     assert ev.run(FirstBoundary().fit(label_set), t, Setting(Budget("count", 3))).checkpoints == [1, 2, 3]
     every = ev.run(EveryBoundary().fit(label_set), t, Setting(Budget("count", 1)))
     assert every.checkpoints == list(range(1, n + 1)) and not every.budget_matched
+    assert EveryBoundary.role is Role.REFERENCE
     fk = FixedK(k=2).fit(label_set)
     assert ev.run(fk, t, Setting(Budget("count", 10))).checkpoints == list(range(2, n + 1, 2))
 

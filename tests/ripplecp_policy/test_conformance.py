@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ripplecp_policy.conformance import check_policy
+from ripplecp_policy.learned import LEARNED
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting
 
 SETTINGS = [Setting(Budget("count", 2))]
@@ -101,12 +102,11 @@ def test_budget_overrun_is_caught(label_set, monkeypatch):
         check_policy(EveryOther, label_set, settings=[Setting(Budget("seconds", 1.0))], max_tasks=2)
 
 
-@pytest.mark.parametrize("index", [0, 1, 2], ids=["xgboost-advantage", "ridge-advantage", "fitted-q"])
-def test_every_learned_policy_conforms(label_set, index):
-    """The learned policies the main job compares pass the same suite as the baselines."""
-    from ripplecp_policy.learned import default_learned_policies
+@pytest.mark.parametrize("entry", LEARNED, ids=lambda e: e.key)
+def test_every_learned_policy_conforms(label_set, entry):
+    """Every registered learned policy passes the same suite as the baselines."""
 
     def factory():
-        return default_learned_policies(seed=0, quick=True)[index]
+        return entry.make(seed=0, quick=True)
 
     check_policy(factory, label_set, settings=[Setting(Budget("count", 1)), Setting(Budget("seconds", 5.0))], max_tasks=2)

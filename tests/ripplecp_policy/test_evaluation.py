@@ -9,6 +9,7 @@ from ripplecp_policy.policy import (
     BoundaryObservation,
     Budget,
     PlacementPolicy,
+    Role,
     Setting,
     SettingMismatchError,
 )
@@ -91,7 +92,7 @@ def test_granularity_mismatch_is_an_error(label_set):
 
 
 class Offline(PlacementPolicy):
-    offline = True
+    role = Role.OFFLINE
 
     def place(self, costs, budget):
         return list(range(costs.n_boundaries, 0, -1))  # asks for everything, latest first
