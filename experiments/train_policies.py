@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from baselines import FirstBoundary
+from oracle.labels import STRATA
 from oracle.tables import LabelSet
 from ripplecp_policy.datasets import advantage_table, replays
 from ripplecp_policy.evaluation import Evaluator
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     out = run_study(args)
     pd.set_option("display.width", 200)
     cols = [c for c in ("kind", "held_out", "heldout_cost_s", "first_boundary_cost_s", "heldout_minus_first_s",
-                        "n_checkpoints", "rmse", "spearman_first", "spearman_additional", "threshold",
+                        "n_checkpoints", "rmse", *(f"spearman_{s}" for s in STRATA), "threshold",
                         "value_mae_s", "value_bias_s", "fqi_iterations", "fqi_final_delta") if c in out["per_fold"]]
     print(out["per_fold"][cols].to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     print()

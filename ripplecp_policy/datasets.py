@@ -31,6 +31,7 @@ import pandas as pd
 
 from features.online import FEATURE_NAMES, FeatureConfig
 from features.schema import Trajectory
+from oracle.labels import stratum
 from oracle.tables import LabelSet
 from ripplecp_policy.episode import Episode, observation, prefix_features
 from ripplecp_policy.policy import (
@@ -356,7 +357,7 @@ def table_labels(data: LabelSet, *, verified_only: bool = False) -> pd.DataFrame
                 adv = [rt.advantage(t, c, f) for f in fs]
                 rows.append(dict(
                     task_id=tid, candidate=t, fallback=c, repo=data.repo_of(tid),
-                    stratum="first" if c == 0 else "additional", advantage=float(np.mean(adv)),
+                    stratum=stratum(c), advantage=float(np.mean(adv)),
                     creation_s=rt.creation_s(t), protected_work_s=rt.nominal_t(t) - rt.nominal_t(c),
                 ))
     return pd.DataFrame(rows)

@@ -26,6 +26,7 @@ from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
+from oracle.labels import STRATA
 from oracle.tables import LabelSet
 from ripplecp_policy.datasets import (
     AdvantageTable,
@@ -54,7 +55,7 @@ def rank_report(y_true: np.ndarray, y_pred: np.ndarray, strata: np.ndarray) -> d
         "n": float(len(y_true)),
     }
     rhos = []
-    for s in ("first", "additional"):
+    for s in STRATA:
         m = strata == s
         rho = math.nan
         if m.sum() >= 3 and np.ptp(y_true[m]) > 0 and np.ptp(y_pred[m]) > 0:

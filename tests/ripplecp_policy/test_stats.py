@@ -11,6 +11,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from oracle.labels import STRATA, advantage, cell_id, stratum
+from oracle.tables import SCHEMAS
 from ripplecp_policy import stats
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
@@ -18,11 +20,14 @@ SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 
 def _pair(task, cand, fb, fail, rep, j_cp, j_skip, *, verified=True, quarantined=False,
           protected=100.0, creation=4.0):
-    return dict(task_id=task, repo="r/" + task[0], cell_id=f"{task}:t{cand}:c{fb}:f{fail}",
-                candidate=cand, fallback=fb, failure=fail, repetition=rep,
-                stratum="first" if fb == 0 else "additional", j_cp=j_cp, j_skip=j_skip,
-                advantage=j_skip - j_cp, creation_s=creation, protected_work_s=protected,
-                verified=verified, quarantined=quarantined)
+    """One label row (every column of the label schema; provenance columns left empty)."""
+    row = dict.fromkeys(SCHEMAS["labels"].names)
+    row.update(task_id=task, repo="r/" + task[0], cell_id=cell_id(task, cand, fb, fail),
+               candidate=cand, fallback=fb, failure=fail, repetition=rep,
+               stratum=stratum(fb), j_cp=j_cp, j_skip=j_skip,
+               advantage=advantage(j_skip, j_cp), creation_s=creation, protected_work_s=protected,
+               verified=verified, quarantined=quarantined)
+    return row
 
 
 # ---------------------------------------------------------------------- task bootstrap
@@ -228,6 +233,9 @@ def test_labels_validation_names_row_and_cell() -> None:
         stats.marginal_value(bad)
     with pytest.raises(ValueError, match="missing columns.*protected_work_s"):
         stats.cell_table(_hand_labels().drop(columns="protected_work_s"))
+    # the label table is the schema's, every column of it (oracle.tables.SCHEMAS)
+    with pytest.raises(ValueError, match="missing columns.*branch_order"):
+        stats.marginal_value(_hand_labels().drop(columns="branch_order"), n_resamples=100)
     nan = _hand_labels()
     nan.loc[4, "advantage"] = float("nan")
     with pytest.raises(ValueError, match="row 4 .*advantage"):
@@ -246,7 +254,7 @@ def test_noise_to_signal_follows_g4_definition() -> None:
     assert t.at["additional", "noise_to_signal"] == pytest.approx(np.std([-10.0, 10.0], ddof=1) / (4 / 3))
     # the pilot's published figures satisfy the same definition
     n = stats.load_pilot_tables()["noise"]
-    for s in stats.STRATA:
+    for s in STRATA:
         assert n[s]["sd"] / n[s]["mean_effect"] == pytest.approx(n[s]["noise_to_signal"], abs=0.005)
 
 
