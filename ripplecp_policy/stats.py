@@ -425,14 +425,14 @@ def noise_to_signal(labels: pd.DataFrame, *, verified_only: bool = False) -> pd.
     their ratio. ``between_task_sd`` is the SD across tasks of a task's mean cell advantage
     (it contains the within-cell noise at the measured repetitions, so for planning it is an
     upper bound on the spread of true task effects). The paper computes G.4 over all 24 cells (its 121.9 s first-stratum effect
-    is the all-task mean), hence ``verified_only=False`` by default. Row ``"all"`` pools the
-    cells for the overall noise figure only (24.1 s in the paper); its ratio is not a
+    is the all-task mean), hence ``verified_only=False`` by default. Row ``"pooled"`` pools the
+    strata's cells for the overall noise figure only (24.1 s in the paper); its ratio is not a
     per-stratum quantity.
     """
     cells = cell_table(labels, verified_only=verified_only)
     rows = []
-    for name in (*STRATA, "all"):
-        c = cells if name == "all" else cells[cells["stratum"] == name]
+    for name in (*STRATA, POOLED):
+        c = cells if name == POOLED else cells[cells["stratum"] == name]
         reps = c[c["n_reps"] >= 2]
         sd = float(reps["advantage_sd"].mean()) if len(reps) else float("nan")
         effect = float(c["advantage"].abs().mean()) if len(c) else float("nan")

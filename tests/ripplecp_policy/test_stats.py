@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from oracle.labels import STRATA, advantage, cell_id, stratum
+from oracle.labels import POOLED, STRATA, advantage, cell_id, stratum
 from oracle.tables import SCHEMAS
 from ripplecp_policy import stats
 
@@ -247,6 +247,7 @@ def test_labels_validation_names_row_and_cell() -> None:
 
 def test_noise_to_signal_follows_g4_definition() -> None:
     t = stats.noise_to_signal(_hand_labels())
+    assert list(t.index) == [*STRATA, POOLED]  # the paper's names: both strata together is "pooled"
     sd_a = np.std([100.0, 120.0], ddof=1)  # only cell with 2 reps in "first"
     assert t.at["first", "within_cell_sd"] == pytest.approx(sd_a)
     assert t.at["first", "mean_effect"] == pytest.approx((110 + 90 + 300) / 3)  # all tasks
