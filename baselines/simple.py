@@ -2,7 +2,7 @@
 
 First-boundary is the paper's bar (Section 6, Appendix D): spend the budget on the
 earliest safe boundaries. Every-boundary is an upper-overhead reference and is run
-*without* a matched budget (its role: an unmatched reference); its verdicts are refused.
+*without* a matched budget (its role: an unmatched reference); it is shown, never judged.
 """
 
 from __future__ import annotations

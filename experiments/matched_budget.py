@@ -44,7 +44,7 @@ from ripplecp_policy.policy import Budget, PlacementPolicy, Role, Setting
 from ripplecp_policy.registry import entry
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.stats import task_bootstrap
-from ripplecp_policy.verdicts import Verdict, compare
+from ripplecp_policy.verdicts import Verdict, compare, paired_contrast
 
 FAMILIES = ("swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon")
 REFERENCE = "first-boundary"
@@ -221,10 +221,24 @@ def policies_for(args: Args) -> tuple[list[PlacementPolicy], list[str]]:
 
 
 def summarise(res: pd.DataFrame, verdicts: list[Verdict], args: Args) -> pd.DataFrame:
-    """One row per (policy, budget): metrics side by side, never folded into one scalar."""
+    """One row per (policy, budget): metrics side by side, never folded into one scalar.
+
+    Online policies carry their verdict; an offline limit carries its paired difference to
+    the reference beside the verdicts (how far the limit lies) and is marked as the limit it
+    is; an unmatched reference is marked as such (no difference: its budget is not matched).
+    """
     vmap = {(v.policy, v.budget): v for v in verdicts}
     rows = []
     for (budget, policy), g in res.groupby(["budget", "policy"], sort=False):
+        role = Role(g["role"].iloc[0])
+        v = vmap.get((policy, budget))
+        c: dict[str, float] | None = None
+        if v is not None and v.status != "refused":
+            c = dict(diff=v.diff, low=v.low, high=v.high, iqm_repo_diff=v.iqm_repo_diff,
+                     p_improvement=v.p_improvement)
+        elif role is Role.OFFLINE:
+            ref = res[(res["budget"] == budget) & (res["policy"] == REFERENCE)]
+            c = paired_contrast(g, ref, n_resamples=args.n_resamples) if len(ref) else None
         tfc = g["total_failure_cost"].astype(float)
         if len(g) >= 2 and np.isfinite(tfc).all():
             iv = task_bootstrap(tfc.to_numpy(), g["task_id"].to_numpy(), weighting="task",
@@ -233,9 +247,8 @@ def summarise(res: pd.DataFrame, verdicts: list[Verdict], args: Args) -> pd.Data
         else:
             low = high = math.nan
         over = g["checkpoint_latency_s"].sum()
-        v = vmap.get((policy, budget))
         rows.append(dict(
-            policy=policy, budget=budget, budget_matched=bool(g["budget_matched"].all()),
+            policy=policy, budget=budget, budget_matched=bool(g["budget_matched"].all()), role=str(role),
             n_tasks=len(g), tfc=tfc.mean(), tfc_low=low, tfc_high=high,
             regret=g["regret_s"].mean(), lost_work=g["lost_work_s"].mean(),
             recovery_efficiency=g["redo_avoided_s"].sum() / over if over > 0 else math.nan,
@@ -244,11 +257,12 @@ def summarise(res: pd.DataFrame, verdicts: list[Verdict], args: Args) -> pd.Data
             checkpoint_latency=g["checkpoint_latency_s"].mean(),
             restore_latency=g["restore_latency_s"].mean(), spend=g["spend"].mean(),
             n_checkpoints=g["n_checkpoints"].mean(),
-            diff=v.diff if v else (0.0 if policy == REFERENCE else math.nan),
-            diff_low=v.low if v else math.nan, diff_high=v.high if v else math.nan,
-            iqm_repo_diff=v.iqm_repo_diff if v else math.nan,
-            p_improvement=v.p_improvement if v else math.nan,
-            verdict=v.status if v else ("reference" if policy == REFERENCE else ""),
+            diff=c["diff"] if c else (0.0 if policy == REFERENCE else math.nan),
+            diff_low=c["low"] if c else math.nan, diff_high=c["high"] if c else math.nan,
+            iqm_repo_diff=c["iqm_repo_diff"] if c else math.nan,
+            p_improvement=c["p_improvement"] if c else math.nan,
+            verdict=(v.status if v else "reference" if policy == REFERENCE
+                     else str(role) if role is not Role.ONLINE else ""),
         ))
     return pd.DataFrame(rows)
 
@@ -263,7 +277,7 @@ def format_table(summary: pd.DataFrame) -> str:
     lines = []
     for budget, g in summary.groupby("budget", sort=False):
         table = pd.DataFrame({
-            "policy": g["policy"] + np.where(g["budget_matched"], "", " (reference, not budget-matched)"),
+            "policy": [marked(p, r) for p, r in zip(g["policy"], g["role"], strict=True)],
             "TotalFailureCost s [95% CI]": [iv(*x) for x in zip(g["tfc"], g["tfc_low"], g["tfc_high"], strict=True)],
             "regret s": g["regret"].map(lambda x: f"{0.0 if abs(x) < 0.05 else x:7.1f}"),
             f"vs {REFERENCE} s [95% CI]": [
@@ -279,6 +293,11 @@ def format_table(summary: pd.DataFrame) -> str:
         lines.append(f"  budget {budget} (per task; {int(g['n_tasks'].max())} held-out tasks)")
         lines.append("    " + table.to_string(index=False).replace("\n", "\n    "))
     return "\n".join(lines)
+
+
+def marked(policy: str, role: str) -> str:
+    """The policy's name as printed: offline limits and unmatched references say so."""
+    return policy if role == Role.ONLINE else f"{policy} ({role})"
 
 
 def verdict_line(policy: str, verdicts: list[Verdict]) -> str:
@@ -336,7 +355,7 @@ def plot_curves(summary: pd.DataFrame, family: str, out: Path) -> Path:
             style.update(ls=":", marker="")
         elif registered.learned:
             style.update(ls="-.", lw=2, marker="s")
-        ax.plot(g["k"], g["tfc"], label=policy, **style)
+        ax.plot(g["k"], g["tfc"], label=marked(policy, registered.role), **style)
     if len(counts):
         ax.set_xticks(sorted(counts["k"].unique()))
     ax.set_xlabel("budget (checkpoints per task)")
@@ -356,7 +375,8 @@ def plot_curves(summary: pd.DataFrame, family: str, out: Path) -> Path:
                     fmt="o", ms=3, capsize=2, label=budget)
     ax.axvline(0, color="black", lw=1)
     shown = [p for p in policies if p in set(d["policy"])]
-    ax.set_yticks([policies.index(p) + step for p in shown], shown, fontsize=7)
+    ax.set_yticks([policies.index(p) + step for p in shown], [marked(p, entry(p).role) for p in shown],
+                  fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel(f"policy - {REFERENCE} (s), 95% task-bootstrap interval")
     ax.set_title("difference at matched budget (left of 0: policy cheaper)", fontsize=10)
@@ -597,8 +617,8 @@ def _run_jobs(
 
 def _best_online(summary: pd.DataFrame) -> list[str]:
     """The online, budget-matched policy (not the reference) with the lowest mean cost."""
-    online = summary["policy"].map(lambda p: entry(p).role is Role.ONLINE)
-    cand = summary[summary["budget_matched"] & online & (summary["policy"] != REFERENCE)]
+    cand = summary[summary["budget_matched"] & (summary["role"] == Role.ONLINE)
+                   & (summary["policy"] != REFERENCE)]
     if cand.empty:
         return []
     return [str(cand.groupby("policy")["tfc"].mean().idxmin())]
@@ -622,6 +642,7 @@ def _log_children(client: Any, exp_id: str, parent_id: str, res: pd.DataFrame, f
             "ripplecp.budget_kind": str(g["budget_kind"].iloc[0]),
             "ripplecp.split": str(fold), "ripplecp.label_set_hash": h,
             "ripplecp.budget_matched": str(bool(g["budget_matched"].all())),
+            "ripplecp.role": str(g["role"].iloc[0]),
             "ripplecp.budget_amount": f"{g['budget_amount'].iloc[0]:g}",
             "ripplecp.test_tasks": ",".join(g["task_id"])[:4000],
         })

@@ -195,7 +195,8 @@ class Evaluator:
         seeds: Sequence[int] = (0,), granularity: str | None = None,
     ) -> pd.DataFrame:
         """One row per task: metrics under ``setting`` averaged over ``seeds`` (stochastic
-        policies); the ``checkpoints`` column shows the first seed's placement."""
+        policies), the policy's ``role``; the ``checkpoints`` column shows the first seed's
+        placement."""
         if len(seeds) == 0:
             raise ValueError("evaluate: give at least one seed")
         budget = setting.budget
@@ -215,7 +216,7 @@ class Evaluator:
                 dict(
                     task_id=task_id, repo=pl.repo, policy=pl.policy,
                     budget=budget.label(), budget_kind=budget.kind, budget_amount=budget.amount,
-                    budget_matched=pl.budget_matched, n_seeds=len(seeds),
+                    budget_matched=pl.budget_matched, role=str(policy.role), n_seeds=len(seeds),
                     checkpoints=" ".join(map(str, first.checkpoints)), **m,
                 )
             )

@@ -3,9 +3,10 @@
 :func:`compare` takes the per-task results of :meth:`ripplecp_policy.evaluation.Evaluator.evaluate`
 and gives one :class:`Verdict` per (policy, budget) against the reference (first-boundary by
 default): the paired per-task difference with a task-bootstrap interval, "yes" only when the
-whole interval is below zero. It refuses when budgets were not matched (either side ran
-without a matched budget, the caps differ, or the policy outspends the reference beyond
-tolerance), never printing a verdict for an unfair comparison.
+whole interval is below zero. Only online policies get verdicts: offline limits and
+unmatched references are shown beside them, never judged. It refuses when budgets were not
+matched (either side ran without a matched budget, the caps differ, or the policy outspends
+the reference beyond tolerance), never printing a verdict for an unfair comparison.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ripplecp_policy.policy import Role
 from ripplecp_policy.stats import paired_task_difference
 
 
@@ -105,6 +107,27 @@ def interquartile_mean(x: Sequence[float] | np.ndarray) -> float:
     return float(trim_mean(arr, 0.25)) if arr.size else math.nan
 
 
+def paired_contrast(
+    pol: pd.DataFrame, ref: pd.DataFrame, metric: str = "total_failure_cost", *,
+    n_resamples: int = 10_000, seed: int = 20260818, confidence_level: float = 0.95,
+) -> dict[str, float] | None:
+    """The paired per-task difference ``policy - reference`` of ``metric`` between two
+    result sets at one budget: mean with a task-bootstrap interval (``diff``, ``low``,
+    ``high``), ``n_tasks``, the IQM over repositories of the per-repository mean difference,
+    and the probability of improvement. None with fewer than two paired tasks."""
+    a = pol.set_index("task_id")[metric].astype(float)
+    b = ref.set_index("task_id")[metric].astype(float)
+    a, b = a.align(b, join="inner")
+    if len(a) < 2:
+        return None
+    iv = paired_task_difference(a, b, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level)
+    repos = pol.set_index("task_id")["repo"].reindex(a.index)
+    per_repo = (a - b).groupby(repos).mean()
+    return {"diff": float(iv.estimate), "low": float(iv.low), "high": float(iv.high),
+            "n_tasks": len(a), "iqm_repo_diff": interquartile_mean(per_repo.to_numpy()),
+            "p_improvement": probability_of_improvement(a, b)}
+
+
 def compare(
     results: pd.DataFrame,
     reference: str = "first-boundary",
@@ -117,25 +140,30 @@ def compare(
     seed: int = 20260818,
     confidence_level: float = 0.95,
 ) -> list[Verdict]:
-    """Verdicts for every (policy, budget) in ``results`` against ``reference``.
+    """Verdicts for every online (policy, budget) in ``results`` against ``reference``.
 
     ``results`` has one row per (task, policy, budget) as returned by
-    :meth:`Evaluator.evaluate`. A verdict is **refused** when either side ran without a
-    matched budget, when the budget caps differ, or when the policy's mean spend exceeds
-    the reference's by more than ``tolerance`` (a fraction of the budget); with
-    ``symmetric=True`` underspending beyond tolerance is refused too. (Spending less under
-    the same cap is allowed by default: winning with fewer checkpoints is a fair win.)
-    With ``strict=True`` a refusal raises :class:`MismatchedBudgetError` instead. The
-    difference (policy - reference, per task, paired) gets a task-bootstrap interval; "yes"
-    only when the whole interval is below zero.
+    :meth:`Evaluator.evaluate`, whose ``role`` column says what each policy is: only online
+    policies get a verdict; offline limits (oracle, optimum) and unmatched references
+    (every-boundary) get none — they are limits and scale, not candidates. A verdict is
+    **refused** when either side ran without a matched budget, when the budget caps differ,
+    or when the policy's mean spend exceeds the reference's by more than ``tolerance`` (a
+    fraction of the budget); with ``symmetric=True`` underspending beyond tolerance is
+    refused too. (Spending less under the same cap is allowed by default: winning with
+    fewer checkpoints is a fair win.) With ``strict=True`` a refusal raises
+    :class:`MismatchedBudgetError` instead. The difference (policy - reference, per task,
+    paired; :func:`paired_contrast`) gets a task-bootstrap interval; "yes" only when the
+    whole interval is below zero.
     """
     out: list[Verdict] = []
     if reference not in set(results["policy"]):
         raise ValueError(f"reference policy {reference!r} is not in the results")
+    if "role" not in results.columns:
+        raise ValueError("compare: results lack the 'role' column (Evaluator.evaluate writes it)")
     for budget, by_budget in results.groupby("budget", sort=False):
         ref = by_budget[by_budget["policy"] == reference]
         for pol_name, pol in by_budget.groupby("policy", sort=False):
-            if pol_name == reference:
+            if pol_name == reference or (pol["role"] != Role.ONLINE).any():
                 continue
             if ref.empty:
                 reason = f"no {reference} results at budget {budget}"
@@ -153,22 +181,15 @@ def compare(
                 v.reason = reason
                 out.append(v)
                 continue
-            a = pol.set_index("task_id")[metric].astype(float)
-            b = ref.set_index("task_id")[metric].astype(float)
-            a, b = a.align(b, join="inner")
-            if len(a) < 2:
-                v.reason = f"only {len(a)} paired task(s)"
+            c = paired_contrast(pol, ref, metric, n_resamples=n_resamples, seed=seed,
+                                confidence_level=confidence_level)
+            if c is None:
+                paired = len(set(pol["task_id"]) & set(ref["task_id"]))
+                v.reason = f"only {paired} paired task(s)"
                 out.append(v)
                 continue
-            iv = paired_task_difference(
-                a, b, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level
-            )
-            repos = pol.set_index("task_id")["repo"].reindex(a.index)
-            per_repo = (a - b).groupby(repos).mean()
-            v.diff, v.low, v.high = float(iv.estimate), float(iv.low), float(iv.high)
-            v.n_tasks = len(a)
-            v.iqm_repo_diff = interquartile_mean(per_repo.to_numpy())
-            v.p_improvement = probability_of_improvement(a, b)
+            v.diff, v.low, v.high, v.n_tasks = c["diff"], c["low"], c["high"], int(c["n_tasks"])
+            v.iqm_repo_diff, v.p_improvement = c["iqm_repo_diff"], c["p_improvement"]
             v.status = "yes" if v.high < 0 else "no"
             if v.status == "no":
                 v.reason = (

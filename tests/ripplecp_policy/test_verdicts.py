@@ -5,21 +5,23 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from ripplecp_policy.policy import Role
 from ripplecp_policy.verdicts import (
     MismatchedBudgetError,
     compare,
     interquartile_mean,
+    paired_contrast,
     probability_of_improvement,
 )
 
 
 def _results(policy: str, costs: list[float], spend: float, amount: float = 2.0,
-             matched: bool = True) -> pd.DataFrame:
+             matched: bool = True, role: Role = Role.ONLINE) -> pd.DataFrame:
     n = len(costs)
     return pd.DataFrame(dict(
         task_id=[f"t{i}" for i in range(n)], repo=[f"r{i % 3}" for i in range(n)], policy=policy,
         budget="2ckpt", budget_kind="count", budget_amount=amount, budget_matched=matched,
-        total_failure_cost=costs, spend=spend,
+        role=str(role), total_failure_cost=costs, spend=spend,
     ))
 
 
@@ -55,6 +57,23 @@ def test_matched_comparison_gives_a_verdict_with_interval():
     assert b.p_improvement == 1.0
     assert verdicts["worse"].status == "no"
     assert "beats first-boundary at matched budget 2ckpt: no" in verdicts["worse"].text()
+
+
+def test_only_online_policies_get_verdicts():
+    """Offline limits and unmatched references are shown beside the verdicts, never judged;
+    their paired difference to the reference is still there to be shown."""
+    ref = _results("first-boundary", [100, 110, 120, 130, 140, 150], spend=2.0)
+    online = _results("learned", [90, 101, 108, 121, 133, 140], spend=2.0)
+    optimum = _results("optimum", [80, 90, 100, 110, 120, 130], spend=2.0, role=Role.OFFLINE)
+    every = _results("every-boundary", [70, 80, 90, 100, 110, 120], spend=6.0, amount=99.0,
+                     matched=False, role=Role.REFERENCE)
+    res = pd.concat([ref, online, optimum, every])
+    assert [v.policy for v in compare(res, n_resamples=500)] == ["learned"]
+    c = paired_contrast(optimum, ref, n_resamples=500)
+    assert c["diff"] == pytest.approx(-20.0) and c["high"] < 0 and c["n_tasks"] == 6
+    assert paired_contrast(optimum.head(1), ref, n_resamples=500) is None
+    with pytest.raises(ValueError, match="'role' column"):
+        compare(res.drop(columns="role"), n_resamples=500)
 
 
 def test_probability_of_improvement_counts_ties_as_half():
