@@ -257,7 +257,7 @@ def placement_metrics(tc: TaskCosts, checkpoints: Iterable[int]) -> dict[str, fl
     avoided = ex(J0 - J)
     price = failure_cost(created, rl, J)
     return {
-        "total_failure_cost": ex(nominal + created + rl + J),
+        "total_failure_cost": ex(nominal + price),
         "lost_work_s": ex(J),
         "recovery_efficiency": avoided / overhead if overhead > 0 else math.nan,
         "redo_avoided_s": avoided,
