@@ -90,12 +90,19 @@ def _spend_mismatch(
     return ""
 
 
+#: costs within this relative difference are a tie (sums of the same seconds in another
+#: order, or a mean over seeds of one placement, differ by rounding alone)
+TIE_RTOL = 1e-9
+
+
 def probability_of_improvement(policy_cost: pd.Series, reference_cost: pd.Series) -> float:
-    """Fraction of tasks where the policy is cheaper than the reference (ties count 0.5)."""
+    """Fraction of tasks where the policy is cheaper than the reference; ties (equal up to
+    :data:`TIE_RTOL`) count 0.5."""
     a, b = policy_cost.align(reference_cost, join="inner")
     if len(a) == 0:
         return math.nan
-    return float(((a < b).sum() + 0.5 * (a == b).sum()) / len(a))
+    tie = np.isclose(a.to_numpy(float), b.to_numpy(float), rtol=TIE_RTOL, atol=0.0)
+    return float((((a < b).to_numpy() & ~tie).sum() + 0.5 * tie.sum()) / len(a))
 
 
 def interquartile_mean(x: Sequence[float] | np.ndarray) -> float:

@@ -80,6 +80,9 @@ def test_probability_of_improvement_counts_ties_as_half():
     a = pd.Series([1.0, 2.0, 3.0, 4.0], index=list("abcd"))
     b = pd.Series([2.0, 2.0, 1.0, 5.0], index=list("abcd"))
     assert probability_of_improvement(a, b) == pytest.approx((2 + 0.5) / 4)
+    # rounding is no improvement: a mean over seeds of the same placement is a tie
+    c = pd.Series([0.1 + 0.2, 5.0], index=list("ab"))
+    assert probability_of_improvement(c, pd.Series([0.3, 5.0 + 1e-12], index=list("ab"))) == 0.5
 
 
 def test_interquartile_mean_ignores_the_tails():
