@@ -15,6 +15,7 @@ from experiments.matched_budget import (
     Args,
     format_table,
     parse_args,
+    policies_for,
     resolve_budget,
     safe_key,
     summarise,
@@ -37,6 +38,16 @@ def test_defaults_are_the_embedded_study():
     q2 = parse_args(["--quick", "--families", "swe-pilot", "--budgets", "count:1,bytes:2x", "--seed", "3"])
     assert q2.families == ("swe-pilot",) and q2.budgets == ("count:1", "bytes:2x") and q2.seed == 3
     assert parse_args(["--no-learned", "--no-mlflow"]).learned is False
+
+
+def test_the_study_runs_the_registered_policies():
+    from baselines import BASELINES
+    from ripplecp_policy.learned import LEARNED
+
+    study = [e.name for e in LEARNED if e.in_study]
+    pols, learned = policies_for(parse_args(["--quick"]))
+    assert [p.name for p in pols] == [e.name for e in BASELINES] + study and learned == study
+    assert policies_for(parse_args(["--no-learned"]))[1] == []
 
 
 def test_budget_specs(make_label_set):

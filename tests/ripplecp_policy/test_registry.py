@@ -6,9 +6,6 @@ import optuna
 import pytest
 
 from baselines import BASELINES, EveryBoundary, all_baselines
-from experiments.matched_budget import parse_args, policies_for
-from experiments.train_policies import KINDS, make_policy
-from experiments.train_policies import parse_args as train_args
 from ripplecp_policy.learned import LEARNED, AdvantageRegressorPolicy, default_learned_policies
 from ripplecp_policy.policy import PlacementPolicy, Role
 from ripplecp_policy.registry import entries, entry, entry_for, register
@@ -48,18 +45,10 @@ def test_learned_entries_carry_their_search_space_and_make_fresh_policies():
     assert all(e.space is None for e in BASELINES)
 
 
-def test_studies_training_and_defaults_read_the_registry():
-    assert KINDS == tuple(e.key for e in LEARNED)
-    args = train_args(["--quick", "--device", "cpu", "--seed", "3"])
-    for kind in KINDS:
-        pol = make_policy(kind, args)
-        assert entry_for(pol).key == kind and pol.get_params()["random_state"] == 3
+def test_the_default_lists_read_the_registry():
     assert [p.name for p in all_baselines()] == [e.name for e in BASELINES]
     study = [e.name for e in LEARNED if e.in_study]
     assert [p.name for p in default_learned_policies(quick=True)] == study
-    pols, learned = policies_for(parse_args(["--quick"]))
-    assert [p.name for p in pols] == [e.name for e in BASELINES] + study and learned == study
-    assert policies_for(parse_args(["--no-learned"]))[1] == []
 
 
 def test_lookups_name_what_is_registered():
@@ -81,3 +70,11 @@ def test_a_report_name_is_registered_once():
         register("another-first", lambda seed=0, quick=False, device="cpu": Twin())
     with pytest.raises(TypeError, match="not a PlacementPolicy"):
         register("bad", lambda seed=0, quick=False, device="cpu": object())
+
+
+def test_default_learned_policies_are_unfitted_policies() -> None:
+    pols = default_learned_policies(seed=5, quick=True)
+    assert len(pols) >= 3 and all(isinstance(p, PlacementPolicy) for p in pols)
+    assert all(p.get_params().get("random_state") == 5 for p in pols)
+    assert not any(hasattr(p, "is_fitted_") for p in pols)
+    assert len({p.name for p in pols}) == len(pols)
