@@ -28,7 +28,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
-from baselines._tuning import quantile_grid, tune_fitted
+from baselines.grid import quantile_grid, tune_fitted
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.policy import BoundaryObservation, PlacementPolicy, Setting, as_setting
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from baselines._tuning import quantile_grid, tune_fitted
+from baselines.grid import quantile_grid, tune_fitted
 from ripplecp_policy.policy import BoundaryObservation, PlacementPolicy, Setting, as_setting
 
 if TYPE_CHECKING:

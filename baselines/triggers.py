@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from baselines._tuning import quantile_grid, tune_fitted
+from baselines.grid import quantile_grid, tune_fitted
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.policy import BoundaryObservation, PlacementPolicy, Setting, as_setting
 

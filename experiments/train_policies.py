@@ -32,10 +32,10 @@ import pandas as pd
 from baselines import FirstBoundary
 from oracle.labels import STRATA
 from oracle.tables import LabelSet
-from ripplecp_policy.datasets import advantage_table, replays
+from ripplecp_policy.datasets import replays
 from ripplecp_policy.evaluation import Evaluator
 from ripplecp_policy.export import example_frame, log_policy_model
-from ripplecp_policy.learned import LEARNED, FittedQPolicy, value_error_summary
+from ripplecp_policy.learned import LEARNED
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting
 from ripplecp_policy.registry import entry
 from ripplecp_policy.splits import SplitAudit, leave_one_repo_out
@@ -139,18 +139,9 @@ def fit_tuned(kind: str, args: Args, train: LabelSet, setting: Setting, *, log_t
 
 
 def fold_metrics(policy: PlacementPolicy, test: LabelSet, setting: Setting) -> dict[str, float]:
-    """Held-out model quality: advantage error and within-stratum rank, or fitted-Q value error."""
-    if isinstance(policy, FittedQPolicy):
-        m = value_error_summary(policy.value_report(test, setting))
-        m["fqi_iterations"] = float(len(policy.convergence_))
-        m["fqi_final_delta"] = float(policy.convergence_["max_abs_delta"].iloc[-1])
-        m["fqi_converged"] = float(policy.converged_)
-        m["fqi_transitions"] = float(policy.n_transitions_)
-        return m
-    table = advantage_table(test, replays(test, setting, policy.feature_fn))
-    m = policy.report(table)
-    m["threshold"] = float(policy.threshold_)
-    return m
+    """Held-out model quality, as the policy reports it (``heldout_metrics``): advantage error
+    and within-stratum rank, or fitted-Q value error and convergence."""
+    return policy.heldout_metrics(test, setting)
 
 
 def verdict_lines(results: pd.DataFrame, reference_kind: str | None, names: dict[str, str]) -> list[str]:
@@ -236,7 +227,7 @@ def run_study(args: Args) -> dict[str, Any]:
                             imp = policy.feature_importances().sort_values(ascending=False)
                             mlflow.log_dict({k: float(v) for k, v in imp.items()}, "feature_importances.json")
                         _log_fold_model(policy)
-                        if isinstance(policy, FittedQPolicy):
+                        if hasattr(policy, "convergence_"):  # iterative fits log their convergence
                             for row in policy.convergence_.itertuples():
                                 mlflow.log_metric("fqi_max_abs_delta", row.max_abs_delta, step=int(row.iteration))
                         per_fold.append({"kind": kind, "fold": fold.index, "held_out": fold.held_out, **m})

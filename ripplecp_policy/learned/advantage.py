@@ -239,6 +239,12 @@ class _ScoredPolicy(PlacementPolicy):
         """Error and within-stratum rank quality of the advantage scores on ``table``."""
         return rank_report(table.y, self.score_frame(table.X), table.frame["stratum"].to_numpy())
 
+    def heldout_metrics(self, data: LabelSet, setting: Setting) -> dict[str, float]:
+        """Model quality on held-out ``data`` under ``setting``: :meth:`report` of its
+        advantage table, and the threshold in use."""
+        table = advantage_table(data, replays(data, setting, self.feature_fn))
+        return {**self.report(table), "threshold": float(self.threshold_)}
+
     def feature_importances(self) -> pd.Series:
         """Gain importances (trees) or |standardized coefficient| (linear), summing to 1."""
         m = self.model_

@@ -325,6 +325,16 @@ class FittedQPolicy(PlacementPolicy):
             )
         return pd.DataFrame(rows)
 
+    def heldout_metrics(self, data: LabelSet, setting: Setting | None = None) -> dict[str, float]:
+        """Value quality on held-out ``data`` (:func:`value_error_summary` of
+        :meth:`value_report`) and the fit's convergence."""
+        m = value_error_summary(self.value_report(data, setting))
+        m["fqi_iterations"] = float(len(self.convergence_))
+        m["fqi_final_delta"] = float(self.convergence_["max_abs_delta"].iloc[-1])
+        m["fqi_converged"] = float(self.converged_)
+        m["fqi_transitions"] = float(self.n_transitions_)
+        return m
+
     def feature_importances(self) -> pd.Series:
         """Impurity / gain importances over the state, remaining budget and action, summing to 1."""
         names = [*self.feature_names_, "fqi__remaining", "fqi__action"]

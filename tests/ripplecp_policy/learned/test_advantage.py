@@ -33,6 +33,7 @@ def test_regressor_learns_regimes_and_sets_threshold_on_validation(toy_fold, mod
     # held-out rank quality reported beside error, never pooled
     rep = pol.report(advantage_table(test))
     assert {"rmse", "mae", "spearman_first", "spearman_additional", "spearman_within"} <= set(rep)
+    assert pol.heldout_metrics(test, SETTING) == {**rep, "threshold": pol.threshold_}
     # predicted advantage of a first checkpoint beats that of an additional one
     table = advantage_table(test)
     s = pol.score_frame(table.X)

@@ -77,6 +77,8 @@ def test_value_report_on_held_out_tasks(fitted) -> None:
     assert np.isfinite(rep[["predicted_s", "executed_s"]].to_numpy()).all()
     s = value_error_summary(rep)
     assert s["value_mae_s"] >= abs(s["value_bias_s"])
+    m = pol.heldout_metrics(test)  # what training reports per fold
+    assert m["value_mae_s"] == pytest.approx(s["value_mae_s"]) and m["fqi_iterations"] == len(pol.convergence_)
 
 
 def test_fqi_feature_importances_cover_state_and_action(fitted) -> None:
