@@ -1,22 +1,18 @@
 """Matched-budget evaluation of placement policies against measured recovery tables.
 
 A policy is scored by the *exact* cost of its placement under the recovery table, never
-by a proxy (paper, Appendix F). For failure f (striking during segment f, after boundary
-f-1) the placement costs the creation of its checkpoints before f plus the measured
-recovery J(last, f) from the latest of them (0 = pristine), plus the restore latency of
-that restore point. The expectation is over a failure distribution: uniform over the
-measured failures by default, or a hazard such as "proportional to nominal segment
-duration".
+by a proxy (paper, Appendix F): the one price of :mod:`ripplecp_policy.pricing` (creation of
+the checkpoints before the failure + restore latency of the restore point used + measured
+recovery from it), in expectation over the setting's failure model.
 
-Online policies are walked boundary by boundary by the one episode runner
-(:mod:`ripplecp_policy.episode`): at boundary b the prefix walk has seen the nominal
-trajectory's events up to the boundary's event (prefix only), the policy decides and is
-charged the measured cost; a checkpoint that does not fit the remaining budget is refused.
-Offline limits (``policy.role``: oracle, clairvoyant optimum) receive the table's cost
-arrays. Every run is under a :class:`~ripplecp_policy.policy.Setting` (budget, failure model,
-features), the one the policy was fitted under.
-The :class:`Evaluator` holds the caches (per-task cost arrays, prefix features per placement
-history, optima) every episode of a label set shares.
+Every run is under a :class:`~ripplecp_policy.policy.Setting` (budget, failure model,
+features), the one the policy was fitted under. Online policies are walked boundary by
+boundary by the one episode runner (:mod:`ripplecp_policy.episode`): at boundary b the prefix
+walk has seen the nominal trajectory's events up to the boundary's event, the policy decides
+and is charged the measured cost; a checkpoint that does not fit the remaining budget is
+refused. Offline limits (oracle, clairvoyant optimum) receive the table's cost arrays. The
+:class:`Evaluator` holds the caches (cost arrays per failure model, prefix features per
+feature configuration and placement history, optima) every episode on a label set shares.
 
 Metrics (Appendix F) are reported side by side and never folded into one scalar:
 LostWork, RecoveryEfficiency, TotalFailureCost, task completion, repeated tokens and tool
