@@ -1,10 +1,14 @@
 """Baseline placement policies of the RippleCP paper's Appendix F, and the offline limits.
 
 Every baseline is a :class:`ripplecp_policy.policy.PlacementPolicy` (scikit-learn
-contract). :func:`all_baselines` returns one of each, in report order.
+contract) and is registered once in :data:`BASELINES` (:mod:`ripplecp_policy.registry`),
+in report order; :func:`all_baselines` makes one of each. Baselines that tune a parameter do so in
+``fit`` on the training tasks (no Optuna search space).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from baselines.failure_risk import FailureRisk
 from baselines.offline import ClairvoyantOptimum, OraclePolicy
@@ -12,27 +16,38 @@ from baselines.simple import EveryBoundary, FirstBoundary, FixedK, NoCheckpoint,
 from baselines.time_based import TimeBased
 from baselines.triggers import Progress, StateChange
 from ripplecp_policy.policy import PlacementPolicy
+from ripplecp_policy.registry import Factory, PolicyEntry, register
 
 __all__ = [
     "ClairvoyantOptimum", "EveryBoundary", "FailureRisk", "FirstBoundary", "FixedK",
     "NoCheckpoint", "OraclePolicy", "Progress", "RandomPolicy", "StateChange", "TimeBased",
-    "all_baselines",
+    "BASELINES", "all_baselines",
 ]
 
 
-def all_baselines(seed: int = 0, *, hazard: str = "uniform") -> list[PlacementPolicy]:
-    """One instance of every baseline, unfitted; ``hazard`` must match the evaluation's."""
-    return [
-        FirstBoundary(),
-        NoCheckpoint(),
-        EveryBoundary(),
-        FixedK(),
-        TimeBased(mode="young_daly", hazard=hazard),
-        TimeBased(mode="tuned", hazard=hazard),
-        StateChange(hazard=hazard),
-        Progress(),
-        FailureRisk(random_state=seed, hazard=hazard),
-        RandomPolicy(),
-        OraclePolicy(hazard=hazard),
-        ClairvoyantOptimum(hazard=hazard),
-    ]
+def _fixed(cls: type[PlacementPolicy], **params: Any) -> Factory:
+    """The factory of a baseline that takes no seed, model size or device."""
+    return lambda seed=0, quick=False, device="cpu": cls(**params)
+
+
+#: every baseline, registered once in report order (the registry's baseline entries)
+BASELINES: tuple[PolicyEntry, ...] = (
+    register("first-boundary", _fixed(FirstBoundary)),
+    register("no-checkpoint", _fixed(NoCheckpoint)),
+    register("every-boundary", _fixed(EveryBoundary)),
+    register("fixed-k", _fixed(FixedK)),
+    register("time-young-daly", _fixed(TimeBased, mode="young_daly")),
+    register("time-tuned", _fixed(TimeBased, mode="tuned")),
+    register("state-change", _fixed(StateChange)),
+    register("progress", _fixed(Progress)),
+    register("failure-risk", lambda seed=0, quick=False, device="cpu": FailureRisk(random_state=seed)),
+    register("random", _fixed(RandomPolicy)),
+    register("oracle", _fixed(OraclePolicy)),
+    register("optimum", _fixed(ClairvoyantOptimum)),
+)
+
+
+def all_baselines(seed: int = 0) -> list[PlacementPolicy]:
+    """One instance of every registered baseline, unfitted, in report order (the setting
+    reaches them through ``fit``)."""
+    return [e.make(seed=seed) for e in BASELINES]

@@ -28,9 +28,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
-from baselines._tuning import quantile_grid, tune_fitted
+from baselines.grid import quantile_grid, tune_fitted
 from ripplecp_policy.evaluation import evaluator_for
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.policy import BoundaryObservation, PlacementPolicy, Setting, as_setting
 
 if TYPE_CHECKING:
     from features.schema import Event
@@ -68,24 +68,23 @@ class FailureRisk(PlacementPolicy):
         threshold: float | None = None,
         C: float = 1.0,
         random_state: int = 0,
-        hazard: str = "uniform",
     ) -> None:
         self.horizon = horizon
         self.threshold = threshold
         self.C = C
         self.random_state = random_state
-        self.hazard = hazard
 
-    def fit(self, data: LabelSet, budget: Budget | None = None) -> FailureRisk:
+    def fit(self, data: LabelSet, setting: Setting | None = None) -> FailureRisk:
+        setting = as_setting(setting)
         if int(self.horizon) < 1:
             raise ValueError(f"FailureRisk: horizon must be >= 1, got {self.horizon}")
-        ev = evaluator_for(data, hazard=self.hazard)
+        ev = evaluator_for(data)
         rows, y, names = [], [], None
         for t in data.task_ids:
             tc = ev.costs(t)
             events = data.trajectories[t].events
             for b in range(1, tc.n_boundaries + 1):
-                f = ev.features_at(t, b, ())
+                f = ev.features_at(t, b, (), setting.features)
                 if names is None:
                     names = risk_feature_names(sorted(f))
                 rows.append([f.get(n, math.nan) for n in names])
@@ -116,17 +115,14 @@ class FailureRisk(PlacementPolicy):
         else:  # one class only: a constant risk
             self.model_ = None
             risks = np.full(len(X), self.base_rate_)
-        self.is_fitted_ = True
         if self.threshold is not None:
             self.threshold_ = float(self.threshold)
-        elif budget is None:
+        elif setting.budget is None:
             self.threshold_ = 0.5
         else:
             grid = sorted(set(quantile_grid(risks)) | {float(np.max(risks, initial=1.0)) + 1e-9}, reverse=True)
-            self.threshold_, self.tuning_scores_ = tune_fitted(
-                self, "threshold_", grid, data, budget, self.hazard
-            )
-        return self
+            self.threshold_, self.tuning_scores_ = tune_fitted(self, "threshold_", grid, data, setting)
+        return super().fit(data, setting)
 
     def _risk_matrix(self, X: np.ndarray) -> np.ndarray:
         X = np.where(np.isnan(X), self.fill_[None, :], X)

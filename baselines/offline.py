@@ -4,41 +4,35 @@
 it adds the candidate whose measured advantage given the checkpoints already chosen —
 the drop in expected placement cost J(c-, f) - J(t, f) - C(t) over the failures it
 serves — is largest, while positive and within budget. ``ClairvoyantOptimum`` is the
-exact dynamic program (:func:`ripplecp_policy.evaluation.optimal_placement`): the limit
-every policy's regret is measured against. Their ``hazard`` must match the evaluation's.
+exact dynamic program (:func:`ripplecp_policy.pricing.optimal_placement`): the limit
+every policy's regret is measured against. Both read the task's cost arrays the runner
+hands them, priced under the evaluated failure model.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
-from ripplecp_policy.evaluation import TaskCosts, optimal_placement, placement_objective
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
-
-if TYPE_CHECKING:
-    from oracle.tables import RecoveryTable
+from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Role
+from ripplecp_policy.pricing import TaskCosts, fits, optimal_placement, placement_objective
 
 
 class _Offline(PlacementPolicy):
-    offline = True
+    role = Role.OFFLINE
     uses_features = False
 
-    def __init__(self, hazard: str = "uniform") -> None:
-        self.hazard = hazard
-
     def decide(self, obs: BoundaryObservation) -> bool:
-        raise TypeError(f"{self.name} is offline: the runner calls place(recovery_table, budget)")
+        raise TypeError(f"{self.name} is offline: the runner calls place(costs, budget)")
 
-    def place(self, table: RecoveryTable, budget: Budget) -> list[int]:
+    def place(self, costs: TaskCosts, budget: Budget) -> list[int]:
         raise NotImplementedError
 
 
 class OraclePolicy(_Offline):
     """Greedy by measured marginal advantage (unattainable: it reads the recovery table)."""
 
-    def place(self, table: RecoveryTable, budget: Budget) -> list[int]:
-        tc = TaskCosts.from_recovery_table(table, self.hazard)
+    def place(self, costs: TaskCosts, budget: Budget) -> list[int]:
+        tc = costs
         charge = tc.charges(budget)
         chosen: list[int] = []
         spent = 0.0
@@ -46,7 +40,7 @@ class OraclePolicy(_Offline):
         while True:
             best_gain, best_t = 0.0, None
             for t in range(1, tc.n_boundaries + 1):
-                if t in chosen or spent + charge[t] > budget.amount * (1 + 1e-9) + 1e-12:
+                if t in chosen or not fits(spent, charge[t], budget.amount):
                     continue
                 v = placement_objective(tc, [*chosen, t])
                 gain = current - v if not math.isnan(v) else -math.inf
@@ -66,9 +60,8 @@ class OraclePolicy(_Offline):
 class ClairvoyantOptimum(_Offline):
     """The exact optimum over the recovery table under the budget (dynamic program)."""
 
-    def place(self, table: RecoveryTable, budget: Budget) -> list[int]:
-        tc = TaskCosts.from_recovery_table(table, self.hazard)
-        return optimal_placement(tc, budget)[0]
+    def place(self, costs: TaskCosts, budget: Budget) -> list[int]:
+        return optimal_placement(costs, budget)[0]
 
     @property
     def name(self) -> str:

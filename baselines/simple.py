@@ -2,7 +2,7 @@
 
 First-boundary is the paper's bar (Section 6, Appendix D): spend the budget on the
 earliest safe boundaries. Every-boundary is an upper-overhead reference and is run
-*without* a matched budget (``budget_matched = False``); its verdicts are refused.
+*without* a matched budget (its role: an unmatched reference); it is shown, never judged.
 """
 
 from __future__ import annotations
@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.policy import (
+    BoundaryObservation,
+    Budget,
+    PlacementPolicy,
+    Role,
+    Setting,
+    as_setting,
+)
 
 if TYPE_CHECKING:
     from oracle.tables import LabelSet
@@ -34,7 +41,7 @@ class EveryBoundary(PlacementPolicy):
     """Checkpoint at every candidate: the upper-overhead reference, not budget-matched."""
 
     uses_features = False
-    budget_matched = False
+    role = Role.REFERENCE
 
     def decide(self, obs: BoundaryObservation) -> bool:
         return True
@@ -85,7 +92,8 @@ class FixedK(PlacementPolicy):
         self.k = k
         self.default_k = default_k
 
-    def fit(self, data: LabelSet, budget: Budget | None = None) -> FixedK:
+    def fit(self, data: LabelSet, setting: Setting | None = None) -> FixedK:
+        budget = as_setting(setting).budget
         if self.k is not None:
             if int(self.k) < 1:
                 raise ValueError(f"FixedK: k must be >= 1, got {self.k}")
@@ -102,8 +110,7 @@ class FixedK(PlacementPolicy):
                 if gap < best - 1e-12:
                     best, best_k = gap, k
             self.k_ = int(best_k)
-        self.is_fitted_ = True
-        return self
+        return super().fit(data, setting)
 
     def decide(self, obs: BoundaryObservation) -> bool:
         k = getattr(self, "k_", self.k or self.default_k)
@@ -130,14 +137,13 @@ class RandomPolicy(PlacementPolicy):
     def __init__(self, horizon: int | None = None) -> None:
         self.horizon = horizon
 
-    def fit(self, data: LabelSet, budget: Budget | None = None) -> RandomPolicy:
+    def fit(self, data: LabelSet, setting: Setting | None = None) -> RandomPolicy:
         if self.horizon is not None:
             self.horizon_ = int(self.horizon)
         else:
             counts = data.checkpoints.groupby("task_id").size()
             self.horizon_ = int(np.median(counts)) if len(counts) else 1
-        self.is_fitted_ = True
-        return self
+        return super().fit(data, setting)
 
     def decide(self, obs: BoundaryObservation) -> bool:
         u = float(self._rng.random())

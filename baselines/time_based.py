@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from baselines._tuning import quantile_grid, tune_fitted
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from baselines.grid import quantile_grid, tune_fitted
+from ripplecp_policy.policy import BoundaryObservation, PlacementPolicy, Setting, as_setting
 
 if TYPE_CHECKING:
     from oracle.tables import LabelSet
@@ -37,15 +37,14 @@ class TimeBased(PlacementPolicy):
         interval_s: float | None = None,
         checkpoint_s: float | None = None,
         mtbf_s: float | None = None,
-        hazard: str = "uniform",
     ) -> None:
         self.mode = mode
         self.interval_s = interval_s
         self.checkpoint_s = checkpoint_s
         self.mtbf_s = mtbf_s
-        self.hazard = hazard
 
-    def fit(self, data: LabelSet, budget: Budget | None = None) -> TimeBased:
+    def fit(self, data: LabelSet, setting: Setting | None = None) -> TimeBased:
+        setting = as_setting(setting)
         if self.mode not in ("young_daly", "tuned"):
             raise ValueError(f"TimeBased: mode must be 'young_daly' or 'tuned', got {self.mode!r}")
         c = self.checkpoint_s
@@ -59,18 +58,14 @@ class TimeBased(PlacementPolicy):
         self.young_daly_s_ = math.sqrt(2.0 * max(c, 0.0) * max(m, 0.0))
         if self.interval_s is not None:
             self.interval_ = float(self.interval_s)
-        elif self.mode == "young_daly" or budget is None:
+        elif self.mode == "young_daly" or setting.budget is None:
             self.interval_ = self.young_daly_s_
         else:
             times = data.checkpoints["nominal_t_s"].to_numpy(dtype=float)
             grid = [0.0, *quantile_grid(times), self.young_daly_s_]
             grid = sorted(set(grid), reverse=True)  # longest interval (fewest checkpoints) first
-            self.is_fitted_ = True
-            self.interval_, self.tuning_scores_ = tune_fitted(
-                self, "interval_", grid, data, budget, self.hazard
-            )
-        self.is_fitted_ = True
-        return self
+            self.interval_, self.tuning_scores_ = tune_fitted(self, "interval_", grid, data, setting)
+        return super().fit(data, setting)
 
     def reset(self, task_id: str, seed: int = 0) -> None:
         super().reset(task_id, seed)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from baselines._tuning import quantile_grid, tune_fitted
+from baselines.grid import quantile_grid, tune_fitted
 from ripplecp_policy.evaluation import evaluator_for
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.policy import BoundaryObservation, PlacementPolicy, Setting, as_setting
 
 if TYPE_CHECKING:
     from oracle.tables import LabelSet
@@ -36,21 +36,19 @@ class StateChange(PlacementPolicy):
     A boundary where the measure is unknown (NaN) never triggers.
     """
 
-    def __init__(
-        self, measure: str = "auto", threshold: float | None = None, hazard: str = "uniform"
-    ) -> None:
+    def __init__(self, measure: str = "auto", threshold: float | None = None) -> None:
         self.measure = measure
         self.threshold = threshold
-        self.hazard = hazard
 
-    def fit(self, data: LabelSet, budget: Budget | None = None) -> StateChange:
+    def fit(self, data: LabelSet, setting: Setting | None = None) -> StateChange:
+        setting = as_setting(setting)
         if self.measure not in ("auto", *_MEASURES):
             raise ValueError(f"StateChange: measure must be auto, bytes or files, got {self.measure!r}")
-        ev = evaluator_for(data, hazard=self.hazard)
+        ev = evaluator_for(data)
         values: dict[str, list[float]] = {k: [] for k in _MEASURES}
         for t in data.task_ids:
             for b in range(1, ev.costs(t).n_boundaries + 1):
-                f = ev.features_at(t, b, ())
+                f = ev.features_at(t, b, (), setting.features)
                 for k, col in _MEASURES.items():
                     values[k].append(float(f.get(col, math.nan)))
         if self.measure == "auto":
@@ -64,15 +62,11 @@ class StateChange(PlacementPolicy):
         else:
             grid = quantile_grid(values[self.measure_])
             grid = sorted(set(grid), reverse=True) or [0.0]  # highest threshold first
-            if budget is None:
+            if setting.budget is None:
                 self.threshold_ = grid[len(grid) // 2]
             else:
-                self.is_fitted_ = True
-                self.threshold_, self.tuning_scores_ = tune_fitted(
-                    self, "threshold_", grid, data, budget, self.hazard
-                )
-        self.is_fitted_ = True
-        return self
+                self.threshold_, self.tuning_scores_ = tune_fitted(self, "threshold_", grid, data, setting)
+        return super().fit(data, setting)
 
     def decide(self, obs: BoundaryObservation) -> bool:
         v = obs.features.get(self.feature_, math.nan)
@@ -99,13 +93,12 @@ class Progress(PlacementPolicy):
     def __init__(self, signals: tuple[str, ...] = tuple(PROGRESS_SIGNALS)) -> None:
         self.signals = signals
 
-    def fit(self, data: LabelSet, budget: Budget | None = None) -> Progress:
+    def fit(self, data: LabelSet, setting: Setting | None = None) -> Progress:
         bad = [s for s in self.signals if s not in PROGRESS_SIGNALS]
         if bad:
             raise ValueError(f"Progress: unknown signals {bad}; choose from {sorted(PROGRESS_SIGNALS)}")
         self.features_ = [PROGRESS_SIGNALS[s] for s in self.signals]
-        self.is_fitted_ = True
-        return self
+        return super().fit(data, setting)
 
     def decide(self, obs: BoundaryObservation) -> bool:
         names = getattr(self, "features_", [PROGRESS_SIGNALS[s] for s in self.signals])

@@ -14,13 +14,9 @@ import time
 
 import numpy as np
 
-from ripplecp_policy.evaluation import (
-    Evaluator,
-    TaskCosts,
-    brute_force_placement,
-    optimal_placement,
-)
-from ripplecp_policy.policy import Budget
+from ripplecp_policy.evaluation import Evaluator
+from ripplecp_policy.policy import Budget, Setting
+from ripplecp_policy.pricing import TaskCosts, brute_force_placement, optimal_placement
 
 
 def _table(rng: np.random.Generator, b: int) -> TaskCosts:
@@ -63,7 +59,7 @@ def bench_episodes() -> None:
 
     ls = simulate_label_set("long-horizon", tasks_per_repo=2, design="tool_call", repetitions=1, seed=0)
     policy = StateChange(threshold=1.0).fit(ls)
-    budgets = [Budget("count", k) for k in (1, 2, 3)]
+    settings = [Setting(Budget("count", k)) for k in (1, 2, 3)]
     out = {}
     for cache in (False, True):
         ev = Evaluator(ls, cache_features=cache)
@@ -72,9 +68,9 @@ def bench_episodes() -> None:
         t0 = time.perf_counter()
         n = 0
         for _ in range(2):  # a second pass: what tuning and several budgets do
-            for budget in budgets:
+            for setting in settings:
                 for t in ls.task_ids:
-                    ev.run(policy, t, budget)
+                    ev.run(policy, t, setting)
                     n += 1
         out[cache] = (time.perf_counter() - t0) / n
     b = int(ls.tasks["n_boundaries"].mean())

@@ -3,7 +3,7 @@
     python benchmarks/bench_policy.py [--family long-horizon] [--repeats 5] [--skip-study]
 
 Latency is what a runtime pays at each candidate boundary: reading the online features
-("features": ``OnlineFeatureExtractor.features()``), then building the observation and
+("features": ``PrefixWalk.features()``), then building the observation and
 asking the fitted policy ("inference"); the target (p99 <= 1 ms) is on their sum. Feeding
 the events to the extractor happens as they arrive, between boundaries; its cost per
 boundary (all events of a turn at turn granularity) is printed separately ("ingest").
@@ -21,42 +21,37 @@ import time
 
 import numpy as np
 
-from features.online import OnlineFeatureExtractor
+from features.online import PrefixWalk
 from oracle.simulator import simulate_label_set
 from ripplecp_policy.datasets import replays
+from ripplecp_policy.episode import Episode
 from ripplecp_policy.learned import AdvantageRegressorPolicy, FittedQPolicy
-from ripplecp_policy.policy import BoundaryObservation, Budget
+from ripplecp_policy.policy import Budget, Setting
 from ripplecp_policy.splits import leave_one_repo_out
 
 TARGET_P99_US = 1000.0
 
 
 def _walk(policy, task, budget: Budget) -> tuple[list[float], list[float], list[float]]:
-    """One episode as a runtime runs it; per-boundary ingest, feature and inference seconds."""
+    """One episode as a runtime runs it (the prefix walk advanced as events arrive, the
+    episode runner's observation and budget check); per-boundary ingest, feature and
+    inference seconds."""
     ingest_t, feats_t, infer_t = [], [], []
-    ex = OnlineFeatureExtractor()
-    events, pos = task.trajectory.events, 0
-    taken: list[int] = []
-    remaining = budget.amount
+    walk = PrefixWalk(task.trajectory, [task.event_index[b] for b in range(1, task.n_boundaries + 1)])
+    ep = Episode(task.task_id, task.repo, budget)
     policy.reset(task.task_id, 0)
     for b in range(1, task.n_boundaries + 1):
-        idx = task.event_index[b]
         ti = time.perf_counter()
-        while pos < len(events) and events[pos].index <= idx:
-            ex.observe(events[pos])
-            pos += 1
+        walk.advance(b)
         t0 = time.perf_counter()
-        f = ex.features()
+        f = walk.features()
         t1 = time.perf_counter()
         cost = task.charge(b, budget)
-        obs = BoundaryObservation(task.task_id, task.repo, b, idx, f, budget, remaining, len(taken),
-                                  taken[-1] if taken else 0, math.nan, cost, list(taken))
-        take = cost <= remaining and policy.decide(obs)
+        obs = ep.observe(b, event_index=task.event_index[b], features=f, elapsed_s=math.nan, charge=cost)
+        take = policy.decide(obs) and ep.offer(b, cost)
         t2 = time.perf_counter()
         if take:
-            taken.append(b)
-            remaining -= cost
-            ex.mark_checkpoint()
+            walk.extractor.mark_checkpoint()
         ingest_t.append(t0 - ti)
         feats_t.append(t1 - t0)
         infer_t.append(t2 - t1)
@@ -88,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'tot p50':>10}{'tot p99':>10}{'p99/target':>12}{'ingest p50':>12}{'ingest p99':>12}")
     for name, pol in policies.items():
         t0 = time.perf_counter()
-        pol.fit(train, budget)
+        pol.fit(train, Setting(budget))
         fit_s = time.perf_counter() - t0
         ing, fe, inf = [], [], []
         for _ in range(args.repeats):

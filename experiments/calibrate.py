@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from oracle.labels import ADDITIONAL, FIRST, POOLED, STRATA
 from oracle.simulator import SimulatedAgent, simulate_label_set, task_specs
 from oracle.tables import LabelSet
 from ripplecp_policy import stats
@@ -115,8 +116,8 @@ def calibration_checks(ls: LabelSet, pilot: dict[str, Any], n_resamples: int, bo
     ok_rec = rec[~rec["quarantined"].fillna(False).astype(bool)]
     t1 = stats.marginal_value(labels, verified_only=True, n_resamples=n_resamples, seed=boot_seed)
     pub1 = pilot["table1_marginal_value_verified_10_tasks"]
-    for stratum, key in (("first", "first_checkpoint_vs_none"), ("additional", "additional_one_step_later"),
-                         ("pooled", "pooled")):
+    for stratum, key in ((FIRST, "first_checkpoint_vs_none"), (ADDITIONAL, "additional_one_step_later"),
+                         (POOLED, "pooled")):
         p = pub1[key]
         sim = float(t1.at[stratum, "advantage_s"])
         _check(rows, f"T1 {stratum} advantage (s)", sim, p["advantage_s"], *p["ci95"],
@@ -146,7 +147,7 @@ def calibration_checks(ls: LabelSet, pilot: dict[str, Any], n_resamples: int, bo
     _check(rows, "size mean (MB)", float(cps["size_bytes"].mean() / 1e6), sz["mean"], sz["mean"] * 0.85,
            sz["mean"] * 1.15, "+-15%", False)
     ns = stats.noise_to_signal(labels)
-    for stratum in ("first", "additional"):
+    for stratum in STRATA:
         pub = pilot["noise"][stratum]["sd"]
         _check(rows, f"G.4 {stratum} within-cell sd (s)", float(ns.at[stratum, "within_cell_sd"]), pub,
                pub * 0.6, pub * 1.4, "+-40%", False,

@@ -38,15 +38,16 @@ from tqdm.auto import tqdm
 
 from baselines import all_baselines
 from oracle.tables import LabelSet
-from ripplecp_policy.evaluation import Verdict, compare, evaluator_for
+from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.learned import default_learned_policies
-from ripplecp_policy.policy import Budget, PlacementPolicy
+from ripplecp_policy.policy import Budget, PlacementPolicy, Role, Setting
+from ripplecp_policy.registry import entry
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.stats import task_bootstrap
+from ripplecp_policy.verdicts import Verdict, compare, paired_contrast
 
 FAMILIES = ("swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon")
 REFERENCE = "first-boundary"
-OFFLINE = ("oracle", "optimum")
 
 
 @dataclass
@@ -201,28 +202,43 @@ def load_label_sets(args: Args) -> dict[str, LabelSet]:
 
 def priceable(data: LabelSet, hazard: str) -> tuple[LabelSet, list[str]]:
     """Keep the tasks whose recovery table prices every placement; name the dropped ones."""
-    ev = evaluator_for(data, hazard=hazard)
-    keep = [t for t in data.task_ids if ev.costs(t).is_full() and ev.costs(t).n_boundaries > 0]
+    ev = evaluator_for(data)
+    keep = [t for t in data.task_ids if ev.costs(t, hazard).is_full() and ev.costs(t, hazard).n_boundaries > 0]
     dropped = sorted(set(data.task_ids) - set(keep))
     return (data if not dropped else data.subset(keep)), dropped
 
 
 def policies_for(args: Args) -> tuple[list[PlacementPolicy], list[str]]:
-    """Every baseline and (unless ``--no-learned``) every learned policy, unfitted."""
-    pols = list(all_baselines(args.seed, hazard=args.hazard))
+    """Every registered baseline and (unless ``--no-learned``) the registered learned policies
+    marked for the study, unfitted; and the learned ones' names."""
+    pols = list(all_baselines(args.seed))
     learned: list[str] = []
     if args.learned:
-        extra = list(default_learned_policies(seed=args.seed, quick=args.quick, hazard=args.hazard))
+        extra = list(default_learned_policies(seed=args.seed, quick=args.quick))
         pols += extra
         learned = [p.name for p in extra]
     return pols, learned
 
 
 def summarise(res: pd.DataFrame, verdicts: list[Verdict], args: Args) -> pd.DataFrame:
-    """One row per (policy, budget): metrics side by side, never folded into one scalar."""
+    """One row per (policy, budget): metrics side by side, never folded into one scalar.
+
+    Online policies carry their verdict; an offline limit carries its paired difference to
+    the reference beside the verdicts (how far the limit lies) and is marked as the limit it
+    is; an unmatched reference is marked as such (no difference: its budget is not matched).
+    """
     vmap = {(v.policy, v.budget): v for v in verdicts}
     rows = []
     for (budget, policy), g in res.groupby(["budget", "policy"], sort=False):
+        role = Role(g["role"].iloc[0])
+        v = vmap.get((policy, budget))
+        c: dict[str, float] | None = None
+        if v is not None and v.status != "refused":
+            c = dict(diff=v.diff, low=v.low, high=v.high, iqm_repo_diff=v.iqm_repo_diff,
+                     p_improvement=v.p_improvement)
+        elif role is Role.OFFLINE:
+            ref = res[(res["budget"] == budget) & (res["policy"] == REFERENCE)]
+            c = paired_contrast(g, ref, n_resamples=args.n_resamples) if len(ref) else None
         tfc = g["total_failure_cost"].astype(float)
         if len(g) >= 2 and np.isfinite(tfc).all():
             iv = task_bootstrap(tfc.to_numpy(), g["task_id"].to_numpy(), weighting="task",
@@ -231,9 +247,8 @@ def summarise(res: pd.DataFrame, verdicts: list[Verdict], args: Args) -> pd.Data
         else:
             low = high = math.nan
         over = g["checkpoint_latency_s"].sum()
-        v = vmap.get((policy, budget))
         rows.append(dict(
-            policy=policy, budget=budget, budget_matched=bool(g["budget_matched"].all()),
+            policy=policy, budget=budget, budget_matched=bool(g["budget_matched"].all()), role=str(role),
             n_tasks=len(g), tfc=tfc.mean(), tfc_low=low, tfc_high=high,
             regret=g["regret_s"].mean(), lost_work=g["lost_work_s"].mean(),
             recovery_efficiency=g["redo_avoided_s"].sum() / over if over > 0 else math.nan,
@@ -242,11 +257,12 @@ def summarise(res: pd.DataFrame, verdicts: list[Verdict], args: Args) -> pd.Data
             checkpoint_latency=g["checkpoint_latency_s"].mean(),
             restore_latency=g["restore_latency_s"].mean(), spend=g["spend"].mean(),
             n_checkpoints=g["n_checkpoints"].mean(),
-            diff=v.diff if v else (0.0 if policy == REFERENCE else math.nan),
-            diff_low=v.low if v else math.nan, diff_high=v.high if v else math.nan,
-            iqm_repo_diff=v.iqm_repo_diff if v else math.nan,
-            p_improvement=v.p_improvement if v else math.nan,
-            verdict=v.status if v else ("reference" if policy == REFERENCE else ""),
+            diff=c["diff"] if c else (0.0 if policy == REFERENCE else math.nan),
+            diff_low=c["low"] if c else math.nan, diff_high=c["high"] if c else math.nan,
+            iqm_repo_diff=c["iqm_repo_diff"] if c else math.nan,
+            p_improvement=c["p_improvement"] if c else math.nan,
+            verdict=(v.status if v else "reference" if policy == REFERENCE
+                     else str(role) if role is not Role.ONLINE else ""),
         ))
     return pd.DataFrame(rows)
 
@@ -261,7 +277,7 @@ def format_table(summary: pd.DataFrame) -> str:
     lines = []
     for budget, g in summary.groupby("budget", sort=False):
         table = pd.DataFrame({
-            "policy": g["policy"] + np.where(g["budget_matched"], "", " (reference, not budget-matched)"),
+            "policy": [marked(p, r) for p, r in zip(g["policy"], g["role"], strict=True)],
             "TotalFailureCost s [95% CI]": [iv(*x) for x in zip(g["tfc"], g["tfc_low"], g["tfc_high"], strict=True)],
             "regret s": g["regret"].map(lambda x: f"{0.0 if abs(x) < 0.05 else x:7.1f}"),
             f"vs {REFERENCE} s [95% CI]": [
@@ -277,6 +293,11 @@ def format_table(summary: pd.DataFrame) -> str:
         lines.append(f"  budget {budget} (per task; {int(g['n_tasks'].max())} held-out tasks)")
         lines.append("    " + table.to_string(index=False).replace("\n", "\n    "))
     return "\n".join(lines)
+
+
+def marked(policy: str, role: str) -> str:
+    """The policy's name as printed: offline limits and unmatched references say so."""
+    return policy if role == Role.ONLINE else f"{policy} ({role})"
 
 
 def verdict_line(policy: str, verdicts: list[Verdict]) -> str:
@@ -318,20 +339,23 @@ def plot_curves(summary: pd.DataFrame, family: str, out: Path) -> Path:
     colour = {p: cmap(i % 20) for i, p in enumerate(policies)}
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [1.2, 1]})
     ax = axes[0]
-    for i, policy in enumerate(policies):
+    for policy in policies:
         g = counts[counts["policy"] == policy].sort_values("k")
         if g.empty:
             continue
+        registered = entry(policy)
         style: dict[str, Any] = dict(color=colour[policy], marker="o", lw=1.4)
         if policy == REFERENCE:
             style.update(color="black", lw=2.8)
-        elif policy == "optimum":
-            style.update(color="grey", ls="--", lw=2)
-        elif not g["budget_matched"].all():
+        elif registered.role is Role.OFFLINE:
+            style.update(ls="--", lw=2, marker="")
+            if policy == "optimum":
+                style.update(color="grey")
+        elif registered.role is Role.REFERENCE:
             style.update(ls=":", marker="")
-        elif i >= 12:  # learned policies
+        elif registered.learned:
             style.update(ls="-.", lw=2, marker="s")
-        ax.plot(g["k"], g["tfc"], label=policy, **style)
+        ax.plot(g["k"], g["tfc"], label=marked(policy, registered.role), **style)
     if len(counts):
         ax.set_xticks(sorted(counts["k"].unique()))
     ax.set_xlabel("budget (checkpoints per task)")
@@ -351,7 +375,8 @@ def plot_curves(summary: pd.DataFrame, family: str, out: Path) -> Path:
                     fmt="o", ms=3, capsize=2, label=budget)
     ax.axvline(0, color="black", lw=1)
     shown = [p for p in policies if p in set(d["policy"])]
-    ax.set_yticks([policies.index(p) + step for p in shown], shown, fontsize=7)
+    ax.set_yticks([policies.index(p) + step for p in shown], [marked(p, entry(p).role) for p in shown],
+                  fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel(f"policy - {REFERENCE} (s), 95% task-bootstrap interval")
     ax.set_title("difference at matched budget (left of 0: policy cheaper)", fontsize=10)
@@ -427,9 +452,12 @@ def main(argv: list[str] | None = None) -> int:
     #    job fits every policy on the training repositories at every budget and walks the
     #    held-out repository's tasks. Results come back in order, so the report and the
     #    MLflow log are deterministic; a family is reported once its last fold is back.
-    budgets = {fam: [resolve_budget(s, ls) for s in args.budgets] for fam, ls in data.items()}
+    #    Each budget is one setting (budget, failure model, default features), given once to
+    #    every fit and to the evaluation.
+    settings = {fam: [Setting(resolve_budget(s, ls), args.hazard) for s in args.budgets]
+                for fam, ls in data.items()}
     jobs = [(fam, fold) for fam, ls in data.items() for fold in leave_one_repo_out(ls)]
-    results_iter = _run_jobs(jobs, data, protos, budgets, args)  # workers start now
+    results_iter = _run_jobs(jobs, data, protos, settings, args)  # workers start now
 
     # 4. MLflow (initialised while the workers run): one parent run for the study.
     client = parent_id = None
@@ -548,25 +576,25 @@ def _study(
 
 
 def run_fold(
-    fam: str, ls: LabelSet, fold: Any, protos: list[PlacementPolicy], budgets: list[Budget],
+    fam: str, ls: LabelSet, fold: Any, protos: list[PlacementPolicy], settings: list[Setting],
     args: Args,
 ) -> pd.DataFrame:
-    """One fold: fit every policy on the training repositories at every budget (tuning
-    sees only them), then evaluate it on the held-out repository's tasks."""
-    ev = evaluator_for(ls, hazard=args.hazard)
+    """One fold: fit every policy on the training repositories under every setting (tuning
+    sees only them), then evaluate it on the held-out repository's tasks under the same."""
+    ev = evaluator_for(ls)
     train = ls.subset(fold.train_tasks)  # one object per fold: fits share its caches
     rows = []
     for proto in protos:
-        for budget in budgets:
+        for setting in settings:
             t_fit = time.perf_counter()
-            pol = clone(proto).fit(train, budget)
+            pol = clone(proto).fit(train, setting)
             fit_s = time.perf_counter() - t_fit
             audit = getattr(pol, "audit_", None)
             if audit is not None and hasattr(audit, "check"):
                 audit.check([fold.held_out])  # the held-out repository was never seen
             seeds = (range(args.seed, args.seed + args.random_seeds)
                      if pol.name == "random" else (args.seed,))
-            df = ev.evaluate(pol, list(fold.test_tasks), budget, seeds=seeds)
+            df = ev.evaluate(pol, list(fold.test_tasks), setting, seeds=seeds)
             df["family"], df["fold"], df["fit_s"] = fam, fold.held_out, fit_s
             rows.append(df)
     return pd.concat(rows, ignore_index=True)
@@ -574,22 +602,23 @@ def run_fold(
 
 def _run_jobs(
     jobs: list[tuple[str, Any]], data: dict[str, LabelSet], protos: list[PlacementPolicy],
-    budgets: dict[str, list[Budget]], args: Args,
+    settings: dict[str, list[Setting]], args: Args,
 ) -> Any:
     """Results of :func:`run_fold` per job, in job order (a generator)."""
     n = min(max(1, args.jobs), len(jobs))
     if n == 1:
-        return (run_fold(fam, data[fam], fold, protos, budgets[fam], args) for fam, fold in jobs)
+        return (run_fold(fam, data[fam], fold, protos, settings[fam], args) for fam, fold in jobs)
     from joblib import Parallel, delayed
 
     return Parallel(n_jobs=n, return_as="generator")(
-        delayed(run_fold)(fam, data[fam], fold, protos, budgets[fam], args) for fam, fold in jobs
+        delayed(run_fold)(fam, data[fam], fold, protos, settings[fam], args) for fam, fold in jobs
     )
 
 
 def _best_online(summary: pd.DataFrame) -> list[str]:
     """The online, budget-matched policy (not the reference) with the lowest mean cost."""
-    cand = summary[summary["budget_matched"] & ~summary["policy"].isin([REFERENCE, *OFFLINE])]
+    cand = summary[summary["budget_matched"] & (summary["role"] == Role.ONLINE)
+                   & (summary["policy"] != REFERENCE)]
     if cand.empty:
         return []
     return [str(cand.groupby("policy")["tfc"].mean().idxmin())]
@@ -613,6 +642,7 @@ def _log_children(client: Any, exp_id: str, parent_id: str, res: pd.DataFrame, f
             "ripplecp.budget_kind": str(g["budget_kind"].iloc[0]),
             "ripplecp.split": str(fold), "ripplecp.label_set_hash": h,
             "ripplecp.budget_matched": str(bool(g["budget_matched"].all())),
+            "ripplecp.role": str(g["role"].iloc[0]),
             "ripplecp.budget_amount": f"{g['budget_amount'].iloc[0]:g}",
             "ripplecp.test_tasks": ",".join(g["task_id"])[:4000],
         })

@@ -29,6 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from oracle.labels import ADDITIONAL, FIRST, POOLED, STRATA  # noqa: E402
 from ripplecp_policy import stats  # noqa: E402
 from ripplecp_policy.tracking import ensure_experiment, mlruns_root, tracking_uri  # noqa: E402
 
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.pilot:
         source = "paper Table 7 (arXiv:2610.09088v1)"
         per_task = stats.pilot_task_frame()
-        per_task["stratum"] = "pooled"  # Table 7 averages each task's two cells
+        per_task["stratum"] = POOLED  # Table 7 averages each task's two cells
         labels = None
     else:
         from oracle.tables import read_table
@@ -197,22 +198,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         tables["table6_single_checkpoint"] = t6
         print("Table 6: retrospective single-checkpoint placement (lower is better)")
         print((_fmt(t6) if len(per_task6) else "(no task has the (1,0,2) and (2,1,3) cells)") + "\n")
-        noise = g4.loc[list(stats.STRATA)].rename(columns={"within_cell_sd": "sd"})
+        noise = g4.loc[list(STRATA)].rename(columns={"within_cell_sd": "sd"})
         noise = noise[noise["sd"].notna() & (noise["mean_effect"] > 0)]
         creation = float(stats.valid_pairs(labels)["creation_s"].mean())
-        fig2_rows = t1.loc[list(stats.STRATA), ["advantage_s", "low", "high"]]
+        fig2_rows = t1.loc[list(STRATA), ["advantage_s", "low", "high"]]
         task_level = (cells.groupby(["task_id", "stratum"])
                       .agg(repo=("repo", "first"), verified=("verified", "first"),
                            advantage=("advantage", "mean")).reset_index())
-        for s in stats.STRATA:
+        for s in STRATA:
             if s in t1.index and np.isfinite(t1.at[s, "advantage_s"]):
                 summary[f"advantage_{s}_s"] = float(t1.at[s, "advantage_s"])
-        summary["advantage_pooled_verified_s"] = float(t1.at["pooled", "advantage_s"])
+        summary["advantage_pooled_verified_s"] = float(t1.at[POOLED, "advantage_s"])
         summary["advantage_pooled_all_s"] = float(g1.at["all_tasks", "advantage_s"])
     else:
         # ---- the paper's per-task figures: what Table 7 supports ---------------------
         ours = stats.pilot_pooled_intervals(**boot)
-        pub1 = published["table1_marginal_value_verified_10_tasks"]["pooled"]
+        pub1 = published["table1_marginal_value_verified_10_tasks"][POOLED]
         pub_all = published["all_12_tasks_sensitivity"]
         g1 = pd.DataFrame([
             {"stratum": "verified_only", "tasks": ours["verified_only"].n_tasks,
@@ -232,7 +233,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             {"stratum": s, "tasks": r["tasks"], "cp_s": r["cp_s"], "skip_s": r["skip_s"],
              "advantage_s": r["advantage_s"], "low": r["ci95"][0], "high": r["ci95"][1],
              "protected_work_s": r.get("protected_work_s", np.nan), "conversion": r.get("conversion", np.nan)}
-            for s, r in zip(("first", "additional", "pooled"),
+            for s, r in zip((*STRATA, POOLED),
                             published["table1_marginal_value_verified_10_tasks"].values(), strict=True)
         ]).set_index("stratum")
         tables["table1_marginal_value_published"] = t1
@@ -245,7 +246,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(_fmt(t2) + "\n")
         noise = stats.pilot_noise(published)
         creation = float(published["checkpoint_creation_s"]["charged_mean_in_table1"])
-        fig2_rows = t1.loc[list(stats.STRATA), ["advantage_s", "low", "high"]]
+        fig2_rows = t1.loc[list(STRATA), ["advantage_s", "low", "high"]]
         task_level = per_task
         summary["advantage_pooled_verified_s"] = ours["verified_only"].estimate
         summary["advantage_pooled_all_s"] = ours["all_tasks"].estimate
@@ -259,8 +260,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"{args.minutes_per_label} agent-min per label)")
         print(_fmt(plan[["sd", "effect", "noise_to_signal", "reps_exact", "reps_per_cell", "tasks",
                          "labels", "agent_hours"]]))
-        if set(stats.STRATA) <= set(plan.index):
-            ratio = plan.at["additional", "reps_exact"] / plan.at["first", "reps_exact"]
+        if set(STRATA) <= set(plan.index):
+            ratio = plan.at[ADDITIONAL, "reps_exact"] / plan.at[FIRST, "reps_exact"]
             summary["reps_ratio_additional_over_first"] = float(ratio)
             print(f"additional/first repetitions needed per cell: {ratio:.1f}x "
                   f"(10^{np.log10(ratio):.2f})\n")
@@ -286,9 +287,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # ---- Figure 4: per-task advantage by repository and stratum ---------------------
     fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=120)
     repos = sorted(task_level["repo"].unique())
-    style = {"first": ("#3b75af", "o", -0.15, "Early (first checkpoint)"),
-             "additional": ("#e1812c", "s", 0.15, "Late (additional checkpoint)"),
-             "pooled": ("#555555", "D", 0.0, "Task mean over both cells")}
+    style = {FIRST: ("#3b75af", "o", -0.15, "Early (first checkpoint)"),
+             ADDITIONAL: ("#e1812c", "s", 0.15, "Late (additional checkpoint)"),
+             POOLED: ("#555555", "D", 0.0, "Task mean over both cells")}
     rng = np.random.default_rng(args.seed)
     for s in [s for s in style if s in set(task_level["stratum"])]:
         color, marker, off, name = style[s]

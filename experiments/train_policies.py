@@ -30,22 +30,21 @@ import numpy as np
 import pandas as pd
 
 from baselines import FirstBoundary
+from oracle.labels import STRATA
 from oracle.tables import LabelSet
-from ripplecp_policy.datasets import advantage_table, replays
-from ripplecp_policy.evaluation import Evaluator, compare
+from ripplecp_policy.datasets import replays
+from ripplecp_policy.evaluation import Evaluator
 from ripplecp_policy.export import example_frame, log_policy_model
-from ripplecp_policy.learned import (
-    AdvantageClassifierPolicy,
-    AdvantageRegressorPolicy,
-    FittedQPolicy,
-    value_error_summary,
-)
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.learned import LEARNED
+from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting
+from ripplecp_policy.registry import entry
 from ripplecp_policy.splits import SplitAudit, leave_one_repo_out
 from ripplecp_policy.tracking import ensure_experiment, tracking_uri
 from ripplecp_policy.tuning import tune
+from ripplecp_policy.verdicts import compare
 
-KINDS = ("xgboost", "ridge", "classifier", "fqi-extratrees", "fqi-xgboost")
+#: the registered learned policy kinds
+KINDS = tuple(e.key for e in LEARNED)
 
 
 @dataclass
@@ -100,18 +99,8 @@ def parse_args(argv: list[str] | None = None) -> Args:
 
 
 def make_policy(kind: str, args: Args) -> PlacementPolicy:
-    """An unfitted learned policy of ``kind`` with the study's seed, device and size."""
-    small = args.quick
-    if kind in ("xgboost", "ridge"):
-        return AdvantageRegressorPolicy(model=kind, device=args.device, random_state=args.seed,
-                                        n_estimators=50 if small else 200)
-    if kind == "classifier":
-        return AdvantageClassifierPolicy(model="xgboost", device=args.device, random_state=args.seed,
-                                         n_estimators=50 if small else 200)
-    if kind.startswith("fqi-"):
-        return FittedQPolicy(regressor=kind.split("-", 1)[1], device=args.device, random_state=args.seed,
-                             n_estimators=20 if small else 50, n_behaviour_seeds=2 if small else 4)
-    raise ValueError(f"unknown policy kind {kind!r}")
+    """An unfitted learned policy of the registered ``kind`` with the study's seed, device and size."""
+    return entry(kind).make(seed=args.seed, quick=args.quick, device=args.device)
 
 
 def load_data(args: Args) -> LabelSet:
@@ -128,7 +117,7 @@ def _finite(d: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in d.items() if isinstance(v, int | float) and math.isfinite(float(v))}
 
 
-def fit_tuned(kind: str, args: Args, train: LabelSet, budget: Budget, *, log_trials: bool = True,
+def fit_tuned(kind: str, args: Args, train: LabelSet, setting: Setting, *, log_trials: bool = True,
               tag: str = "") -> tuple[PlacementPolicy, SplitAudit, Any]:
     """Tune on validation repos inside ``train`` (trials as nested runs), then refit on ``train``."""
     policy = make_policy(kind, args)
@@ -140,28 +129,19 @@ def fit_tuned(kind: str, args: Args, train: LabelSet, budget: Budget, *, log_tri
             mlflow.log_params(params)
             mlflow.log_metrics(_finite({"objective": value, **{f"split_{i}": v for i, v in enumerate(vals)}}))
 
-    res = tune(policy, train, budget, n_trials=args.n_trials, seed=args.seed, on_trial=on_trial)
+    res = tune(policy, train, setting, n_trials=args.n_trials, seed=args.seed, on_trial=on_trial)
     policy.set_params(**res.best_params)
-    policy.fit(train, budget)
+    policy.fit(train, setting)
     audit = SplitAudit()
     audit.merge(res.audit)
     audit.merge(policy.audit_)
     return policy, audit, res
 
 
-def fold_metrics(policy: PlacementPolicy, test: LabelSet, budget: Budget) -> dict[str, float]:
-    """Held-out model quality: advantage error and within-stratum rank, or fitted-Q value error."""
-    if isinstance(policy, FittedQPolicy):
-        m = value_error_summary(policy.value_report(test, budget))
-        m["fqi_iterations"] = float(len(policy.convergence_))
-        m["fqi_final_delta"] = float(policy.convergence_["max_abs_delta"].iloc[-1])
-        m["fqi_converged"] = float(policy.converged_)
-        m["fqi_transitions"] = float(policy.n_transitions_)
-        return m
-    table = advantage_table(test, replays(test, policy.feature_fn))
-    m = policy.report(table)
-    m["threshold"] = float(policy.threshold_)
-    return m
+def fold_metrics(policy: PlacementPolicy, test: LabelSet, setting: Setting) -> dict[str, float]:
+    """Held-out model quality, as the policy reports it (``heldout_metrics``): advantage error
+    and within-stratum rank, or fitted-Q value error and convergence."""
+    return policy.heldout_metrics(test, setting)
 
 
 def verdict_lines(results: pd.DataFrame, reference_kind: str | None, names: dict[str, str]) -> list[str]:
@@ -198,6 +178,7 @@ def run_study(args: Args) -> dict[str, Any]:
     """The leave-one-repository-out study; returns per-fold metrics, verdicts and run ids."""
     t_start = time.perf_counter()
     budget = Budget(args.budget_kind, args.budget_amount)  # type: ignore[arg-type]
+    setting = Setting(budget)  # given once to every fit and to the held-out evaluation
     data = load_data(args)
     folds = leave_one_repo_out(data)
     kinds = args.kinds.split(",")
@@ -213,7 +194,7 @@ def run_study(args: Args) -> dict[str, Any]:
                            "label_set_hash": data.content_hash(), "n_tasks": len(data.tasks),
                            "n_repos": len(data.repos), "budget": budget.label()})
         first = FirstBoundary()
-        ref_eval = ev_all.evaluate(first, data.task_ids, budget)
+        ref_eval = ev_all.evaluate(first, data.task_ids, setting)
         evals.append(ref_eval)
         for kind in kinds:
             with mlflow.start_run(run_name=kind, nested=True):
@@ -221,15 +202,15 @@ def run_study(args: Args) -> dict[str, Any]:
                     train, test = data.subset(fold.train_tasks), data.subset(fold.test_tasks)
                     with mlflow.start_run(run_name=f"{kind}-fold{fold.index}-{fold.held_out}", nested=True):
                         t0 = time.perf_counter()
-                        policy, audit, res = fit_tuned(kind, args, train, budget)
+                        policy, audit, res = fit_tuned(kind, args, train, setting)
                         audit.check([fold.held_out])  # raises LeakageError naming the stage
                         fit_s = time.perf_counter() - t0
                         # the held-out repository is touched here, once
-                        ev = ev_all.evaluate(policy, list(fold.test_tasks), budget)
+                        ev = ev_all.evaluate(policy, list(fold.test_tasks), setting)
                         names[kind] = str(ev["policy"].iloc[0])
                         evals.append(ev)
                         ref = ref_eval.set_index("task_id").loc[list(fold.test_tasks)]
-                        m = fold_metrics(policy, test, budget)
+                        m = fold_metrics(policy, test, setting)
                         m.update(
                             heldout_cost_s=float(ev["objective_s"].mean()),
                             first_boundary_cost_s=float(ref["objective_s"].mean()),
@@ -246,7 +227,7 @@ def run_study(args: Args) -> dict[str, Any]:
                             imp = policy.feature_importances().sort_values(ascending=False)
                             mlflow.log_dict({k: float(v) for k, v in imp.items()}, "feature_importances.json")
                         _log_fold_model(policy)
-                        if isinstance(policy, FittedQPolicy):
+                        if hasattr(policy, "convergence_"):  # iterative fits log their convergence
                             for row in policy.convergence_.itertuples():
                                 mlflow.log_metric("fqi_max_abs_delta", row.max_abs_delta, step=int(row.iteration))
                         per_fold.append({"kind": kind, "fold": fold.index, "held_out": fold.held_out, **m})
@@ -261,8 +242,8 @@ def run_study(args: Args) -> dict[str, Any]:
         model_uri = None
         best_kind = min(names, key=lambda k: float(summary[names[k]])) if names else None
         if args.export and best_kind is not None:
-            final, audit, _ = fit_tuned(best_kind, args, data, budget, log_trials=False)
-            task = next(iter(replays(data).values()))
+            final, audit, _ = fit_tuned(best_kind, args, data, setting, log_trials=False)
+            task = next(iter(replays(data, setting).values()))
             trace: list[BoundaryObservation] = []
             final.reset(task.task_id, 0)
             task.replay(final.decide, budget, trace=trace)
@@ -311,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     out = run_study(args)
     pd.set_option("display.width", 200)
     cols = [c for c in ("kind", "held_out", "heldout_cost_s", "first_boundary_cost_s", "heldout_minus_first_s",
-                        "n_checkpoints", "rmse", "spearman_first", "spearman_additional", "threshold",
+                        "n_checkpoints", "rmse", *(f"spearman_{s}" for s in STRATA), "threshold",
                         "value_mae_s", "value_bias_s", "fqi_iterations", "fqi_final_delta") if c in out["per_fold"]]
     print(out["per_fold"][cols].to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     print()

@@ -7,20 +7,26 @@ message naming the policy, task, budget and check when it breaks a rule:
    returns ``self`` and leaves the parameters unchanged; attributes ``fit`` adds end in
    ``_`` (private ``_x`` helpers aside).
 2. **Budget never exceeded** — by count, creation seconds and bytes (policies marked
-   ``budget_matched = False`` are references and are exempt, but must say so).
+   with the role of an unmatched reference are exempt, but must say so).
 3. **Deterministic for a seed** — two fresh fits and two runs with the same seed place
    the same checkpoints.
 4. **Prefix causality** — an online policy's decisions at and before boundary b do not
    change when the trajectory's future is altered after b (events mutated: errors,
    bytes, durations; future checkpoint costs changed) or truncated at b. Offline
    policies (oracle, optimum) read the table by design and are exempt.
+5. **The fitted setting is the evaluated one** — ``fit`` records the setting it was given
+   (``setting_``), and evaluating the fitted policy under another failure model is an
+   error (:class:`~ripplecp_policy.policy.SettingMismatchError`), not a silent mismatch.
 
-Use it in a test: ``check_policy(lambda: MyPolicy(), label_set)``.
+Every check runs under the :class:`~ripplecp_policy.policy.Setting` s given (budgets by
+count, creation seconds and bytes by default). Use it in a test:
+``check_policy(lambda: MyPolicy(), label_set)``.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -29,20 +35,30 @@ import numpy as np
 import pandas as pd
 from sklearn.base import clone
 
-from ripplecp_policy.evaluation import Evaluator, Placement
-from ripplecp_policy.policy import Budget, PlacementPolicy
+from ripplecp_policy.episode import Placement
+from ripplecp_policy.evaluation import Evaluator
+from ripplecp_policy.policy import (
+    HAZARDS,
+    Budget,
+    PlacementPolicy,
+    Role,
+    Setting,
+    SettingMismatchError,
+)
+from ripplecp_policy.pricing import fits
 
 PolicyFactory = Callable[[], PlacementPolicy]
 
 
-def default_budgets(label_set: Any) -> list[Budget]:
-    """Budgets the suite checks: 1 and 2 checkpoints, 2 checkpoints' worth of seconds/bytes."""
+def default_settings(label_set: Any) -> list[Setting]:
+    """Settings the suite checks (uniform failures, default features): budgets of 1 and 2
+    checkpoints and 2 checkpoints' worth of seconds and of bytes."""
     cp = label_set.checkpoints
     return [
-        Budget("count", 1),
-        Budget("count", 2),
-        Budget("seconds", 2.0 * float(cp["creation_s"].mean())),
-        Budget("bytes", 2.0 * float(cp["size_bytes"].astype(float).mean())),
+        Setting(Budget("count", 1)),
+        Setting(Budget("count", 2)),
+        Setting(Budget("seconds", 2.0 * float(cp["creation_s"].mean()))),
+        Setting(Budget("bytes", 2.0 * float(cp["size_bytes"].astype(float).mean()))),
     ]
 
 
@@ -62,7 +78,7 @@ def _params_equal(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return True
 
 
-def check_sklearn_contract(policy_factory: PolicyFactory, label_set: Any, budget: Budget) -> PlacementPolicy:
+def check_sklearn_contract(policy_factory: PolicyFactory, label_set: Any, setting: Setting) -> PlacementPolicy:
     """Check (1); return the fitted policy."""
     policy = policy_factory()
     name = type(policy).__name__
@@ -78,7 +94,7 @@ def check_sklearn_contract(policy_factory: PolicyFactory, label_set: Any, budget
         f"{name}: clone() does not round-trip the parameters: {params} vs {twin.get_params()}"
     )
     before = set(vars(policy))
-    out = policy.fit(label_set, budget)
+    out = policy.fit(label_set, setting)
     assert out is policy, f"{name}: fit() must return self, got {type(out).__name__}"
     assert _params_equal(policy.get_params(), params), (
         f"{name}: fit() changed constructor parameters: {params} -> {policy.get_params()}"
@@ -100,11 +116,14 @@ def _spent(ev: Evaluator, task_id: str, checkpoints: Sequence[int]) -> dict[str,
     }
 
 
-def check_budget(policy: PlacementPolicy, ev: Evaluator, tasks: Sequence[str], budget: Budget, seed: int) -> list[Placement]:
+def check_budget(policy: PlacementPolicy, ev: Evaluator, tasks: Sequence[str], setting: Setting,
+                 seed: int) -> list[Placement]:
     """Check (2) for a fitted policy; return its placements."""
+    budget = setting.budget
+    assert budget is not None, "the conformance suite runs under settings with a budget"
     out = []
     for t in tasks:
-        pl = ev.run(policy, t, budget, seed=seed)
+        pl = ev.run(policy, t, setting, seed=seed)
         b = pl.n_boundaries
         assert pl.checkpoints == sorted(set(pl.checkpoints)), (
             f"{policy.name} on {t}: checkpoints {pl.checkpoints} are not sorted and unique"
@@ -113,11 +132,11 @@ def check_budget(policy: PlacementPolicy, ev: Evaluator, tasks: Sequence[str], b
             f"{policy.name} on {t}: checkpoints {pl.checkpoints} outside 1..{b}"
         )
         if not pl.budget_matched:
-            assert not getattr(policy, "budget_matched", True), f"{policy.name}: unmatched run not declared"
+            assert policy.role is Role.REFERENCE, f"{policy.name}: unmatched run not declared"
             out.append(pl)
             continue
         spent = _spent(ev, t, pl.checkpoints)[budget.kind]
-        assert spent <= budget.amount * (1 + 1e-9) + 1e-9, (
+        assert fits(0.0, spent, budget.amount), (
             f"{policy.name} on {t}: spent {spent:g} {budget.kind} over the budget {budget.label()} "
             f"(checkpoints {pl.checkpoints})"
         )
@@ -171,19 +190,21 @@ def _cut_future(label_set: Any, task_id: str, boundary: int, mode: str) -> Any:
 
 
 def check_prefix_causality(
-    policy: PlacementPolicy, label_set: Any, tasks: Sequence[str], budget: Budget, seed: int
+    policy: PlacementPolicy, label_set: Any, tasks: Sequence[str], setting: Setting, seed: int
 ) -> None:
     """Check (4) for a fitted online policy."""
     base = Evaluator(label_set)
+    budget = setting.budget
+    assert budget is not None, "the conformance suite runs under settings with a budget"
     for t in tasks:
         n = base.costs(t).n_boundaries
         if n < 2:
             continue
-        ref = base.run(policy, t, budget, seed=seed)
+        ref = base.run(policy, t, setting, seed=seed)
         for b in sorted({max(1, n // 2), n - 1}):
             for mode in ("mutate", "truncate"):
                 alt_ls = _cut_future(label_set, t, b, mode)
-                alt = Evaluator(alt_ls).run(policy, t, budget, seed=seed)
+                alt = Evaluator(alt_ls).run(policy, t, setting, seed=seed)
                 want = ([x for x in ref.requested if x <= b], [x for x in ref.checkpoints if x <= b])
                 got = ([x for x in alt.requested if x <= b], [x for x in alt.checkpoints if x <= b])
                 assert want == got, (
@@ -192,29 +213,50 @@ def check_prefix_causality(
                 )
 
 
+def check_fitted_setting(policy: PlacementPolicy, ev: Evaluator, task: str, setting: Setting) -> None:
+    """Check (5) for a policy fitted under ``setting``."""
+    fitted = getattr(policy, "setting_", None)
+    assert fitted == setting, (
+        f"{policy.name}: fit() must record the setting it was fitted under as setting_ "
+        f"(got {fitted!r}, fitted under {setting!r}); end fit with super().fit(data, setting)"
+    )
+    other = dataclasses.replace(setting, hazard=next(h for h in HAZARDS if h != setting.hazard))
+    try:
+        ev.run(policy, task, other)
+    except SettingMismatchError:
+        return
+    raise AssertionError(
+        f"{policy.name}: fitted under {setting.label()}, it was evaluated under {other.label()} "
+        "without a SettingMismatchError"
+    )
+
+
 def check_policy(
     policy_factory: PolicyFactory,
     label_set: Any,
     *,
-    budgets: Sequence[Budget] | None = None,
+    settings: Sequence[Setting] | None = None,
     seed: int = 0,
     max_tasks: int = 4,
 ) -> None:
     """Run the whole suite; raise ``AssertionError`` naming the broken rule.
 
-    ``policy_factory`` returns a fresh, unfitted policy. The policy is fitted on the
-    label set's tasks (the suite checks contracts, not generalisation) and run on up to
-    ``max_tasks`` of them.
+    ``policy_factory`` returns a fresh, unfitted policy. Under each setting the policy is
+    fitted on the label set's tasks (the suite checks contracts, not generalisation) and
+    run on up to ``max_tasks`` of them.
     """
-    budgets = list(budgets) if budgets is not None else default_budgets(label_set)
+    settings = list(settings) if settings is not None else default_settings(label_set)
     tasks = list(label_set.task_ids)[:max_tasks]
     ev = Evaluator(label_set)
-    for budget in budgets:
-        policy = check_sklearn_contract(policy_factory, label_set, budget)
-        first = check_budget(policy, ev, tasks, budget, seed)
-        again = check_budget(policy, ev, tasks, budget, seed)
-        twin = policy_factory().fit(label_set, budget)
-        other = check_budget(twin, ev, tasks, budget, seed)
+    for setting in settings:
+        budget = setting.budget
+        assert budget is not None, "the conformance suite runs under settings with a budget"
+        policy = check_sklearn_contract(policy_factory, label_set, setting)
+        check_fitted_setting(policy, ev, tasks[0], setting)
+        first = check_budget(policy, ev, tasks, setting, seed)
+        again = check_budget(policy, ev, tasks, setting, seed)
+        twin = policy_factory().fit(label_set, setting)
+        other = check_budget(twin, ev, tasks, setting, seed)
         for a, b, c in zip(first, again, other, strict=True):
             assert a.checkpoints == b.checkpoints, (
                 f"{policy.name} on {a.task_id} at {budget.label()}: two runs with seed {seed} "
@@ -224,8 +266,8 @@ def check_policy(
                 f"{policy.name} on {a.task_id} at {budget.label()}: two fits with seed {seed} "
                 f"differ: {a.checkpoints} vs {c.checkpoints}"
             )
-        if not getattr(policy, "offline", False):
-            check_prefix_causality(policy, label_set, tasks[:2], budget, seed)
+        if policy.role is not Role.OFFLINE:
+            check_prefix_causality(policy, label_set, tasks[:2], setting, seed)
 
 
 def conformance_report(policies: Sequence[PolicyFactory], label_set: Any) -> pd.DataFrame:

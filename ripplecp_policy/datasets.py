@@ -6,13 +6,18 @@ Two things are built here, both from the *measured* tables of a :class:`LabelSet
   online features at t computed with c- as the placement so far (exactly what a runtime
   that checkpointed c- would see at t), and the measured advantage averaged over the
   cell's failures and repetitions (the policy decides at t without knowing the failure);
-- replays: :class:`TaskReplay` walks a task's boundaries under any placement, building the
-  :class:`BoundaryObservation` a runner would hand a policy and pricing the placement with
-  the measured recovery table (``RecoveryTable.placement_cost``), never a cost model.
+- replays: :class:`TaskReplay` walks a task's boundaries under any placement with the one
+  episode runner (:mod:`ripplecp_policy.episode`), building the :class:`BoundaryObservation`
+  the evaluation would hand a policy and pricing the placement with the measured table at
+  the one price (:func:`ripplecp_policy.pricing.placement_objective`), never a cost model.
 
-Features come from ``features.online.OnlineFeatureExtractor`` walked exactly as the
-evaluation runner walks it (so a policy is trained on the features it will be shown); a
-different prefix-causal function with ``boundary_features``' signature can be passed.
+Targets keep the paper's label definition: advantage = J_skip - J_cp with J_cp charged the
+candidate's creation time and restore latency recorded apart, not folded in (Section 3);
+placements, by contrast, are priced with the restore latency (Appendix F).
+
+Features come from the episode's prefix walk, the one the evaluation uses (so a policy is
+trained on the features it will be shown); a different prefix-causal function with
+``boundary_features``' signature can be passed.
 """
 
 from __future__ import annotations
@@ -24,10 +29,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from features.online import FEATURE_NAMES, FeatureConfig
 from features.schema import Trajectory
-from oracle.tables import LabelSet, RecoveryTable
-from ripplecp_policy.evaluation import HazardSpec, TaskCosts, placement_objective
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from oracle.labels import stratum
+from oracle.tables import LabelSet
+from ripplecp_policy.episode import Episode, observation, prefix_features
+from ripplecp_policy.policy import (
+    BoundaryObservation,
+    Budget,
+    PlacementPolicy,
+    Setting,
+    as_setting,
+    check_setting,
+)
+from ripplecp_policy.pricing import TaskCosts, placement_objective
 
 #: prefixes of the online feature families (paper, Appendix C)
 FEATURE_PREFIXES: tuple[str, ...] = ("cost__", "state__", "progress__", "ripple__", "context__")
@@ -63,20 +78,21 @@ def observation_vector(obs: BoundaryObservation, names: Sequence[str]) -> np.nda
     return out
 
 
-_CACHE: dict[tuple[int, str, int], tuple[Trajectory, FeatureFn | None, dict[tuple[int, ...], Any]]] = {}
+_CACHE: dict[tuple[int, str, int, FeatureConfig],
+             tuple[Trajectory, FeatureFn | None, dict[tuple[int, ...], Any]]] = {}
 _CACHE_MAX = 20_000
 
 
 def _frames_for(
-    traj: Trajectory, granularity: str, feature_fn: FeatureFn | None
+    traj: Trajectory, granularity: str, feature_fn: FeatureFn | None, config: FeatureConfig
 ) -> dict[tuple[int, ...], Any]:
     """Per-trajectory feature frames, shared by every replay of the same trajectory object.
 
     Splits and tuning build many :class:`TaskReplay` objects over subsets of one label set
     (``LabelSet.subset`` keeps the trajectory objects), so features are computed once per
-    (trajectory, placement history).
+    (trajectory, feature configuration, placement history).
     """
-    key = (id(traj), granularity, id(feature_fn))
+    key = (id(traj), granularity, id(feature_fn), config)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is traj and hit[1] is feature_fn:
         return hit[2]
@@ -88,35 +104,39 @@ def _frames_for(
 
 
 class TaskReplay:
-    """One task's trajectory and measured tables, replayable under any placement.
+    """One task's trajectory and measured cost arrays, replayable under any placement.
 
-    Features at boundary b depend only on checkpoints before b (prefix causality), so a
-    frame computed for a history serves every boundary after its last checkpoint; frames
-    are cached by history.
+    Replays run the one episode runner (:class:`ripplecp_policy.episode.Episode`) on the
+    task's :class:`~ripplecp_policy.pricing.TaskCosts`, the same arrays and the same walk the
+    matched-budget evaluation uses. Features at boundary b depend only on checkpoints before
+    b (prefix causality), so a frame computed for a history serves every boundary after its
+    last checkpoint; frames are cached by history.
     """
 
     def __init__(
         self,
         data: LabelSet,
         task_id: str,
+        setting: Setting | None = None,
         feature_fn: FeatureFn | None = None,
-        hazard: HazardSpec = "uniform",
     ):
+        setting = as_setting(setting)
         self.task_id = task_id
+        self.setting = setting
         row = data.tasks.set_index("task_id").loc[task_id]
         self.repo = str(row["repo"])
         self.granularity = str(row["granularity"])
         self.trajectory: Trajectory = data.trajectories[task_id]
-        self.table: RecoveryTable = data.recovery_table(task_id)
-        cps = data.checkpoints[data.checkpoints["task_id"] == task_id].sort_values("boundary")
-        self.n_boundaries = int(len(cps))
-        self.event_index = {int(b): int(e) for b, e in zip(cps["boundary"], cps["event_index"], strict=True)}
         self.costs = TaskCosts.build(
-            task_id, self.table.recovery, self.table.checkpoints, hazard, float(row["nominal_s"])
+            task_id, data.recovery[data.recovery["task_id"] == task_id],
+            data.checkpoints[data.checkpoints["task_id"] == task_id], setting.hazard,
+            float(row["nominal_s"]),
         )
+        self.n_boundaries = self.costs.n_boundaries
+        self.event_index = {b: int(self.costs.event_index[b]) for b in range(1, self.n_boundaries + 1)}
         self.failures = [int(f) for f in self.costs.failures]
         self._feature_fn = feature_fn
-        self._frames = _frames_for(self.trajectory, self.granularity, feature_fn)
+        self._frames = _frames_for(self.trajectory, self.granularity, feature_fn, setting.features)
         self.feature_names: list[str] | None = None
 
     def _frame(self, history: tuple[int, ...]) -> tuple[list[str], np.ndarray]:
@@ -131,22 +151,14 @@ class TaskReplay:
     def _compute(self, history: tuple[int, ...]) -> tuple[list[str], np.ndarray]:
         """Features at every boundary with checkpoints ``history``: row b = boundary b."""
         if self._feature_fn is None:
-            # the evaluation runner's own walk: one extractor, events up to each boundary's
-            # event, checkpoints marked after the decision (identical features by construction)
-            from features.online import OnlineFeatureExtractor, config_for
-
-            ex = OnlineFeatureExtractor(config_for(self.trajectory))
-            names = list(ex.feature_names)
+            # the episode's own prefix walk: identical features to the evaluation's by construction
+            rows = prefix_features(self.trajectory, self.costs.event_index[1:], history,
+                                   self.setting.features)
+            names = list(FEATURE_NAMES)
             arr = np.full((self.n_boundaries + 1, len(names)), np.nan)
-            events, pos, marks = self.trajectory.events, 0, set(history)
-            for b in range(1, self.n_boundaries + 1):
-                idx = self.event_index[b]
-                while pos < len(events) and events[pos].index <= idx:
-                    ex.observe(events[pos])
-                    pos += 1
-                arr[b] = list(ex.features().values())
-                if b in marks:
-                    ex.mark_checkpoint()
+            for b, r in enumerate(rows):
+                if r is not None:
+                    arr[b] = list(r.values())
             return names, arr
         raw = self._feature_fn(self.trajectory, granularity=self.granularity, checkpoints=history)
         if "boundary" not in raw.columns:
@@ -170,32 +182,28 @@ class TaskReplay:
         return dict(zip(names, arr[boundary].tolist(), strict=True))
 
     def observation(
-        self, boundary: int, history: Sequence[int], budget: Budget, remaining: float
+        self, boundary: int, history: Sequence[int], budget: Budget, spent: float = 0.0
     ) -> BoundaryObservation:
-        """What a runner hands a policy at ``boundary`` (costs from the measured table)."""
-        return BoundaryObservation(
-            task_id=self.task_id,
-            repo=self.repo,
-            boundary=boundary,
-            event_index=self.event_index[boundary],
-            features=self.features_at(boundary, history),
-            budget=budget,
-            remaining=remaining,
-            n_checkpoints=len(history),
-            last_checkpoint=max(history, default=0),
-            elapsed_s=self.table.nominal_t(boundary),
-            checkpoint_cost=self.charge(boundary, budget),
-            history=list(history),
+        """What the episode runner hands a policy at ``boundary`` with ``spent`` of the budget
+        used by ``history`` (costs from the measured table)."""
+        return observation(
+            self.task_id, self.repo, boundary, event_index=self.event_index[boundary],
+            features=self.features_at(boundary, history), cap=budget, spent=spent,
+            history=list(history), elapsed_s=float(self.costs.nominal_t[boundary]),
+            charge=self.charge(boundary, budget),
         )
 
     def charge(self, boundary: int, budget: Budget) -> float:
-        return budget.charge(self.table.creation_s(boundary), self.table.size_bytes(boundary))
+        """What a checkpoint at ``boundary`` costs in the budget's unit."""
+        return budget.charge(float(self.costs.creation_s[boundary]), float(self.costs.size_bytes[boundary]))
 
     def expected_cost(self, placement: Iterable[int]) -> float:
-        """E_f[creation before f + J(last, f) + restore latency] from the measured table.
+        """E_f[creation before f + restore latency + J(last, f)] from the measured table.
 
-        The same objective the matched-budget evaluation and the clairvoyant optimum use
-        (``evaluation.placement_objective``); NaN when a needed cell was never measured.
+        The one price (:func:`oracle.labels.failure_cost`) and the objective the
+        matched-budget evaluation and the clairvoyant optimum use
+        (:func:`ripplecp_policy.pricing.placement_objective`); NaN when a needed cell was
+        never measured.
         """
         return float(placement_objective(self.costs, sorted(set(placement))))
 
@@ -206,30 +214,34 @@ class TaskReplay:
         *,
         trace: list[BoundaryObservation] | None = None,
     ) -> list[int]:
-        """Walk boundaries 1..B in order, asking ``decide``; the budget is enforced here."""
-        history: list[int] = []
-        remaining = float(budget.amount)
-        for b in range(1, self.n_boundaries + 1):
-            obs = self.observation(b, history, budget, remaining)
-            if trace is not None:
-                trace.append(obs)
-            if obs.checkpoint_cost <= remaining + 1e-9 and decide(obs):
-                history.append(b)
-                remaining -= obs.checkpoint_cost
-        return history
+        """Walk boundaries 1..B in order, asking ``decide``; the episode enforces the budget.
+        ``trace`` (a list) receives every observation shown."""
+        if trace is not None:
+            shown, ask = trace, decide
+
+            def decide(obs: BoundaryObservation) -> bool:
+                shown.append(obs)
+                return ask(obs)
+
+        ep = Episode(self.task_id, self.repo, budget)
+        ep.walk(decide, self.costs, self.costs.charges(budget), self.features_at)
+        return ep.taken
 
 
 def replays(
-    data: LabelSet, feature_fn: FeatureFn | None = None, hazard: HazardSpec = "uniform"
+    data: LabelSet, setting: Setting | None = None, feature_fn: FeatureFn | None = None
 ) -> dict[str, TaskReplay]:
-    """A :class:`TaskReplay` per task of ``data``, keyed by task id, in task order."""
-    return {t: TaskReplay(data, t, feature_fn, hazard) for t in data.task_ids}
+    """A :class:`TaskReplay` per task of ``data`` under ``setting``'s failure model and
+    features, keyed by task id, in task order."""
+    return {t: TaskReplay(data, t, setting, feature_fn) for t in data.task_ids}
 
 
 def run_policy(
     policy: PlacementPolicy, task: TaskReplay, budget: Budget, seed: int = 0
 ) -> list[int]:
-    """The placement ``policy`` chooses on ``task`` (reset with ``seed``) under ``budget``."""
+    """The placement ``policy`` chooses on ``task`` (reset with ``seed``) under ``budget`` and
+    the task's failure model and features; a policy fitted under another setting is refused."""
+    check_setting(policy, task.setting.with_budget(budget))
     policy.reset(task.task_id, seed)
     return task.replay(policy.decide, budget)
 
@@ -274,7 +286,9 @@ def advantage_table(
 ) -> AdvantageTable:
     """One row per (task, candidate, fallback): features at the candidate, mean advantage.
 
-    The target is the mean paired advantage of the cell's CP/SKIP pairs. Quarantined pairs
+    The target is the mean paired advantage of the cell's CP/SKIP pairs (the paper's label:
+    J_skip - J_cp, J_cp charged the creation time, restore latency not folded in; see
+    :mod:`oracle.labels`). Quarantined pairs
     are excluded (they stay in the label set, never used as targets). A label set with no
     pairs but full recovery tables (a harness ``full`` design) yields table-derived
     targets instead: for every c- < t, the mean over measured failures f > t of
@@ -293,7 +307,7 @@ def advantage_table(
     if labels.empty:
         raise ValueError("labels: no usable (non-quarantined) pairs, and no full recovery "
                          "table to derive advantage targets from")
-    tasks = tasks if tasks is not None else replays(data, feature_fn)
+    tasks = tasks if tasks is not None else replays(data, feature_fn=feature_fn)
     cells = (
         labels.groupby(["task_id", "candidate", "fallback"], sort=True)
         .agg(
@@ -343,7 +357,7 @@ def table_labels(data: LabelSet, *, verified_only: bool = False) -> pd.DataFrame
                 adv = [rt.advantage(t, c, f) for f in fs]
                 rows.append(dict(
                     task_id=tid, candidate=t, fallback=c, repo=data.repo_of(tid),
-                    stratum="first" if c == 0 else "additional", advantage=float(np.mean(adv)),
+                    stratum=stratum(c), advantage=float(np.mean(adv)),
                     creation_s=rt.creation_s(t), protected_work_s=rt.nominal_t(t) - rt.nominal_t(c),
                 ))
     return pd.DataFrame(rows)

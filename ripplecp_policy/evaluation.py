@@ -1,445 +1,73 @@
 """Matched-budget evaluation of placement policies against measured recovery tables.
 
 A policy is scored by the *exact* cost of its placement under the recovery table, never
-by a proxy (paper, Appendix F). For failure f (striking during segment f, after boundary
-f-1) the placement costs the creation of its checkpoints before f plus the measured
-recovery J(last, f) from the latest of them (0 = pristine), plus the restore latency of
-that restore point. The expectation is over a failure distribution: uniform over the
-measured failures by default, or a hazard such as "proportional to nominal segment
-duration".
+by a proxy (paper, Appendix F): the one price of :mod:`ripplecp_policy.pricing` (creation of
+the checkpoints before the failure + restore latency of the restore point used + measured
+recovery from it), in expectation over the setting's failure model.
 
-Online policies are walked boundary by boundary (:func:`run_episode`): at boundary b the
-runner feeds an :class:`features.online.OnlineFeatureExtractor` the nominal trajectory's
-events up to the boundary's event (prefix only), asks ``policy.decide`` and charges the
-measured cost; a checkpoint that does not fit the remaining budget is refused. Offline
-policies (``policy.offline``: oracle, clairvoyant optimum) receive the recovery table.
+Every run is under a :class:`~ripplecp_policy.policy.Setting` (budget, failure model,
+features), the one the policy was fitted under. Online policies are walked boundary by
+boundary by the one episode runner (:mod:`ripplecp_policy.episode`): at boundary b the prefix
+walk has seen the nominal trajectory's events up to the boundary's event, the policy decides
+and is charged the measured cost; a checkpoint that does not fit the remaining budget is
+refused. Offline limits (oracle, clairvoyant optimum) receive the table's cost arrays. The
+:class:`Evaluator` holds the caches (cost arrays per failure model, prefix features per
+feature configuration and placement history, optima) every episode on a label set shares.
 
 Metrics (Appendix F) are reported side by side and never folded into one scalar:
 LostWork, RecoveryEfficiency, TotalFailureCost, task completion, repeated tokens and tool
 calls, bytes written, checkpoint and restore latency, plus regret against the clairvoyant
-optimum (:func:`optimal_placement`, an exact dynamic program). :func:`compare` renders the
-verdict against the first-boundary rule and refuses when budgets were not matched.
+optimum (:func:`ripplecp_policy.pricing.optimal_placement`, an exact dynamic program).
+Verdicts over these results are :mod:`ripplecp_policy.verdicts`.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from features.online import FeatureConfig
+from ripplecp_policy.episode import Episode, FeatureSource, LiveFeatures, Placement, prefix_features
+from ripplecp_policy.policy import (
+    Budget,
+    PlacementPolicy,
+    Role,
+    Setting,
+    canonical_hazard,
+    check_setting,
+)
+from ripplecp_policy.pricing import (
+    HazardSpec,
+    TaskCosts,
+    optimal_placement,
+    placement_metrics,
+    unlimited,
+)
 
 if TYPE_CHECKING:
-    from oracle.tables import LabelSet, RecoveryTable
-
-HazardSpec = str | Mapping[int, float]
-
-#: relative slack when comparing a spend with a budget (floating-point sums of seconds)
-_EPS = 1e-9
-
-
-class MismatchedBudgetError(ValueError):
-    """A comparison between policies whose budgets or spends differ beyond tolerance."""
-
-
-# ---------------------------------------------------------------------------------------
-# Per-task cost arrays
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class TaskCosts:
-    """One task's recovery table as arrays, for fast exact pricing of any placement.
-
-    Index ``b`` of the boundary arrays is the restore point (0 = pristine). Column ``k`` of
-    the cell arrays is failure ``failures[k]``. Unmeasured cells (and r >= f) are NaN.
-    """
-
-    task_id: str
-    n_boundaries: int
-    failures: np.ndarray  # (F,) int
-    weights: np.ndarray  # (F,) failure probabilities, sum 1
-    creation_s: np.ndarray  # (B+1,), [0] = 0
-    size_bytes: np.ndarray  # (B+1,), [0] = 0
-    nominal_t: np.ndarray  # (B+1,), [0] = 0
-    event_index: np.ndarray  # (B+1,), [0] = -1
-    J: np.ndarray  # (B+1, F) mean recovery seconds
-    restore_latency: np.ndarray  # (B+1, F)
-    verified: np.ndarray  # (B+1, F) verified rate of the branches
-    tokens: np.ndarray  # (B+1, F) mean re-executed tokens (NaN when unknown)
-    tool_calls: np.ndarray  # (B+1, F)
-    nominal_s: float = math.nan  # nominal seconds start -> completion (NaN when unknown)
-
-    @classmethod
-    def build(
-        cls,
-        task_id: str,
-        recovery: pd.DataFrame,
-        checkpoints: pd.DataFrame,
-        hazard: HazardSpec = "uniform",
-        nominal_s: float = math.nan,
-    ) -> TaskCosts:
-        """Arrays from a task's recovery and checkpoint rows (quarantined branches excluded)."""
-        cp = checkpoints.sort_values("boundary")
-        b_max = len(cp)
-        bounds = cp["boundary"].to_numpy(dtype=int)
-        if b_max and not np.array_equal(bounds, np.arange(1, b_max + 1)):
-            raise ValueError(
-                f"{task_id}: checkpoints table boundaries must be 1..{b_max}, got {bounds.tolist()}"
-            )
-
-        def col(name: str) -> np.ndarray:
-            return np.concatenate([[0.0], cp[name].to_numpy(dtype=float)])
-
-        creation, size, t_nom = col("creation_s"), col("size_bytes"), col("nominal_t_s")
-        ev = np.concatenate([[-1], cp["event_index"].to_numpy(dtype=np.int64)])
-        q = recovery["quarantined"].astype("boolean").fillna(False).to_numpy(dtype=bool)
-        ok = recovery[~q]
-        rp = ok["restore_point"].to_numpy(dtype=np.int64)
-        fl = ok["failure"].to_numpy(dtype=np.int64)
-        failures = np.unique(fl).astype(int)
-        shape = (b_max + 1, len(failures))
-        bad = (rp < 0) | (rp >= fl) | (rp > b_max)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{task_id}: recovery cell (r={rp[i]}, f={fl[i]}) is out of range")
-
-        def num(name: str) -> np.ndarray:
-            return ok[name].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
-
-        k = np.searchsorted(failures, fl)
-        arrays = {}
-        for key, vals in (("J", num("cost_s")), ("rl", num("restore_latency_s")),
-                          ("ver", num("verified")), ("tok", num("tokens")), ("tc", num("tool_calls"))):
-            tot, cnt = np.zeros(shape), np.zeros(shape)
-            m = ~np.isnan(vals)
-            np.add.at(tot, (rp[m], k[m]), vals[m])
-            np.add.at(cnt, (rp[m], k[m]), 1.0)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                arrays[key] = np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan)
-        # restore latency unknown on a branch: fall back to the checkpoint's own record
-        cp_rl = col("restore_latency_s")
-        miss = np.isnan(arrays["rl"]) & ~np.isnan(arrays["J"])
-        arrays["rl"][miss] = np.broadcast_to(cp_rl[:, None], shape)[miss]
-        arrays["rl"][np.isnan(arrays["rl"]) & ~np.isnan(arrays["J"])] = 0.0
-        tc = cls(
-            task_id=task_id, n_boundaries=b_max, failures=failures,
-            weights=np.zeros(len(failures)), creation_s=creation, size_bytes=size,
-            nominal_t=t_nom, event_index=ev, J=arrays["J"], restore_latency=arrays["rl"],
-            verified=arrays["ver"], tokens=arrays["tok"], tool_calls=arrays["tc"],
-            nominal_s=float(nominal_s),
-        )
-        tc.weights = failure_weights(tc, hazard)
-        return tc
-
-    @classmethod
-    def from_recovery_table(cls, rt: RecoveryTable, hazard: HazardSpec = "uniform") -> TaskCosts:
-        return cls.build(rt.task_id, rt.recovery, rt.checkpoints, hazard)
-
-    # -- derived quantities ---------------------------------------------------------------
-
-    def charges(self, budget: Budget) -> np.ndarray:
-        """(B+1,) what each boundary's checkpoint costs in the budget's unit; [0] = 0."""
-        out = np.array([budget.charge(c, s) for c, s in zip(self.creation_s, self.size_bytes, strict=True)])
-        out[0] = 0.0
-        return out
-
-    def survival(self) -> np.ndarray:
-        """(B+1,) W(>b): probability that the failure strikes after boundary b."""
-        return np.array([self.weights[self.failures > b].sum() for b in range(self.n_boundaries + 1)])
-
-    def is_full(self) -> bool:
-        """Some failure is measured, and every cell (r, f) with r < f and positive failure
-        weight is: any placement can then be priced."""
-        if len(self.failures) == 0:
-            return False
-        for k, f in enumerate(self.failures):
-            if self.weights[k] > 0 and np.isnan(self.J[: min(f, self.n_boundaries + 1), k]).any():
-                return False
-        return True
-
-    def segment_end_time(self, f: int) -> float:
-        """Nominal elapsed seconds at the end of segment f (boundary f, or the run's end)."""
-        if f <= self.n_boundaries:
-            return float(self.nominal_t[f])
-        return float(self.nominal_s) if math.isfinite(self.nominal_s) else float(self.nominal_t[-1])
-
-
-def failure_weights(tc: TaskCosts, hazard: HazardSpec = "uniform") -> np.ndarray:
-    """Failure probabilities over ``tc.failures`` for a hazard.
-
-    ``"uniform"``: equal over the measured failures. ``"duration"``: proportional to the
-    nominal duration of the segment the failure strikes in (a constant hazard per second).
-    A mapping ``{failure: weight}`` gives explicit weights (missing failures get 0).
-    """
-    n = len(tc.failures)
-    if n == 0:
-        return np.zeros(0)
-    if isinstance(hazard, Mapping):
-        w = np.array([float(hazard.get(int(f), 0.0)) for f in tc.failures])
-    elif hazard == "uniform":
-        w = np.ones(n)
-    elif hazard == "duration":
-        w = np.array(
-            [tc.segment_end_time(int(f)) - float(tc.nominal_t[min(int(f) - 1, tc.n_boundaries)])
-             for f in tc.failures]
-        )
-        w = np.where(np.isfinite(w), w, 0.0)
-        if (w < 0).any():
-            raise ValueError(f"{tc.task_id}: nominal_t_s decreases; segment durations negative")
-        if w.sum() <= 0:
-            w = np.ones(n)
-    else:
-        raise ValueError(f"hazard must be 'uniform', 'duration' or a mapping, got {hazard!r}")
-    if (w < 0).any() or not np.isfinite(w).all() or w.sum() <= 0:
-        raise ValueError(f"{tc.task_id}: failure weights must be finite, >= 0, not all 0: {w}")
-    return w / w.sum()
-
-
-# ---------------------------------------------------------------------------------------
-# Exact pricing of a placement
-# ---------------------------------------------------------------------------------------
-
-
-METRIC_COLUMNS = [
-    "total_failure_cost", "lost_work_s", "recovery_efficiency", "redo_avoided_s",
-    "checkpoint_latency_s", "restore_latency_s", "cr_overhead_s", "objective_s",
-    "nominal_work_s", "completion", "tokens", "tool_calls", "bytes_written",
-    "n_checkpoints", "spend_count", "spend_seconds", "spend_bytes",
-]
-
-
-def placement_metrics(tc: TaskCosts, checkpoints: Iterable[int]) -> dict[str, float]:
-    """Expected Appendix-F metrics of a placement, side by side (never one scalar).
-
-    Per failure f with last checkpoint ℓ(f) before f and placement P:
-    ``objective`` = Σ_{b∈P, b<f} C(b) + J(ℓ, f) + restore latency(ℓ, f) — the quantity the
-    clairvoyant optimum minimises; ``lost_work`` = J(ℓ, f); ``total_failure_cost`` =
-    nominal work up to the failure + C/R overhead + redo, where the failure strikes when
-    boundary f-1 has passed (nominal work = nominal_t(f-1), as in ``oracle.simulator``;
-    the same for every policy, so it never changes a comparison). ``recovery_efficiency`` = E[J(0,f) - J(ℓ,f)] /
-    E[checkpoint creation before f] (NaN with no checkpoint overhead). Spend counts the
-    whole placement, whether or not a failure precedes a checkpoint.
-    """
-    p = np.array(sorted({int(b) for b in checkpoints}), dtype=int)
-    if p.size and (p[0] < 1 or p[-1] > tc.n_boundaries):
-        raise ValueError(f"{tc.task_id}: checkpoint boundaries must be in 1..{tc.n_boundaries}: {p}")
-    w = tc.weights
-    cum_c = np.concatenate([[0.0], np.cumsum(tc.creation_s[p])])
-    cum_b = np.concatenate([[0.0], np.cumsum(tc.size_bytes[p])])
-    n_before = np.searchsorted(p, tc.failures, side="left")  # checkpoints b < f
-    last = np.where(n_before > 0, p[np.maximum(n_before - 1, 0)] if p.size else 0, 0)
-    cols = np.arange(len(tc.failures))
-    J = tc.J[last, cols]
-    J0 = tc.J[0, cols]
-    rl = tc.restore_latency[last, cols]
-    created = cum_c[n_before]
-    written = cum_b[n_before]
-    nominal = tc.nominal_t[np.minimum(tc.failures - 1, tc.n_boundaries)]
-
-    def ex(x: np.ndarray) -> float:
-        m = w > 0
-        return float(np.dot(w[m], x[m])) if m.any() else math.nan
-
-    overhead = ex(created)
-    avoided = ex(J0 - J)
-    return {
-        "total_failure_cost": ex(nominal + created + rl + J),
-        "lost_work_s": ex(J),
-        "recovery_efficiency": avoided / overhead if overhead > 0 else math.nan,
-        "redo_avoided_s": avoided,
-        "checkpoint_latency_s": overhead,
-        "restore_latency_s": ex(rl),
-        "cr_overhead_s": ex(created + rl),
-        "objective_s": ex(created + rl + J),
-        "nominal_work_s": ex(nominal),
-        "completion": ex(tc.verified[last, cols]),
-        "tokens": ex(tc.tokens[last, cols]),
-        "tool_calls": ex(tc.tool_calls[last, cols]),
-        "bytes_written": ex(written),
-        "n_checkpoints": float(p.size),
-        "spend_count": float(p.size),
-        "spend_seconds": float(tc.creation_s[p].sum()),
-        "spend_bytes": float(tc.size_bytes[p].sum()),
-    }
-
-
-def placement_objective(tc: TaskCosts, checkpoints: Iterable[int]) -> float:
-    """E_f[creation before f + J(last, f) + restore latency]: what the optimum minimises."""
-    return placement_metrics(tc, checkpoints)["objective_s"]
-
-
-# ---------------------------------------------------------------------------------------
-# The clairvoyant optimum: exact dynamic programs over the recovery table
-# ---------------------------------------------------------------------------------------
-
-
-def _segment_costs(tc: TaskCosts) -> np.ndarray:
-    """seg[i, j] = Σ_{f∈(i, j]} w_f (J(i,f) + RL(i,f)); column B+1 means "to the end".
-
-    Failures in (i, j] are served by restore point i when the next checkpoint is j (a
-    checkpoint at j cannot serve the failure during segment j). Unmeasured cells with
-    positive weight make the segment infinite (that placement cannot be priced).
-    """
-    b = tc.n_boundaries
-    seg = np.full((b + 1, b + 2), np.inf)
-    cell = tc.weights[None, :] * (tc.J + tc.restore_latency)
-    cell = np.where(tc.weights[None, :] > 0, cell, 0.0)  # weight 0: no contribution
-    for i in range(b + 1):
-        for j in range(i + 1, b + 2):
-            m = (tc.failures > i) & ((tc.failures <= j) if j <= b else True)
-            vals = cell[i, m]
-            seg[i, j] = math.inf if np.isnan(vals).any() else float(vals.sum())
-    return seg
-
-
-def optimal_placement(tc: TaskCosts, budget: Budget) -> tuple[list[int], float]:
-    """The clairvoyant optimum: the placement minimising the expected objective under budget.
-
-    Exact in every case. Count budgets: a dynamic program over (last checkpoint,
-    checkpoints used), O(B²·K). Seconds and bytes budgets: a dynamic program over the last
-    checkpoint whose states are the Pareto front of (spend, cost) labels — a label is
-    dropped only when another with the same last checkpoint spends no more and costs no
-    more, which is safe because the future depends only on the last checkpoint and the
-    remaining budget. Returns (sorted boundaries, objective). Ties prefer fewer and then
-    earlier checkpoints.
-    """
-    b = tc.n_boundaries
-    seg = _segment_costs(tc)
-    surv = tc.survival()
-    add = tc.creation_s * surv  # creation of j is paid by every failure after j
-    tol = _EPS * max(1.0, budget.amount)
-    if budget.kind == "count":
-        k_max = int(math.floor(budget.amount + tol))
-        k_max = min(k_max, b)
-        val = np.full((k_max + 1, b + 1), np.inf)
-        back = np.full((k_max + 1, b + 1), -1, dtype=int)
-        val[0, 0] = 0.0
-        for c in range(1, k_max + 1):
-            for j in range(1, b + 1):
-                cand = val[c - 1, :j] + seg[:j, j] + add[j]
-                i = int(np.argmin(cand))
-                val[c, j], back[c, j] = cand[i], i
-        best, best_c, best_j = math.inf, 0, 0
-        for c in range(k_max + 1):
-            for j in range(b + 1):
-                total = val[c, j] + seg[j, b + 1]
-                if total < best - 1e-12:
-                    best, best_c, best_j = total, c, j
-        path: list[int] = []
-        c, j = best_c, best_j
-        while c > 0:
-            path.append(j)
-            j, c = int(back[c, j]), c - 1
-        return sorted(path), float(best)
-
-    charge = tc.charges(budget)
-    labels: list[list[tuple[float, float, tuple[int, ...]]]] = [[] for _ in range(b + 1)]
-    labels[0] = [(0.0, 0.0, ())]
-    for j in range(1, b + 1):
-        cands = []
-        for i in range(j):
-            s_ij = seg[i, j]
-            if not math.isfinite(s_ij):
-                continue
-            for spend, cost, path_i in labels[i]:
-                s = spend + charge[j]
-                if s <= budget.amount + tol:
-                    cands.append((s, cost + s_ij + add[j], (*path_i, j)))
-        labels[j] = _pareto(cands)
-    best, best_path = math.inf, ()
-    for j in range(b + 1):
-        for _, cost, path_j in labels[j]:
-            total = cost + seg[j, b + 1]
-            key = (len(path_j), path_j)
-            if total < best - 1e-12 or (abs(total - best) <= 1e-12 and key < (len(best_path), best_path)):
-                best, best_path = total, path_j
-    return list(best_path), float(best)
-
-
-def _pareto(labels: list[tuple[float, float, tuple[int, ...]]]) -> list[tuple[float, float, tuple[int, ...]]]:
-    """Keep the labels no other label beats on both spend and cost."""
-    labels.sort(key=lambda x: (x[0], x[1], len(x[2]), x[2]))
-    out: list[tuple[float, float, tuple[int, ...]]] = []
-    best = math.inf
-    for lab in labels:
-        if lab[1] < best - 1e-12:
-            out.append(lab)
-            best = lab[1]
-    return out
-
-
-def brute_force_placement(tc: TaskCosts, budget: Budget) -> tuple[list[int], float]:
-    """Enumerate every feasible subset (exponential; for tests on small tables)."""
-    b = tc.n_boundaries
-    if b > 16:
-        raise ValueError(f"brute force over {b} boundaries would enumerate 2^{b} subsets")
-    charge = tc.charges(budget)
-    tol = _EPS * max(1.0, budget.amount)
-    best, best_p = math.inf, []
-    for k in range(b + 1):
-        for sub in itertools.combinations(range(1, b + 1), k):
-            if charge[list(sub)].sum() > budget.amount + tol:
-                continue
-            v = placement_objective(tc, sub)
-            if not math.isnan(v) and v < best - 1e-12:
-                best, best_p = v, list(sub)
-    return best_p, best
-
-
-# ---------------------------------------------------------------------------------------
-# Running a policy on one task
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class Placement:
-    """What a policy did on one task under one budget."""
-
-    task_id: str
-    repo: str
-    policy: str
-    budget: Budget
-    checkpoints: list[int]
-    requested: list[int] = field(default_factory=list)  # boundaries where it asked to checkpoint
-    refused: list[int] = field(default_factory=list)  # asked, but over the remaining budget
-    spend: float = 0.0  # in the budget's unit
-    budget_matched: bool = True
-    seed: int = 0
-    n_boundaries: int = 0
-
-
-def _unlimited(budget: Budget, tc: TaskCosts) -> Budget:
-    """A finite budget that can never bind on this task (for unmatched references)."""
-    return Budget(budget.kind, float(tc.charges(budget).sum()) + 1.0)
+    from oracle.tables import LabelSet
 
 
 class Evaluator:
-    """Runs policies on one label set and prices their placements; caches per-task arrays.
-
-    ``hazard`` is the failure distribution of every expectation (see :func:`failure_weights`);
-    ``feature_config`` is passed to :class:`features.online.OnlineFeatureExtractor`.
+    """Runs policies on one label set under a :class:`~ripplecp_policy.policy.Setting` and
+    prices their placements; caches per-task cost arrays (per failure model), prefix features
+    per (task, feature configuration, placement history) and optima, shared by every
+    episode on the label set.
     """
 
-    def __init__(
-        self, label_set: LabelSet, *, hazard: HazardSpec = "uniform", feature_config: Any = None,
-        cache_features: bool = True,
-    ) -> None:
+    def __init__(self, label_set: LabelSet, *, cache_features: bool = True) -> None:
         self.label_set = label_set
-        self.hazard = hazard
-        self.feature_config = feature_config
         self.cache_features = cache_features
-        self._fcache: dict[tuple[str, tuple[int, ...]], list[dict[str, float] | None]] = {}
+        self._fcache: dict[tuple[str, FeatureConfig, tuple[int, ...]], list[dict[str, float] | None]] = {}
         self._tasks = label_set.tasks.set_index("task_id")
         self._rec_idx: dict[str, np.ndarray] | None = None
         self._cps_idx: dict[str, np.ndarray] | None = None
-        self._costs: dict[str, TaskCosts] = {}
-        self._optimum: dict[tuple[str, Budget], tuple[list[int], float]] = {}
+        self._costs: dict[tuple[str, HazardSpec], TaskCosts] = {}
+        self._optimum: dict[tuple[str, HazardSpec, Budget], tuple[list[int], float]] = {}
 
     def _rows(self, name: str, task_id: str) -> pd.DataFrame:
         """The rows of table ``name`` (recovery | checkpoints) for one task."""
@@ -452,147 +80,106 @@ class Evaluator:
         pos = idx.get(task_id)
         return df.iloc[:0] if pos is None else df.iloc[pos]
 
-    def costs(self, task_id: str) -> TaskCosts:
-        if task_id not in self._costs:
+    def costs(self, task_id: str, hazard: HazardSpec = "uniform") -> TaskCosts:
+        """The task's cost arrays with failure weights under ``hazard``."""
+        key = (task_id, canonical_hazard(hazard))
+        if key not in self._costs:
             if task_id not in self._tasks.index:
                 raise KeyError(f"task {task_id!r} is not in the label set")
-            self._costs[task_id] = TaskCosts.build(
+            self._costs[key] = TaskCosts.build(
                 task_id, self._rows("recovery", task_id), self._rows("checkpoints", task_id),
-                self.hazard, float(self._tasks.at[task_id, "nominal_s"]),
+                key[1], float(self._tasks.at[task_id, "nominal_s"]),
             )
-        return self._costs[task_id]
+        return self._costs[key]
 
-    def recovery_table(self, task_id: str) -> RecoveryTable:
-        from oracle.tables import RecoveryTable
-
-        return RecoveryTable(task_id, self._rows("recovery", task_id), self._rows("checkpoints", task_id))
-
-    def features_at(self, task_id: str, boundary: int, history: Sequence[int]) -> dict[str, float]:
+    def features_at(self, task_id: str, boundary: int, history: Sequence[int],
+                    config: FeatureConfig | None = None) -> dict[str, float]:
         """Online features at ``boundary`` with checkpoints ``history`` (all before it) marked.
 
-        Identical to the incremental walk of :meth:`run` (a test checks it): the extractor
-        sees the events up to the boundary's event and marks each checkpoint in history
-        right after its boundary. Rows are cached per (task, history): every boundary after
-        the history's last checkpoint shares one walk.
+        The episode's prefix walk (:func:`ripplecp_policy.episode.prefix_features`), cached
+        per (task, feature configuration, history): every boundary after the history's last
+        checkpoint shares one walk. Identical to an uncached episode's walk (a test checks it).
         """
         hist = tuple(int(h) for h in history)
         if hist and hist[-1] >= boundary:
             raise ValueError(f"history {hist} must lie before boundary {boundary}")
-        key = (task_id, hist)
+        config = config if config is not None else FeatureConfig()
+        key = (task_id, config, hist)
         rows = self._fcache.get(key)
         if rows is None:
-            tc = self.costs(task_id)
-            traj = self.label_set.trajectories[task_id]
-            ex = _make_extractor(self.feature_config, traj)
-            rows = [None] * (tc.n_boundaries + 1)
-            marks = set(hist)
-            last = hist[-1] if hist else 0
-            pos, events = 0, traj.events
-            for b in range(1, tc.n_boundaries + 1):
-                ev_idx = int(tc.event_index[b])
-                while pos < len(events) and events[pos].index <= ev_idx:
-                    ex.observe(events[pos])
-                    pos += 1
-                if b > last:
-                    rows[b] = dict(ex.features())
-                if b in marks:
-                    ex.mark_checkpoint()
+            rows = prefix_features(self.label_set.trajectories[task_id],
+                                   self.costs(task_id).event_index[1:], hist, config)
             if self.cache_features:
                 self._fcache[key] = rows
         row = rows[boundary]
         assert row is not None
         return dict(row)
 
-    def optimum(self, task_id: str, budget: Budget) -> tuple[list[int], float]:
-        key = (task_id, budget)
+    def optimum(self, task_id: str, budget: Budget, hazard: HazardSpec = "uniform") -> tuple[list[int], float]:
+        """The clairvoyant optimum (placement, objective) of the task under ``budget``."""
+        key = (task_id, canonical_hazard(hazard), budget)
         if key not in self._optimum:
-            self._optimum[key] = optimal_placement(self.costs(task_id), budget)
+            self._optimum[key] = optimal_placement(self.costs(task_id, hazard), budget)
         return self._optimum[key]
 
     def run(
-        self, policy: PlacementPolicy, task_id: str, budget: Budget, *,
+        self, policy: PlacementPolicy, task_id: str, setting: Setting, *,
         granularity: str | None = None, seed: int = 0,
     ) -> Placement:
-        """One episode: see :func:`run_episode`."""
-        tc = self.costs(task_id)
+        """One episode of ``policy`` on ``task_id`` under ``setting``.
+
+        Online policies walk the candidate boundaries 1..B in order with the episode runner:
+        at boundary b the prefix walk has seen the nominal trajectory's events up to the
+        boundary's event and no further, with the checkpoints taken so far marked; a
+        checkpoint whose measured charge (creation seconds, bytes or 1, per the budget) does
+        not fit the remaining budget is refused and recorded. Offline policies get
+        ``policy.place(costs, budget)`` instead. Unmatched references (every-boundary) run
+        with a cap that never binds. A policy fitted under another
+        setting is refused (:class:`~ripplecp_policy.policy.SettingMismatchError`).
+        """
+        if setting.budget is None:
+            raise ValueError(f"run: the setting names no budget to run {policy.name} under")
+        check_setting(policy, setting)
+        tc = self.costs(task_id, setting.hazard)
         task_gran = str(self._tasks.at[task_id, "granularity"])
         if granularity is not None and granularity != task_gran:
             raise ValueError(
                 f"{task_id}: the recovery table is measured at {task_gran!r} boundaries; "
                 f"it cannot price {granularity!r} boundaries"
             )
-        repo = str(self._tasks.at[task_id, "repo"])
-        matched = bool(getattr(policy, "budget_matched", True))
-        cap = budget if matched else _unlimited(budget, tc)
+        matched = policy.role is not Role.REFERENCE
+        cap = setting.budget if matched else unlimited(setting.budget, tc)
         charge = tc.charges(cap)
-        tol = _EPS * max(1.0, cap.amount)
-        name = policy.name
+        ep = Episode(task_id, str(self._tasks.at[task_id, "repo"]), cap)
         policy.reset(task_id, seed)
-        taken: list[int] = []
-        requested: list[int] = []
-        refused: list[int] = []
-        spent = 0.0
-
-        def offer(b: int) -> bool:
-            nonlocal spent
-            requested.append(b)
-            if spent + charge[b] <= cap.amount + tol:
-                taken.append(b)
-                spent += charge[b]
-                return True
-            refused.append(b)
-            return False
-
-        if getattr(policy, "offline", False):
-            wanted = policy.place(self.recovery_table(task_id), cap)
+        if policy.role is Role.OFFLINE:
+            wanted = policy.place(tc, cap)
             for b in sorted({int(x) for x in wanted}):
                 if not 1 <= b <= tc.n_boundaries:
-                    raise ValueError(f"{name} placed boundary {b} outside 1..{tc.n_boundaries} on {task_id}")
-                offer(b)
+                    raise ValueError(f"{policy.name} placed boundary {b} outside 1..{tc.n_boundaries} on {task_id}")
+                ep.offer(b, float(charge[b]))
         else:
-            traj = self.label_set.trajectories[task_id]
-            events = traj.events
-            uses_features = bool(getattr(policy, "uses_features", True))
-            cached = uses_features and self.cache_features
-            extractor = (
-                _make_extractor(self.feature_config, traj) if uses_features and not cached else None
-            )
-            pos = 0
-            for b in range(1, tc.n_boundaries + 1):
-                ev_idx = int(tc.event_index[b])
-                if cached:
-                    feats = self.features_at(task_id, b, taken)
-                else:
-                    while pos < len(events) and events[pos].index <= ev_idx:
-                        if extractor is not None:
-                            extractor.observe(events[pos])
-                        pos += 1
-                    feats = dict(extractor.features()) if extractor is not None else {}
-                obs = BoundaryObservation(
-                    task_id=task_id, repo=repo, boundary=b, event_index=ev_idx, features=feats,
-                    budget=cap, remaining=cap.amount - spent, n_checkpoints=len(taken),
-                    last_checkpoint=taken[-1] if taken else 0,
-                    elapsed_s=float(tc.nominal_t[b]), checkpoint_cost=float(charge[b]),
-                    history=list(taken),
-                )
-                decision = policy.decide(obs)
-                if not isinstance(decision, bool | np.bool_):
-                    raise TypeError(f"{name}.decide returned {decision!r}; expected a bool")
-                if decision and offer(b) and extractor is not None:
-                    extractor.mark_checkpoint()
-        return Placement(
-            task_id=task_id, repo=repo, policy=name, budget=cap, checkpoints=taken,
-            requested=requested, refused=refused, spend=spent, budget_matched=matched,
-            seed=seed, n_boundaries=tc.n_boundaries,
-        )
+            ep.walk(policy.decide, tc, charge, self._feature_source(policy, task_id, setting), policy.name)
+        return ep.placement(policy.name, setting, budget_matched=matched, seed=seed,
+                            n_boundaries=tc.n_boundaries)
+
+    def _feature_source(self, policy: PlacementPolicy, task_id: str, setting: Setting) -> FeatureSource:
+        """Cached prefix features, a live prefix walk, or none (policies that read none)."""
+        if not getattr(policy, "uses_features", True):
+            return lambda b, history: {}
+        if self.cache_features:
+            return lambda b, history: self.features_at(task_id, b, history, setting.features)
+        return LiveFeatures(self.label_set.trajectories[task_id], self.costs(task_id).event_index[1:],
+                            setting.features)
 
     def score(self, placement: Placement, budget: Budget | None = None) -> dict[str, Any]:
-        """Metrics of a placement plus regret to the optimum at ``budget`` (default: the cap it
-        ran under — for an unmatched reference, the unconstrained optimum), so regret >= 0."""
-        tc = self.costs(placement.task_id)
+        """Metrics of a placement under its setting's failure model, plus regret to the optimum
+        at ``budget`` (default: the cap it ran under — for an unmatched reference, the
+        unconstrained optimum), so regret >= 0."""
+        hazard = placement.setting.hazard
+        tc = self.costs(placement.task_id, hazard)
         m = placement_metrics(tc, placement.checkpoints)
-        ref_budget = budget or placement.budget
-        _, opt = self.optimum(placement.task_id, ref_budget)
+        _, opt = self.optimum(placement.task_id, budget or placement.budget, hazard)
         m["optimum_objective_s"] = opt
         m["regret_s"] = m["objective_s"] - opt
         m["spend"] = placement.spend
@@ -600,18 +187,22 @@ class Evaluator:
         return m
 
     def evaluate(
-        self, policy: PlacementPolicy, task_ids: Sequence[str], budget: Budget, *,
+        self, policy: PlacementPolicy, task_ids: Sequence[str], setting: Setting, *,
         seeds: Sequence[int] = (0,), granularity: str | None = None,
     ) -> pd.DataFrame:
-        """One row per task: metrics averaged over ``seeds`` (stochastic policies); the
-        ``checkpoints`` column shows the first seed's placement."""
+        """One row per task: metrics under ``setting`` averaged over ``seeds`` (stochastic
+        policies), the policy's ``role``; the ``checkpoints`` column shows the first seed's
+        placement."""
         if len(seeds) == 0:
             raise ValueError("evaluate: give at least one seed")
+        budget = setting.budget
+        if budget is None:
+            raise ValueError(f"evaluate: the setting names no budget to evaluate {policy.name} at")
         rows = []
         for task_id in task_ids:
             per_seed = []
             for s in seeds:
-                pl = self.run(policy, task_id, budget, granularity=granularity, seed=s)
+                pl = self.run(policy, task_id, setting, granularity=granularity, seed=s)
                 per_seed.append(self.score(pl, budget if pl.budget_matched else None))
                 if len(per_seed) == 1:
                     first = pl
@@ -621,227 +212,25 @@ class Evaluator:
                 dict(
                     task_id=task_id, repo=pl.repo, policy=pl.policy,
                     budget=budget.label(), budget_kind=budget.kind, budget_amount=budget.amount,
-                    budget_matched=pl.budget_matched, n_seeds=len(seeds),
+                    budget_matched=pl.budget_matched, role=str(policy.role), n_seeds=len(seeds),
                     checkpoints=" ".join(map(str, first.checkpoints)), **m,
                 )
             )
         return pd.DataFrame(rows)
 
 
-def _make_extractor(config: Any, traj: Any) -> Any:
-    """A fresh extractor configured exactly as ``features.online.boundary_features`` does
-    for this trajectory (workspace root from its metadata), so online and offline features
-    agree."""
-    from features.online import OnlineFeatureExtractor, config_for
-
-    return OnlineFeatureExtractor(config_for(traj, config))
-
-
 _EVALUATORS: list[Evaluator] = []
 _EVALUATOR_CACHE_SIZE = 8
 
 
-def evaluator_for(
-    label_set: LabelSet, *, hazard: HazardSpec = "uniform", feature_config: Any = None
-) -> Evaluator:
+def evaluator_for(label_set: LabelSet) -> Evaluator:
     """A shared :class:`Evaluator` for this label set object (small LRU, identity-keyed), so
     tuning inside ``fit`` and evaluation reuse per-task arrays and feature caches."""
-    hkey = _hazard_key(hazard)
     for i, ev in enumerate(_EVALUATORS):
-        if ev.label_set is label_set and _hazard_key(ev.hazard) == hkey and ev.feature_config == feature_config:
+        if ev.label_set is label_set:
             _EVALUATORS.append(_EVALUATORS.pop(i))
             return ev
-    ev = Evaluator(label_set, hazard=hazard, feature_config=feature_config)
+    ev = Evaluator(label_set)
     _EVALUATORS.append(ev)
     del _EVALUATORS[:-_EVALUATOR_CACHE_SIZE]
     return ev
-
-
-def _hazard_key(hazard: HazardSpec) -> Any:
-    return tuple(sorted((int(k), float(v)) for k, v in hazard.items())) if isinstance(hazard, Mapping) else hazard
-
-
-def run_episode(
-    policy: PlacementPolicy,
-    label_set: LabelSet,
-    task_id: str,
-    budget: Budget,
-    *,
-    granularity: str | None = None,
-    seed: int = 0,
-    feature_config: Any = None,
-    evaluator: Evaluator | None = None,
-) -> Placement:
-    """Walk a task's candidate boundaries 1..B in order and let ``policy`` place checkpoints.
-
-    At boundary b the feature extractor has seen the nominal trajectory's events up to the
-    boundary's event and no further, with the checkpoints taken so far marked; the policy
-    sees a :class:`BoundaryObservation` and decides. A checkpoint whose measured cost
-    (creation seconds, bytes or 1, per the budget) exceeds the remaining budget is refused
-    and recorded. Offline policies get ``policy.place(recovery_table, budget)`` instead.
-    Policies with ``budget_matched = False`` (every-boundary) run with an unlimited budget.
-    Pass an :class:`Evaluator` to reuse its per-task caches across episodes.
-    """
-    ev = evaluator or evaluator_for(label_set, feature_config=feature_config)
-    return ev.run(policy, task_id, budget, granularity=granularity, seed=seed)
-
-
-# ---------------------------------------------------------------------------------------
-# Comparisons and verdicts
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class Verdict:
-    """Does ``policy`` beat ``reference`` at a matched budget? ``status``: yes | no | refused."""
-
-    policy: str
-    reference: str
-    budget: str
-    status: str
-    metric: str
-    diff: float = math.nan  # mean of (policy - reference) per task; negative = policy cheaper
-    low: float = math.nan
-    high: float = math.nan
-    confidence_level: float = 0.95
-    n_tasks: int = 0
-    spend: float = math.nan
-    reference_spend: float = math.nan
-    iqm_repo_diff: float = math.nan  # interquartile mean over repositories of the mean difference
-    p_improvement: float = math.nan  # P(policy cost < reference cost) over tasks, ties 0.5
-    reason: str = ""
-
-    def text(self) -> str:
-        if self.status == "refused":
-            return f"{self.policy} vs {self.reference} at {self.budget}: verdict refused ({self.reason})"
-        word = "yes" if self.status == "yes" else "no"
-        line = (
-            f"{self.policy} beats {self.reference} at matched budget {self.budget}: {word}, "
-            f"difference {self.diff:+.2f} s, {self.confidence_level:.0%} interval "
-            f"[{self.low:+.2f}, {self.high:+.2f}] over {self.n_tasks} tasks "
-            f"(IQM over repos {self.iqm_repo_diff:+.2f}, P(improvement) {self.p_improvement:.2f}; "
-            f"spend {self.spend:.3g} vs {self.reference_spend:.3g})"
-        )
-        if self.reason:
-            line += f"; {self.reason}"
-        return line
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _spend_mismatch(
-    pol: pd.DataFrame, ref: pd.DataFrame, tolerance: float, symmetric: bool
-) -> str:
-    """Why two result sets are not budget-matched ('' when they are)."""
-    if not pol["budget_matched"].all():
-        return "policy ran without a matched budget (reference, not budget-matched)"
-    if not ref["budget_matched"].all():
-        return "reference ran without a matched budget"
-    caps = set(zip(pol["budget_kind"], pol["budget_amount"], strict=True))
-    ref_caps = set(zip(ref["budget_kind"], ref["budget_amount"], strict=True))
-    if caps != ref_caps:
-        return f"budgets differ: {sorted(caps)} vs {sorted(ref_caps)}"
-    amount = float(pol["budget_amount"].iloc[0])
-    scale = amount if amount > 0 else 1.0
-    d = (float(pol["spend"].mean()) - float(ref["spend"].mean())) / scale
-    if d > tolerance or (symmetric and -d > tolerance):
-        return (
-            f"mean spend {pol['spend'].mean():.4g} vs reference {ref['spend'].mean():.4g} "
-            f"differs by {d:+.1%} of the budget, beyond tolerance {tolerance:.0%}"
-        )
-    return ""
-
-
-def probability_of_improvement(policy_cost: pd.Series, reference_cost: pd.Series) -> float:
-    """Fraction of tasks where the policy is cheaper than the reference (ties count 0.5)."""
-    a, b = policy_cost.align(reference_cost, join="inner")
-    if len(a) == 0:
-        return math.nan
-    return float(((a < b).sum() + 0.5 * (a == b).sum()) / len(a))
-
-
-def interquartile_mean(x: Sequence[float] | np.ndarray) -> float:
-    """Mean of the middle 50% (scipy.stats.trim_mean(x, 0.25)); robust across repositories."""
-    from scipy.stats import trim_mean
-
-    arr = np.asarray(x, dtype=float)
-    arr = arr[~np.isnan(arr)]
-    return float(trim_mean(arr, 0.25)) if arr.size else math.nan
-
-
-def compare(
-    results: pd.DataFrame,
-    reference: str = "first-boundary",
-    *,
-    tolerance: float = 0.05,
-    symmetric: bool = False,
-    metric: str = "total_failure_cost",
-    strict: bool = False,
-    n_resamples: int = 10_000,
-    seed: int = 20260818,
-    confidence_level: float = 0.95,
-) -> list[Verdict]:
-    """Verdicts for every (policy, budget) in ``results`` against ``reference``.
-
-    ``results`` has one row per (task, policy, budget) as returned by
-    :meth:`Evaluator.evaluate`. A verdict is **refused** when either side ran without a
-    matched budget, when the budget caps differ, or when the policy's mean spend exceeds
-    the reference's by more than ``tolerance`` (a fraction of the budget); with
-    ``symmetric=True`` underspending beyond tolerance is refused too. (Spending less under
-    the same cap is allowed by default: winning with fewer checkpoints is a fair win.)
-    With ``strict=True`` a refusal raises :class:`MismatchedBudgetError` instead. The
-    difference (policy - reference, per task, paired) gets a task-bootstrap interval; "yes"
-    only when the whole interval is below zero.
-    """
-    from ripplecp_policy.stats import paired_task_difference
-
-    out: list[Verdict] = []
-    if reference not in set(results["policy"]):
-        raise ValueError(f"reference policy {reference!r} is not in the results")
-    for budget, by_budget in results.groupby("budget", sort=False):
-        ref = by_budget[by_budget["policy"] == reference]
-        for pol_name, pol in by_budget.groupby("policy", sort=False):
-            if pol_name == reference:
-                continue
-            if ref.empty:
-                reason = f"no {reference} results at budget {budget}"
-            else:
-                reason = _spend_mismatch(pol, ref, tolerance, symmetric)
-            v = Verdict(
-                policy=str(pol_name), reference=reference, budget=str(budget), status="refused",
-                metric=metric, spend=float(pol["spend"].mean()),
-                reference_spend=float(ref["spend"].mean()) if len(ref) else math.nan,
-                confidence_level=confidence_level,
-            )
-            if reason:
-                if strict:
-                    raise MismatchedBudgetError(f"{pol_name} vs {reference} at {budget}: {reason}")
-                v.reason = reason
-                out.append(v)
-                continue
-            a = pol.set_index("task_id")[metric].astype(float)
-            b = ref.set_index("task_id")[metric].astype(float)
-            a, b = a.align(b, join="inner")
-            if len(a) < 2:
-                v.reason = f"only {len(a)} paired task(s)"
-                out.append(v)
-                continue
-            iv = paired_task_difference(
-                a, b, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level
-            )
-            repos = pol.set_index("task_id")["repo"].reindex(a.index)
-            per_repo = (a - b).groupby(repos).mean()
-            v.diff, v.low, v.high = float(iv.estimate), float(iv.low), float(iv.high)
-            v.n_tasks = len(a)
-            v.iqm_repo_diff = interquartile_mean(per_repo.to_numpy())
-            v.p_improvement = probability_of_improvement(a, b)
-            v.status = "yes" if v.high < 0 else "no"
-            if v.status == "no":
-                v.reason = (
-                    "interval includes zero" if v.low <= 0 <= v.high else "reference is cheaper"
-                )
-            if pol["spend"].mean() < ref["spend"].mean() - tolerance * max(float(pol["budget_amount"].iloc[0]), 1e-12):
-                v.reason = (v.reason + "; " if v.reason else "") + "policy spent less than the reference"
-            out.append(v)
-    return out

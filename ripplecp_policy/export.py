@@ -22,6 +22,7 @@ frame whose features were computed with the decided placement.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import tempfile
@@ -33,6 +34,7 @@ import joblib
 import pandas as pd
 
 from ripplecp_policy.datasets import FEATURE_PREFIXES
+from ripplecp_policy.episode import Episode
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
 
 STATE_COLUMNS = ("remaining_budget", "checkpoint_cost", "last_checkpoint", "n_checkpoints")
@@ -52,39 +54,41 @@ def policy_score(policy: PlacementPolicy, obs: BoundaryObservation) -> float:
 def decide_frame(
     policy: PlacementPolicy, frame: pd.DataFrame, config: dict[str, Any]
 ) -> pd.DataFrame:
-    """Checkpoint/skip decisions for boundary rows in order (see the module docstring)."""
+    """Checkpoint/skip decisions for boundary rows in order (see the module docstring).
+
+    Each task's rows are one episode of the episode runner (:class:`ripplecp_policy.episode.Episode`):
+    the same observation builder and budget check as the evaluation, with the runtime's
+    state columns, when given, taking the place of the tracked state.
+    """
     budget = Budget(config["budget_kind"], float(config["budget_amount"]))
     default_cost = float(config.get("default_checkpoint_cost", 1.0))
     feats = [c for c in frame.columns if c.startswith(FEATURE_PREFIXES)]
     missing = [n for n in config.get("feature_names", []) if n not in frame.columns and not n.startswith("policy__")]
     if missing:
         raise ValueError(f"boundary features frame lacks columns the policy was trained on: {missing[:5]}")
-    state: dict[str, dict[str, Any]] = {}
+    episodes: dict[str, Episode] = {}
+    rows_seen: dict[str, int] = {}
     out = []
     for pos, rec in enumerate(frame.to_dict("records")):
         task_id = str(rec.get("task_id", "task"))
-        st = state.setdefault(task_id, {"remaining": budget.amount, "history": [], "pos": 0})
-        st["pos"] += 1
-        boundary = int(rec["boundary"]) if _present(rec.get("boundary")) else st["pos"]
-        remaining = float(rec["remaining_budget"]) if _present(rec.get("remaining_budget")) else st["remaining"]
-        cost = float(rec["checkpoint_cost"]) if _present(rec.get("checkpoint_cost")) else default_cost
-        last = int(rec["last_checkpoint"]) if _present(rec.get("last_checkpoint")) else max(st["history"], default=0)
-        n_cp = int(rec["n_checkpoints"]) if _present(rec.get("n_checkpoints")) else len(st["history"])
-        if policy is not None and hasattr(policy, "reset") and st["pos"] == 1:
+        ep = episodes.get(task_id)
+        if ep is None:
+            ep = episodes[task_id] = Episode(task_id, str(rec.get("repo", "")), budget)
             policy.reset(task_id, int(config.get("seed", 0)))
-        obs = BoundaryObservation(
-            task_id=task_id, repo=str(rec.get("repo", "")), boundary=boundary,
-            event_index=int(rec["event_index"]) if _present(rec.get("event_index")) else pos,
+        rows_seen[task_id] = rows_seen.get(task_id, 0) + 1
+        boundary = int(rec["boundary"]) if _present(rec.get("boundary")) else rows_seen[task_id]
+        if _present(rec.get("remaining_budget")):
+            ep.spent = budget.amount - float(rec["remaining_budget"])
+        cost = float(rec["checkpoint_cost"]) if _present(rec.get("checkpoint_cost")) else default_cost
+        obs = ep.observe(
+            boundary, event_index=int(rec["event_index"]) if _present(rec.get("event_index")) else pos,
             features={k: (math.nan if not _present(rec[k]) else float(rec[k])) for k in feats},
-            budget=budget, remaining=remaining, n_checkpoints=n_cp, last_checkpoint=last,
-            elapsed_s=math.nan, checkpoint_cost=cost, history=list(st["history"]),
+            elapsed_s=math.nan, charge=cost,
         )
-        take = bool(cost <= remaining + 1e-9 and policy.decide(obs))
-        if take:
-            st["history"].append(boundary)
-            st["remaining"] = remaining - cost
-        else:
-            st["remaining"] = remaining
+        given = {k: int(rec[k]) for k in ("last_checkpoint", "n_checkpoints") if _present(rec.get(k))}
+        if given:
+            obs = dataclasses.replace(obs, **given)
+        take = bool(policy.decide(obs)) and ep.offer(boundary, cost)
         out.append({"task_id": task_id, "boundary": boundary, "checkpoint": take,
                      "score": policy_score(policy, obs)})
     return pd.DataFrame(out, columns=["task_id", "boundary", "checkpoint", "score"])

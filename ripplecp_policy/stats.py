@@ -14,9 +14,12 @@ function here:
   estimates but counted.
 
 Strata are by fallback identity (``"first"``: the SKIP world restores the pristine start;
-``"additional"``: it restores an earlier checkpoint), never by distance.
+``"additional"``: it restores an earlier checkpoint), never by distance; ``"pooled"`` names
+both together. The names, the stratum rule and the sign-unstable rule are
+:mod:`oracle.labels`'.
 
-Input is the label table of :mod:`oracle.tables` (one row per CP/SKIP pair). Estimates are
+Input is the label table of :mod:`oracle.tables` (one row per CP/SKIP pair, every column of
+its schema). Estimates are
 built bottom-up: pair -> cell (mean over repetitions) -> statistic over cell records, with
 the bootstrap resampling tasks and carrying each task's cell records along.
 """
@@ -36,24 +39,18 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from oracle.labels import ADDITIONAL, FIRST, POOLED, STRATA, sign_unstable, stratum
+from oracle.tables import SCHEMAS
+
 PAPER_SEED = 20260818
 N_BOOTSTRAP = 10_000
 N_PERMUTATIONS = 20_000
-STRATA: tuple[str, str] = ("first", "additional")
 AGENT_MINUTES_PER_LABEL = 8.4  # paper, G.4: one label cost 8.4 min of agent time
 
 Weighting = Literal["record", "task"]
 Method = Literal["percentile", "bca"]
 
-LABEL_COLUMNS: tuple[str, ...] = (
-    "task_id", "repo", "cell_id", "candidate", "fallback", "failure", "repetition", "stratum",
-    "j_cp", "j_skip", "advantage", "creation_s", "protected_work_s", "verified", "quarantined",
-)
 _CELL_KEYS = ("task_id", "repo", "stratum", "candidate", "fallback", "failure", "verified")
-_CORE_NUMERIC = {
-    "candidate", "fallback", "failure", "repetition", "j_cp", "j_skip", "advantage",
-    "creation_s", "protected_work_s", "pair_seed",
-}
 
 
 class PooledCorrelationError(ValueError):
@@ -218,7 +215,7 @@ def valid_pairs(labels: pd.DataFrame, *, where: str = "labels") -> pd.DataFrame:
     stratum, a stratum that contradicts the fallback (strata are by fallback identity), or
     a non-finite advantage in a pair that is not quarantined.
     """
-    _require(labels, LABEL_COLUMNS, where)
+    _require(labels, SCHEMAS["labels"].names, where)
     q = _bool(labels["quarantined"])
     ok = labels.loc[~q]
     bad = ~ok["stratum"].isin(STRATA)
@@ -228,7 +225,7 @@ def valid_pairs(labels: pd.DataFrame, *, where: str = "labels") -> pd.DataFrame:
             f"{where}: row {i} (cell {ok.at[i, 'cell_id']!r}): stratum must be one of {STRATA}, "
             f"got {ok.at[i, 'stratum']!r}"
         )
-    expect = np.where(ok["fallback"].astype(int).to_numpy() == 0, "first", "additional")
+    expect = stratum(ok["fallback"].astype(int).to_numpy())
     wrong = ok["stratum"].to_numpy() != expect
     if wrong.any():
         i = ok.index[wrong][0]
@@ -294,9 +291,9 @@ def cell_table(labels: pd.DataFrame, *, verified_only: bool = False) -> pd.DataF
 # --------------------------------------------------------------------------------------
 
 _CONTRAST = {
-    "first": "First checkpoint vs. none",
-    "additional": "One additional checkpoint",
-    "pooled": "Pooled over both strata",
+    FIRST: "First checkpoint vs. none",
+    ADDITIONAL: "One additional checkpoint",
+    POOLED: "Pooled over both strata",
 }
 
 
@@ -327,7 +324,7 @@ def _row(
     except ValueError:
         low, high, used = nan, nan, "fewer than 2 tasks"
     protected = float(means["protected_work_s"])
-    conversion = float(means["advantage"]) / protected if name != "pooled" and protected > 0 else nan
+    conversion = float(means["advantage"]) / protected if name != POOLED and protected > 0 else nan
     return row | dict(
         cp_s=float(means["j_cp"]), skip_s=float(means["j_skip"]), advantage_s=float(means["advantage"]),
         low=low, high=high, protected_work_s=protected, conversion=conversion,
@@ -359,7 +356,7 @@ def marginal_value(
     kw = dict(weighting=weighting, n_resamples=n_resamples, seed=seed,
               confidence_level=confidence_level, method=method)
     rows = [_row(cells[cells["stratum"] == s] if len(cells) else cells, s, **kw) for s in STRATA]
-    rows.append(_row(cells, "pooled", **kw))
+    rows.append(_row(cells, POOLED, **kw))
     return pd.DataFrame(rows).set_index("stratum")
 
 
@@ -382,7 +379,7 @@ def verified_sensitivity(
               confidence_level=confidence_level, method=method)
     rows = []
     for name, vo in (("verified_only", True), ("all_tasks", False)):
-        r = _row(cell_table(labels, verified_only=vo), "pooled", **kw)
+        r = _row(cell_table(labels, verified_only=vo), POOLED, **kw)
         r["stratum"], r["contrast"] = name, ("Verified-endpoint tasks" if vo else "All tasks")
         rows.append(r)
     return pd.DataFrame(rows).set_index("stratum")
@@ -398,8 +395,8 @@ def secondary_costs(labels: pd.DataFrame, *, verified_only: bool = True) -> pd.D
     if verified_only:
         ok = ok[_bool(ok["verified"])]
     rows = []
-    for name in (*STRATA, "pooled"):
-        sub = ok if name == "pooled" else ok[ok["stratum"] == name]
+    for name in (*STRATA, POOLED):
+        sub = ok if name == POOLED else ok[ok["stratum"] == name]
         row: dict[str, Any] = {"stratum": name, "tasks": int(sub["task_id"].nunique())}
         for measure in ("tokens", "tool_calls"):
             a, b = f"{measure}_skip", f"{measure}_cp"
@@ -428,14 +425,14 @@ def noise_to_signal(labels: pd.DataFrame, *, verified_only: bool = False) -> pd.
     their ratio. ``between_task_sd`` is the SD across tasks of a task's mean cell advantage
     (it contains the within-cell noise at the measured repetitions, so for planning it is an
     upper bound on the spread of true task effects). The paper computes G.4 over all 24 cells (its 121.9 s first-stratum effect
-    is the all-task mean), hence ``verified_only=False`` by default. Row ``"all"`` pools the
-    cells for the overall noise figure only (24.1 s in the paper); its ratio is not a
+    is the all-task mean), hence ``verified_only=False`` by default. Row ``"pooled"`` pools the
+    strata's cells for the overall noise figure only (24.1 s in the paper); its ratio is not a
     per-stratum quantity.
     """
     cells = cell_table(labels, verified_only=verified_only)
     rows = []
-    for name in (*STRATA, "all"):
-        c = cells if name == "all" else cells[cells["stratum"] == name]
+    for name in (*STRATA, POOLED):
+        c = cells if name == POOLED else cells[cells["stratum"] == name]
         reps = c[c["n_reps"] >= 2]
         sd = float(reps["advantage_sd"].mean()) if len(reps) else float("nan")
         effect = float(c["advantage"].abs().mean()) if len(c) else float("nan")
@@ -453,20 +450,15 @@ def noise_to_signal(labels: pd.DataFrame, *, verified_only: bool = False) -> pd.
 def sign_unstable_cells(labels: pd.DataFrame) -> list[str]:
     """Cells whose first two repetitions' paired advantages differ in sign.
 
-    The input of the harness's predeclared third-repetition rule (paper, Appendix A).
-    "First two" are the two lowest repetition indices among non-quarantined pairs; a zero
-    advantage has no sign and so counts as differing from a nonzero one (rerun rather than
-    guess). Cells with fewer than two valid repetitions are not listed.
+    The input of the harness's predeclared third-repetition rule (paper, Appendix A;
+    :func:`oracle.labels.sign_unstable`). "First two" are the two lowest repetition indices
+    among non-quarantined pairs; a zero advantage has no sign and so counts as differing from
+    a nonzero one (rerun rather than guess). Cells with fewer than two valid repetitions are
+    not listed.
     """
     ok = valid_pairs(labels)
-    out = []
-    for cell, g in ok.sort_values(["cell_id", "repetition"]).groupby("cell_id", sort=True):
-        if len(g) < 2:
-            continue
-        a0, a1 = g["advantage"].to_numpy(float)[:2]
-        if np.sign(a0) != np.sign(a1):
-            out.append(str(cell))
-    return out
+    return [str(cell) for cell, g in ok.sort_values(["cell_id", "repetition"]).groupby("cell_id", sort=True)
+            if sign_unstable(g["advantage"].to_numpy(float))]
 
 
 # --------------------------------------------------------------------------------------
@@ -546,7 +538,7 @@ def spearman_within_stratum(
     the cell of largest absolute ``target``). Missing ``column`` values drop the cell.
 
     There is deliberately no pooled variant: a frame without ``stratum``, or a request for a
-    stratum other than "first"/"additional", raises :class:`PooledCorrelationError`.
+    stratum other than those of :data:`oracle.labels.STRATA`, raises :class:`PooledCorrelationError`.
     """
     if "stratum" not in frame.columns:
         raise PooledCorrelationError(
@@ -599,15 +591,11 @@ def spearman_table(
     for col in columns:
         r = spearman_within_stratum(frame, col, target=target, verified_only=verified_only,
                                     n_permutations=n_permutations, seed=seed).set_index("stratum")
-        rows.append({
-            "proxy": col,
-            "first_n": int(r.at["first", "n"]), "first_rho": r.at["first", "rho"],
-            "first_p": r.at["first", "p_value"],
-            "additional_n": int(r.at["additional", "n"]), "additional_rho": r.at["additional", "rho"],
-            "additional_p": r.at["additional", "p_value"],
-            "first_drop_largest": r.at["first", "rho_drop_largest"],
-            "additional_drop_largest": r.at["additional", "rho_drop_largest"],
-        })
+        row: dict[str, Any] = {"proxy": col}
+        for s in STRATA:
+            row |= {f"{s}_n": int(r.at[s, "n"]), f"{s}_rho": r.at[s, "rho"], f"{s}_p": r.at[s, "p_value"]}
+        row |= {f"{s}_drop_largest": r.at[s, "rho_drop_largest"] for s in STRATA}
+        rows.append(row)
     return pd.DataFrame(rows).set_index("proxy") if rows else pd.DataFrame()
 
 
@@ -795,7 +783,7 @@ def pilot_noise(pilot: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """
     p = dict(pilot) if pilot is not None else load_pilot_tables()
     t1 = p["table1_marginal_value_verified_10_tasks"]
-    src = {"first": t1["first_checkpoint_vs_none"], "additional": t1["additional_one_step_later"]}
+    src = {FIRST: t1["first_checkpoint_vs_none"], ADDITIONAL: t1["additional_one_step_later"]}
     rows = []
     for name in STRATA:
         n = p["noise"][name]

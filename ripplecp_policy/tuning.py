@@ -5,13 +5,14 @@ set, splits it by repository (leave-one-repository-out, or ``GroupKFold`` over a
 ``max_inner_splits`` groups) and scores each trial on the validation repositories. Every
 repository it used is recorded in the result's audit under the stage ``"tuning"``.
 
-Objectives (lower is better):
+The search space is the policy's registry entry's (:mod:`ripplecp_policy.registry`), or one
+passed in; the objective is the policy's own ``tuning_objective`` (lower is better):
 
 - advantage regressors: validation RMSE of measured advantage (cheap: the feature table
   does not depend on the hyperparameters, so it is built once);
 - advantage classifiers: validation Brier score of P(A_CP > 0);
-- fitted-Q: the mean measured cost (``evaluation.placement_objective``) of the fitted
-  policy's placements on the validation tasks at the study's budget.
+- fitted-Q: the mean measured cost (``pricing.placement_objective``) of the fitted
+  policy's placements on the validation tasks at the setting's budget.
 
 Trials are reported through ``on_trial`` (the study logs them as nested MLflow runs
 directly; the Optuna MLflow callback is deprecated and not used).
@@ -27,43 +28,13 @@ from typing import Any
 import numpy as np
 import optuna
 import pandas as pd
-from sklearn.base import clone
 
 from oracle.tables import LabelSet
-from ripplecp_policy.datasets import advantage_table, replays
-from ripplecp_policy.learned.advantage import AdvantageClassifierPolicy, _ScoredPolicy
-from ripplecp_policy.learned.fqi import FittedQPolicy
-from ripplecp_policy.policy import Budget, PlacementPolicy
+from ripplecp_policy.policy import PlacementPolicy, Setting, as_setting
+from ripplecp_policy.registry import SearchSpace, entry_for
 from ripplecp_policy.splits import SplitAudit, inner_splits
 
 TrialCallback = Callable[[int, dict[str, Any], float, list[float]], None]
-
-
-def search_space(policy: PlacementPolicy) -> Callable[[optuna.Trial], dict[str, Any]]:
-    """The hyperparameters tuned for ``policy`` (small spaces: the data are small)."""
-    model = getattr(policy, "model", None) or getattr(policy, "regressor", None)
-    if isinstance(policy, FittedQPolicy):
-        if model == "xgboost":
-            return lambda t: {
-                "n_estimators": t.suggest_int("n_estimators", 20, 150, step=10),
-                "max_depth": t.suggest_int("max_depth", 2, 6),
-                "learning_rate": t.suggest_float("learning_rate", 0.03, 0.3, log=True),
-            }
-        return lambda t: {
-            "n_estimators": t.suggest_int("n_estimators", 20, 100, step=10),
-            "min_samples_leaf": t.suggest_int("min_samples_leaf", 1, 10),
-        }
-    if model in ("ridge",):
-        return lambda t: {"alpha": t.suggest_float("alpha", 1e-3, 1e3, log=True)}
-    if model in ("logistic",):
-        return lambda t: {"C": t.suggest_float("C", 1e-3, 1e2, log=True)}
-    if model == "xgboost":
-        return lambda t: {
-            "n_estimators": t.suggest_int("n_estimators", 50, 300, step=25),
-            "max_depth": t.suggest_int("max_depth", 2, 5),
-            "learning_rate": t.suggest_float("learning_rate", 0.01, 0.3, log=True),
-        }
-    raise ValueError(f"no search space for {type(policy).__name__} with model {model!r}")
 
 
 @dataclass
@@ -77,59 +48,12 @@ class TuningResult:
     audit: SplitAudit = field(default_factory=SplitAudit)
 
 
-def _advantage_objective(
-    policy: _ScoredPolicy, data: LabelSet, splits: list[tuple[list[str], list[str]]]
-) -> tuple[str, Callable[[dict[str, Any]], list[float]]]:
-    table = advantage_table(data, replays(data, policy.feature_fn), verified_only=policy.verified_only)
-    task_repo = dict(zip(data.tasks["task_id"], data.tasks["repo"], strict=True))
-    classifier = isinstance(policy, AdvantageClassifierPolicy)
-
-    def run(params: dict[str, Any]) -> list[float]:
-        est = clone(policy).set_params(**params)
-        vals = []
-        for tr, va in splits:
-            sub = table.subset_repos({task_repo[t] for t in tr})
-            val = table.subset_repos({task_repo[t] for t in va})
-            if sub.frame.empty or val.frame.empty:
-                continue
-            _, scorer = est._fit_scorer(sub.X, est._target(sub))
-            pred = scorer(val.X)
-            target = est._target(val)
-            vals.append(float(np.sqrt(np.mean((pred - target) ** 2))) if not classifier
-                        else float(np.mean((pred - target) ** 2)))
-        return vals
-
-    return ("brier" if classifier else "rmse"), run
-
-
-def _fqi_objective(
-    policy: FittedQPolicy, data: LabelSet, splits: list[tuple[list[str], list[str]]], budget: Budget | None
-) -> tuple[str, Callable[[dict[str, Any]], list[float]]]:
-    tasks = replays(data, policy.feature_fn)
-
-    def run(params: dict[str, Any]) -> list[float]:
-        vals = []
-        for tr, va in splits:
-            est = clone(policy).set_params(**params).fit(data.subset(tr), budget)
-            b = budget or est.budget_
-            costs = []
-            for t in va:
-                est.reset(t, 0)
-                c = tasks[t].expected_cost(tasks[t].replay(est.decide, b))
-                if not math.isnan(c):
-                    costs.append(c)
-            if costs:
-                vals.append(float(np.mean(costs)))
-        return vals
-
-    return "validation_cost_s", run
-
-
 def tune(
     policy: PlacementPolicy,
     data: LabelSet,
-    budget: Budget | None = None,
+    setting: Setting | None = None,
     *,
+    space: SearchSpace | None = None,
     n_trials: int = 10,
     seed: int = 0,
     max_inner_splits: int = 3,
@@ -137,9 +61,12 @@ def tune(
 ) -> TuningResult:
     """Tune ``policy``'s hyperparameters on validation repositories of ``data`` (TPE, seeded).
 
-    ``data`` must be the training fold only. Returns the best parameters; the caller sets
-    them (``policy.set_params(**result.best_params)``) and refits on the whole fold.
+    ``data`` must be the training fold only; ``setting`` is the one the policy will be
+    fitted and evaluated under. ``space`` defaults to the policy's registered search space.
+    Returns the best parameters; the caller sets them
+    (``policy.set_params(**result.best_params)``) and refits on the whole fold.
     """
+    setting = as_setting(setting)
     task_repo = dict(zip(data.tasks["task_id"], data.tasks["repo"], strict=True))
     splits = list(inner_splits(set(task_repo.values()), task_repo, max_splits=max_inner_splits))
     audit = SplitAudit()
@@ -147,13 +74,14 @@ def tune(
         return TuningResult({}, math.nan, pd.DataFrame(), "none (one training repository)", audit)
     for tr, va in splits:
         audit.record("tuning", {task_repo[t] for t in tr + va})
-    if isinstance(policy, FittedQPolicy):
-        objective, run = _fqi_objective(policy, data, splits, budget)
-    elif isinstance(policy, _ScoredPolicy):
-        objective, run = _advantage_objective(policy, data, splits)
-    else:
-        raise TypeError(f"cannot tune {type(policy).__name__}")
-    space = search_space(policy)
+    objective_of = getattr(policy, "tuning_objective", None)
+    if objective_of is None:
+        raise TypeError(f"cannot tune {type(policy).__name__}: it defines no tuning_objective")
+    if space is None:
+        space = entry_for(policy).space
+        if space is None:
+            raise ValueError(f"{policy.name} is registered without a search space; pass space=")
+    objective, run = objective_of(data, splits, setting)
     rows = []
 
     def objective_fn(trial: optuna.Trial) -> float:

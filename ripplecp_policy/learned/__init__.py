@@ -1,11 +1,18 @@
 """Learned placement policies: local advantage models and fitted-Q (paper, Appendices D-E).
 
-:func:`default_learned_policies` is the set the matched-budget study runs beside the
-baselines; every policy here is fitted on training repositories only and reports which
-repositories each stage saw (``audit_``).
+Every policy here is fitted on training repositories only and reports which repositories
+each stage saw (``audit_``). Each kind is registered once (:mod:`ripplecp_policy.registry`)
+with its Optuna search space: ``xgboost`` and ``ridge`` advantage regressors and Q-Ripple
+with extremely randomized trees (``fqi-extratrees``) are the matched-budget study's learned
+policies; the advantage classifiers (``classifier``: xgboost, ``classifier-logistic``) and
+``fqi-xgboost`` are trained on request
+(``python -m experiments.train_policies --kinds``). :data:`LEARNED` lists them; adding a
+learned policy is one :func:`~ripplecp_policy.registry.register` call in it.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from ripplecp_policy.learned.advantage import (
     AdvantageClassifierPolicy,
@@ -14,36 +21,95 @@ from ripplecp_policy.learned.advantage import (
 )
 from ripplecp_policy.learned.fqi import FittedQPolicy, value_error_summary
 from ripplecp_policy.policy import PlacementPolicy
+from ripplecp_policy.registry import PolicyEntry, register
 
 __all__ = [
     "AdvantageClassifierPolicy",
     "AdvantageRegressorPolicy",
     "FittedQPolicy",
+    "LEARNED",
     "default_learned_policies",
     "rank_report",
     "value_error_summary",
 ]
 
 
-def default_learned_policies(seed: int = 0, quick: bool = False,
-                             hazard: str = "uniform") -> list[PlacementPolicy]:
-    """The learned policies a matched-budget study compares with the baselines (unfitted).
+# -- search spaces (small: the data are small) -------------------------------------------
 
-    Gradient-boosted and ridge advantage regressors, and Q-Ripple with extremely
-    randomized trees; ``quick`` shrinks ensembles and iterations for CI-sized runs.
-    ``hazard`` must match the evaluation's failure model: thresholds and fitted-Q targets
-    are expectations under it.
-    """
-    n_trees = 50 if quick else 200
-    return [
-        AdvantageRegressorPolicy(model="xgboost", n_estimators=n_trees, random_state=seed,
-                                 hazard=hazard),
-        AdvantageRegressorPolicy(model="ridge", random_state=seed, hazard=hazard),
-        FittedQPolicy(
-            regressor="extratrees",
-            n_estimators=20 if quick else 50,
-            n_behaviour_seeds=2 if quick else 4,
-            random_state=seed,
-            hazard=hazard,
-        ),
-    ]
+
+def _xgboost_advantage_space(t: Any) -> dict[str, Any]:
+    return {
+        "n_estimators": t.suggest_int("n_estimators", 50, 300, step=25),
+        "max_depth": t.suggest_int("max_depth", 2, 5),
+        "learning_rate": t.suggest_float("learning_rate", 0.01, 0.3, log=True),
+    }
+
+
+def _ridge_space(t: Any) -> dict[str, Any]:
+    return {"alpha": t.suggest_float("alpha", 1e-3, 1e3, log=True)}
+
+
+def _logistic_space(t: Any) -> dict[str, Any]:
+    return {"C": t.suggest_float("C", 1e-3, 1e2, log=True)}
+
+
+def _fqi_extratrees_space(t: Any) -> dict[str, Any]:
+    return {
+        "n_estimators": t.suggest_int("n_estimators", 20, 100, step=10),
+        "min_samples_leaf": t.suggest_int("min_samples_leaf", 1, 10),
+    }
+
+
+def _fqi_xgboost_space(t: Any) -> dict[str, Any]:
+    return {
+        "n_estimators": t.suggest_int("n_estimators", 20, 150, step=10),
+        "max_depth": t.suggest_int("max_depth", 2, 6),
+        "learning_rate": t.suggest_float("learning_rate", 0.03, 0.3, log=True),
+    }
+
+
+# -- the registered kinds ------------------------------------------------------------------
+
+
+def _advantage(model: str) -> Any:
+    def make(seed: int = 0, quick: bool = False, device: str = "cpu") -> AdvantageRegressorPolicy:
+        return AdvantageRegressorPolicy(model=model, n_estimators=50 if quick else 200,
+                                        random_state=seed, device=device)
+
+    return make
+
+
+def _classifier(model: str) -> Any:
+    def make(seed: int = 0, quick: bool = False, device: str = "cpu") -> AdvantageClassifierPolicy:
+        return AdvantageClassifierPolicy(model=model, n_estimators=50 if quick else 200,
+                                         random_state=seed, device=device)
+
+    return make
+
+
+def _fqi(regressor: str) -> Any:
+    def make(seed: int = 0, quick: bool = False, device: str = "cpu") -> FittedQPolicy:
+        return FittedQPolicy(regressor=regressor, n_estimators=20 if quick else 50,
+                             n_behaviour_seeds=2 if quick else 4, random_state=seed, device=device)
+
+    return make
+
+
+#: every learned policy kind, registered once (the registry's learned entries)
+LEARNED: tuple[PolicyEntry, ...] = (
+    register("xgboost", _advantage("xgboost"), learned=True, space=_xgboost_advantage_space),
+    register("ridge", _advantage("ridge"), learned=True, space=_ridge_space),
+    register("classifier", _classifier("xgboost"), learned=True, space=_xgboost_advantage_space,
+             in_study=False),
+    register("classifier-logistic", _classifier("logistic"), learned=True, space=_logistic_space,
+             in_study=False),
+    register("fqi-extratrees", _fqi("extratrees"), learned=True, space=_fqi_extratrees_space),
+    register("fqi-xgboost", _fqi("xgboost"), learned=True, space=_fqi_xgboost_space, in_study=False),
+)
+
+
+def default_learned_policies(seed: int = 0, quick: bool = False) -> list[PlacementPolicy]:
+    """The learned policies a matched-budget study compares with the baselines (unfitted):
+    the registered learned kinds marked for the study. The study's setting (budget,
+    failure model, features) reaches them through ``fit``."""
+    return [e.make(seed=seed, quick=quick) for e in LEARNED if e.in_study]

@@ -20,11 +20,13 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
+from sklearn.base import clone
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
+from oracle.labels import STRATA
 from oracle.tables import LabelSet
 from ripplecp_policy.datasets import (
     AdvantageTable,
@@ -34,7 +36,7 @@ from ripplecp_policy.datasets import (
     observation_vector,
     replays,
 )
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting, as_setting
 from ripplecp_policy.splits import SplitAudit, inner_splits
 
 Scorer = Callable[[np.ndarray], np.ndarray]
@@ -53,7 +55,7 @@ def rank_report(y_true: np.ndarray, y_pred: np.ndarray, strata: np.ndarray) -> d
         "n": float(len(y_true)),
     }
     rhos = []
-    for s in ("first", "additional"):
+    for s in STRATA:
         m = strata == s
         rho = math.nan
         if m.sum() >= 3 and np.ptp(y_true[m]) > 0 and np.ptp(y_pred[m]) > 0:
@@ -69,6 +71,7 @@ class _ScoredPolicy(PlacementPolicy):
     """Shared machinery: fit a scorer on decision cells, pick a threshold on validation repos."""
 
     _default_threshold: float = 0.0
+    _tuning_metric: str = "rmse"
 
     # -- subclass hooks -------------------------------------------------------------------
     def _fit_model(self, X: np.ndarray, y: np.ndarray) -> Any:
@@ -92,18 +95,17 @@ class _ScoredPolicy(PlacementPolicy):
             self._scorer = self._scorer_for(self.model_)
 
     # -- fitting --------------------------------------------------------------------------
-    def fit(self, data: LabelSet, budget: Budget | None = None) -> _ScoredPolicy:
-        """Fit on ``data`` (training repositories only); threshold from inner validation."""
-        if self.budget_fill != "threshold":
-            raise ValueError(f"budget_fill must be 'threshold', got {self.budget_fill!r}")
-        # the failure model of the evaluation that will score it: validation costs (and
-        # hence the threshold) are expectations under it
-        tasks = replays(data, self.feature_fn, self.hazard)
+    def fit(self, data: LabelSet, setting: Setting | None = None) -> _ScoredPolicy:
+        """Fit on ``data`` (training repositories only) under ``setting``; threshold from
+        inner validation at the setting's budget, with validation costs expectations under
+        its failure model (the evaluation's)."""
+        setting = as_setting(setting)
+        budget = setting.budget
+        tasks = replays(data, setting, self.feature_fn)
         table = advantage_table(data, tasks, verified_only=self.verified_only)
         self.audit_ = SplitAudit()
         self.feature_names_ = list(table.feature_names)
         self.repos_ = sorted(table.repos)
-        self.budget_ = budget
         if self.threshold is not None:
             self.threshold_ = float(self.threshold)
             self.threshold_source_ = "given"
@@ -120,8 +122,7 @@ class _ScoredPolicy(PlacementPolicy):
         self.train_report_ = rank_report(
             table.y, self._scorer(table.X), table.frame["stratum"].to_numpy()
         )
-        self.is_fitted_ = True
-        return self
+        return super().fit(data, setting)
 
     def _target(self, table: AdvantageTable) -> np.ndarray:
         return table.y
@@ -194,6 +195,33 @@ class _ScoredPolicy(PlacementPolicy):
         self.threshold_ = float(tied["threshold"].max())
         self.threshold_source_ = "validation repositories (min mean measured cost)"
 
+    # -- tuning ---------------------------------------------------------------------------
+    def _validation_error(self, pred: np.ndarray, target: np.ndarray) -> float:
+        return float(np.sqrt(np.mean((pred - target) ** 2)))
+
+    def tuning_objective(
+        self, data: LabelSet, splits: list[tuple[list[str], list[str]]], setting: Setting
+    ) -> tuple[str, Callable[[dict[str, Any]], list[float]]]:
+        """For :func:`ripplecp_policy.tuning.tune`: the objective's name and, per trial's
+        parameters, the validation error of the model on each split's validation
+        repositories (the feature table does not depend on the parameters: built once)."""
+        table = advantage_table(data, replays(data, setting, self.feature_fn), verified_only=self.verified_only)
+        task_repo = dict(zip(data.tasks["task_id"], data.tasks["repo"], strict=True))
+
+        def run(params: dict[str, Any]) -> list[float]:
+            est = clone(self).set_params(**params)
+            vals = []
+            for tr, va in splits:
+                sub = table.subset_repos({task_repo[t] for t in tr})
+                val = table.subset_repos({task_repo[t] for t in va})
+                if sub.frame.empty or val.frame.empty:
+                    continue
+                _, scorer = est._fit_scorer(sub.X, est._target(sub))
+                vals.append(est._validation_error(scorer(val.X), est._target(val)))
+            return vals
+
+        return self._tuning_metric, run
+
     # -- inference ------------------------------------------------------------------------
     def score(self, obs: BoundaryObservation) -> float:
         """The model's score for checkpointing at ``obs`` (advantage seconds or P(A>0))."""
@@ -203,13 +231,19 @@ class _ScoredPolicy(PlacementPolicy):
         return self._scorer(np.asarray(X, dtype=np.float64))
 
     def decide(self, obs: BoundaryObservation) -> bool:
-        if obs.checkpoint_cost > obs.remaining + 1e-9:
+        if not obs.affordable:
             return False
         return self.score(obs) > self.threshold_
 
     def report(self, table: AdvantageTable) -> dict[str, float]:
         """Error and within-stratum rank quality of the advantage scores on ``table``."""
         return rank_report(table.y, self.score_frame(table.X), table.frame["stratum"].to_numpy())
+
+    def heldout_metrics(self, data: LabelSet, setting: Setting) -> dict[str, float]:
+        """Model quality on held-out ``data`` under ``setting``: :meth:`report` of its
+        advantage table, and the threshold in use."""
+        table = advantage_table(data, replays(data, setting, self.feature_fn))
+        return {**self.report(table), "threshold": float(self.threshold_)}
 
     def feature_importances(self) -> pd.Series:
         """Gain importances (trees) or |standardized coefficient| (linear), summing to 1."""
@@ -379,7 +413,6 @@ class AdvantageRegressorPolicy(_ScoredPolicy):
         self,
         model: Literal["xgboost", "ridge"] = "xgboost",
         threshold: float | None = None,
-        budget_fill: str = "threshold",
         device: str = "cpu",
         n_estimators: int = 200,
         max_depth: int = 3,
@@ -393,11 +426,9 @@ class AdvantageRegressorPolicy(_ScoredPolicy):
         n_thresholds: int = 11,
         max_inner_splits: int | None = 5,
         verified_only: bool = False,
-        hazard: str = "uniform",
     ) -> None:
         self.model = model
         self.threshold = threshold
-        self.budget_fill = budget_fill
         self.device = device
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -411,7 +442,6 @@ class AdvantageRegressorPolicy(_ScoredPolicy):
         self.n_thresholds = n_thresholds
         self.max_inner_splits = max_inner_splits
         self.verified_only = verified_only
-        self.hazard = hazard
 
     def _fit_model(self, X: np.ndarray, y: np.ndarray) -> Any:
         if self.model == "xgboost":
@@ -450,7 +480,6 @@ class AdvantageClassifierPolicy(_ScoredPolicy):
         self,
         model: Literal["xgboost", "logistic"] = "xgboost",
         threshold: float | None = None,
-        budget_fill: str = "threshold",
         device: str = "cpu",
         n_estimators: int = 200,
         max_depth: int = 3,
@@ -461,11 +490,9 @@ class AdvantageClassifierPolicy(_ScoredPolicy):
         n_thresholds: int = 11,
         max_inner_splits: int | None = 5,
         verified_only: bool = False,
-        hazard: str = "uniform",
     ) -> None:
         self.model = model
         self.threshold = threshold
-        self.budget_fill = budget_fill
         self.device = device
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -476,10 +503,14 @@ class AdvantageClassifierPolicy(_ScoredPolicy):
         self.n_thresholds = n_thresholds
         self.max_inner_splits = max_inner_splits
         self.verified_only = verified_only
-        self.hazard = hazard
+
+    _tuning_metric = "brier"
 
     def _target(self, table: AdvantageTable) -> np.ndarray:
         return (table.y > 0).astype(int)
+
+    def _validation_error(self, pred: np.ndarray, target: np.ndarray) -> float:
+        return float(np.mean((pred - target) ** 2))  # Brier score of P(A_CP > 0)
 
     def _fit_model(self, X: np.ndarray, y: np.ndarray) -> Any:
         pos = int(y.sum())

@@ -10,8 +10,7 @@ better). One decision at boundary b, reached (so the failure strikes after b):
               + s_{b+1} * min_{a' feasible} G(z_{b+1}, a')  # survive to the next boundary
 
 with ``h`` and ``s`` the failure model's conditional hazard and survival (the failure
-weights of the ``hazard`` parameter, which must match the evaluation's; uniform by
-default), ``last'`` the last checkpoint after the action, and J read from the
+weights of the setting it is fitted under, the evaluation's; uniform by default), ``last'`` the last checkpoint after the action, and J read from the
 **measured** recovery table of the training task: never a cost model
 monotone in elapsed work, which the pilot shows misprices the additional checkpoint
 (Appendix E's caution). The failure is taken in expectation rather than sampled, which
@@ -29,10 +28,12 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+from sklearn.base import clone
 
 from oracle.tables import LabelSet
 from ripplecp_policy.datasets import (
@@ -42,8 +43,16 @@ from ripplecp_policy.datasets import (
     observation_vector,
     replays,
 )
+from ripplecp_policy.episode import Episode
 from ripplecp_policy.learned.advantage import PackedTrees
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.policy import (
+    BoundaryObservation,
+    Budget,
+    PlacementPolicy,
+    Setting,
+    as_setting,
+    check_setting,
+)
 from ripplecp_policy.splits import SplitAudit
 
 _EPS = 1e-9
@@ -67,7 +76,6 @@ class FittedQPolicy(PlacementPolicy):
         device: str = "cpu",
         random_state: int = 0,
         feature_fn: FeatureFn | None = None,
-        hazard: str = "uniform",
     ) -> None:
         self.regressor = regressor
         self.n_iterations = n_iterations
@@ -82,7 +90,6 @@ class FittedQPolicy(PlacementPolicy):
         self.device = device
         self.random_state = random_state
         self.feature_fn = feature_fn
-        self.hazard = hazard
 
     # -- model ----------------------------------------------------------------------------
     def _make_regressor(self) -> Any:
@@ -122,59 +129,19 @@ class FittedQPolicy(PlacementPolicy):
         return self._packed.predict(X)
 
     # -- transitions ----------------------------------------------------------------------
-    def _state(self, task: TaskReplay, b: int, hist: list[int], rem: float, budget: Budget) -> np.ndarray:
-        obs = task.observation(b, hist, budget, rem)
-        return np.concatenate([observation_vector(obs, self.feature_names_), [rem]])
+    def _state(self, obs: BoundaryObservation) -> np.ndarray:
+        return np.concatenate([observation_vector(obs, self.feature_names_), [obs.remaining]])
 
     def transitions(self, tasks: list[TaskReplay], budget: Budget) -> dict[str, np.ndarray]:
         """Trace-replay transitions with both actions expanded at every visited state."""
-        S, A, C, K, SN, NF, R = [], [], [], [], [], [], []
+        rows: list[tuple[Any, ...]] = []
         seen: set[tuple[Any, ...]] = set()
-        d = len(self.feature_names_) + 1
         for task in tasks:
-            tc = task.costs
-            B = tc.n_boundaries
-            surv = tc.survival()
-            charge = tc.charges(budget)
-            fpos = {int(f): k for k, f in enumerate(tc.failures)}
-            cost_cell = tc.J + tc.restore_latency
             for seed in range(self.n_behaviour_seeds):
-                rng = np.random.default_rng([self.random_state, seed, zlib.crc32(task.task_id.encode())])
-                hist: list[int] = []
-                rem = float(budget.amount)
-                for b in range(1, B + 1):
-                    if surv[b] <= 0:
-                        break
-                    feasible = charge[b] <= rem + _EPS
-                    key = (task.task_id, b, tuple(hist), round(rem, 9))
-                    if key not in seen:
-                        seen.add(key)
-                        z = self._state(task, b, hist, rem, budget)
-                        for a in (0, 1) if feasible else (0,):
-                            hist2 = hist + [b] if a else hist
-                            rem2 = rem - charge[b] if a else rem
-                            last = hist2[-1] if hist2 else 0
-                            k = fpos.get(b + 1)
-                            h = float(tc.weights[k] / surv[b]) if k is not None else 0.0
-                            fail = float(cost_cell[last, k]) if h > 0 else 0.0
-                            cont = float(surv[b + 1] / surv[b]) if b + 1 <= B else 0.0
-                            if cont > 0:
-                                zn = self._state(task, b + 1, hist2, rem2, budget)
-                                nf = bool(charge[b + 1] <= rem2 + _EPS)
-                            else:
-                                zn, nf = np.zeros(d), False
-                            S.append(z)
-                            A.append(a)
-                            C.append(a * float(tc.creation_s[b]) + h * fail)
-                            K.append(cont)
-                            SN.append(zn)
-                            NF.append(nf)
-                            R.append(task.repo)
-                    if feasible and rng.random() < self.behaviour_epsilon:
-                        hist.append(b)
-                        rem -= charge[b]
-        if not S:
+                self._behaviour_episode(task, budget, seed, seen, rows)
+        if not rows:
             raise ValueError("fitted-Q: no transitions (no reachable boundary in the training tasks)")
+        S, A, C, K, SN, NF, R = zip(*rows, strict=True)
         out = {
             "state": np.vstack(S), "action": np.asarray(A, dtype=float), "cost": np.asarray(C),
             "cont": np.asarray(K), "next_state": np.vstack(SN), "next_feasible": np.asarray(NF),
@@ -184,10 +151,54 @@ class FittedQPolicy(PlacementPolicy):
             raise ValueError("fitted-Q: a transition cost is not finite (unmeasured recovery cell)")
         return out
 
+    def _behaviour_episode(self, task: TaskReplay, budget: Budget, seed: int,
+                           seen: set[tuple[Any, ...]], rows: list[tuple[Any, ...]]) -> None:
+        """One episode of the exploratory behaviour policy (checkpoint with probability
+        ``behaviour_epsilon`` where affordable), run by the episode runner; at every state
+        not seen before, both actions are expanded into ``rows`` with their measured costs."""
+        tc = task.costs
+        B = tc.n_boundaries
+        surv = tc.survival()
+        charge = tc.charges(budget)
+        fpos = {int(f): k for k, f in enumerate(tc.failures)}
+        cost_cell = tc.recovery_cost()
+        d = len(self.feature_names_) + 1
+        rng = np.random.default_rng([self.random_state, seed, zlib.crc32(task.task_id.encode())])
+        ep = Episode(task.task_id, task.repo, budget)
+
+        def behave(obs: BoundaryObservation) -> bool:
+            b = obs.boundary
+            if surv[b] <= 0:  # no failure can strike after b: nothing left to decide
+                return False
+            key = (task.task_id, b, tuple(obs.history), round(obs.remaining, 9))
+            if key not in seen:
+                seen.add(key)
+                z = self._state(obs)
+                for a in (0, 1) if obs.affordable else (0,):
+                    hist2 = [*obs.history, b] if a else obs.history
+                    spent2 = ep.spent + charge[b] if a else ep.spent
+                    last = hist2[-1] if hist2 else 0
+                    k = fpos.get(b + 1)
+                    h = float(tc.weights[k] / surv[b]) if k is not None else 0.0
+                    fail = float(cost_cell[last, k]) if h > 0 else 0.0
+                    cont = float(surv[b + 1] / surv[b]) if b + 1 <= B else 0.0
+                    if cont > 0:
+                        nxt = task.observation(b + 1, hist2, budget, spent2)
+                        zn, nf = self._state(nxt), nxt.affordable
+                    else:
+                        zn, nf = np.zeros(d), False
+                    rows.append((z, a, a * float(tc.creation_s[b]) + h * fail, cont, zn, nf, task.repo))
+            return bool(obs.affordable and rng.random() < self.behaviour_epsilon)
+
+        ep.walk(behave, tc, charge, task.features_at)
+
     # -- fitting --------------------------------------------------------------------------
-    def fit(self, data: LabelSet, budget: Budget | None = None) -> FittedQPolicy:
-        """Fitted-Q iteration on trace-replay transitions of the training tasks in ``data``."""
-        all_tasks = list(replays(data, self.feature_fn, self.hazard).values())
+    def fit(self, data: LabelSet, setting: Setting | None = None) -> FittedQPolicy:
+        """Fitted-Q iteration on trace-replay transitions of the training tasks in ``data``,
+        at the setting's budget and under its failure model and features."""
+        setting = as_setting(setting)
+        budget = setting.budget
+        all_tasks = list(replays(data, setting, self.feature_fn).values())
         tasks = [t for t in all_tasks if t.costs.is_full()]
         self.skipped_tasks_ = sorted(t.task_id for t in all_tasks if not t.costs.is_full())
         if not tasks:
@@ -234,45 +245,73 @@ class FittedQPolicy(PlacementPolicy):
         self.audit_.record("fqi_targets", set(tr["repo"]))
         self.convergence_ = pd.DataFrame(history)
         self.n_transitions_ = n
-        self.is_fitted_ = True
-        return self
+        return super().fit(data, setting)
+
+    # -- tuning ---------------------------------------------------------------------------
+    def tuning_objective(
+        self, data: LabelSet, splits: list[tuple[list[str], list[str]]], setting: Setting
+    ) -> tuple[str, Callable[[dict[str, Any]], list[float]]]:
+        """For :func:`ripplecp_policy.tuning.tune`: per trial's parameters, the mean measured
+        cost of the placements a policy fitted on each split's training repositories takes
+        on its validation tasks, at the setting's budget (the fitted one when it has none)."""
+        tasks = replays(data, setting, self.feature_fn)
+
+        def run(params: dict[str, Any]) -> list[float]:
+            vals = []
+            for tr, va in splits:
+                est = clone(self).set_params(**params).fit(data.subset(tr), setting)
+                b = setting.budget or est.budget_
+                costs = []
+                for t in va:
+                    est.reset(t, 0)
+                    c = tasks[t].expected_cost(tasks[t].replay(est.decide, b))
+                    if not math.isnan(c):
+                        costs.append(c)
+                if costs:
+                    vals.append(float(np.mean(costs)))
+            return vals
+
+        return "validation_cost_s", run
 
     # -- inference ------------------------------------------------------------------------
     def q_values(self, obs: BoundaryObservation) -> tuple[float, float]:
         """Fitted cost-to-go (skip, checkpoint) at ``obs``; lower is better."""
-        z = np.concatenate([observation_vector(obs, self.feature_names_), [obs.remaining]])
+        z = self._state(obs)
         g = self._predict(np.vstack([np.append(z, 0.0), np.append(z, 1.0)]))
         return float(g[0]), float(g[1])
 
     def decide(self, obs: BoundaryObservation) -> bool:
-        if obs.checkpoint_cost > obs.remaining + _EPS:
+        if not obs.affordable:
             return False
         g_skip, g_cp = self.q_values(obs)
         return g_cp < g_skip
 
-    def value_report(self, data: LabelSet, budget: Budget | None = None) -> pd.DataFrame:
+    def value_report(self, data: LabelSet, setting: Setting | None = None) -> pd.DataFrame:
         """Predicted expected cost vs the executed cost of the greedy policy, per task.
 
         Predicted: E over failures before boundary 1 of J(0, f) + RL, plus survival to
         boundary 1 times min_a G(z_1, a). Executed: the measured objective of the placement
-        this policy actually takes on the task (``evaluation.placement_objective``). Run it
-        on held-out tasks to validate the fitted values against measured recoveries.
+        this policy actually takes on the task (``pricing.placement_objective``). Run it on
+        held-out tasks to validate the fitted values against measured recoveries. The
+        setting defaults to the fitted one (at the budget fitted for); another is refused.
         """
-        budget = budget or self.budget_
+        setting = setting if setting is not None else self.setting_.with_budget(self.budget_)
+        check_setting(self, setting)
+        budget = setting.budget or self.budget_
         rows = []
-        for task in replays(data, self.feature_fn, self.hazard).values():
+        for task in replays(data, setting, self.feature_fn).values():
             tc = task.costs
             if not tc.is_full():
                 continue
             surv = tc.survival()
             early = sum(
-                float(tc.weights[k] * (tc.J[0, k] + tc.restore_latency[0, k]))
+                float(tc.weights[k] * tc.recovery_cost()[0, k])
                 for k, f in enumerate(tc.failures)
                 if f <= 1 and tc.weights[k] > 0
             )
-            obs = task.observation(1, [], budget, float(budget.amount))
+            obs = task.observation(1, [], budget)
             g_skip, g_cp = self.q_values(obs)
-            v1 = g_skip if obs.checkpoint_cost > obs.remaining + _EPS else min(g_skip, g_cp)
+            v1 = min(g_skip, g_cp) if obs.affordable else g_skip
             predicted = early + float(surv[1]) * v1
             self.reset(task.task_id, 0)
             place = task.replay(self.decide, budget)
@@ -285,6 +324,16 @@ class FittedQPolicy(PlacementPolicy):
                 }
             )
         return pd.DataFrame(rows)
+
+    def heldout_metrics(self, data: LabelSet, setting: Setting | None = None) -> dict[str, float]:
+        """Value quality on held-out ``data`` (:func:`value_error_summary` of
+        :meth:`value_report`) and the fit's convergence."""
+        m = value_error_summary(self.value_report(data, setting))
+        m["fqi_iterations"] = float(len(self.convergence_))
+        m["fqi_final_delta"] = float(self.convergence_["max_abs_delta"].iloc[-1])
+        m["fqi_converged"] = float(self.converged_)
+        m["fqi_transitions"] = float(self.n_transitions_)
+        return m
 
     def feature_importances(self) -> pd.Series:
         """Impurity / gain importances over the state, remaining budget and action, summing to 1."""

@@ -7,18 +7,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from experiments.matched_budget import (
     QUICK,
     Args,
+    format_table,
     parse_args,
+    policies_for,
     resolve_budget,
     safe_key,
+    summarise,
     verdict_line,
 )
-from ripplecp_policy.evaluation import Verdict
-from tests.baselines.synthetic import make_label_set
+from ripplecp_policy.policy import Budget, Setting
+from ripplecp_policy.verdicts import Verdict, compare
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,7 +40,17 @@ def test_defaults_are_the_embedded_study():
     assert parse_args(["--no-learned", "--no-mlflow"]).learned is False
 
 
-def test_budget_specs():
+def test_the_study_runs_the_registered_policies():
+    from baselines import BASELINES
+    from ripplecp_policy.learned import LEARNED
+
+    study = [e.name for e in LEARNED if e.in_study]
+    pols, learned = policies_for(parse_args(["--quick"]))
+    assert [p.name for p in pols] == [e.name for e in BASELINES] + study and learned == study
+    assert policies_for(parse_args(["--no-learned"]))[1] == []
+
+
+def test_budget_specs(make_label_set):
     ls = make_label_set(n_repos=2, tasks_per_repo=1, seed=1)
     assert resolve_budget("count:2", ls).amount == 2 and resolve_budget("3", ls).kind == "count"
     mean_c = float(ls.checkpoints["creation_s"].mean())
@@ -62,6 +76,29 @@ def test_verdict_line_says_no_plainly():
     assert "yes at 1ckpt only" in verdict_line("ridge", v)
 
 
+def test_limits_and_references_are_marked_and_never_judged(make_label_set):
+    """Verdicts are for online policies; the summary, the table and the plot mark offline
+    limits and unmatched references as such, and the limits keep their distance to the bar."""
+    from baselines import ClairvoyantOptimum, EveryBoundary, FirstBoundary, NoCheckpoint
+    from ripplecp_policy.evaluation import Evaluator
+
+    ls = make_label_set(n_repos=2, tasks_per_repo=2, seed=6)
+    args = parse_args(["--quick"])
+    ev = Evaluator(ls)
+    res = pd.concat([ev.evaluate(p, ls.task_ids, Setting(Budget("count", k)))
+                     for p in (FirstBoundary(), NoCheckpoint(), EveryBoundary(), ClairvoyantOptimum())
+                     for k in (1, 2)], ignore_index=True)
+    verdicts = compare(res, "first-boundary", n_resamples=500)
+    assert {v.policy for v in verdicts} == {"no-checkpoint"}
+    summary = summarise(res, verdicts, args).set_index(["policy", "budget"])
+    assert summary.at[("optimum", "1ckpt"), "verdict"] == "offline limit"
+    assert summary.at[("optimum", "1ckpt"), "diff"] <= 0  # the limit's distance to the bar is shown
+    assert summary.at[("every-boundary", "1ckpt"), "verdict"] == "unmatched reference"
+    assert summary.at[("no-checkpoint", "1ckpt"), "verdict"] in ("yes", "no")
+    table = format_table(summary.reset_index())
+    assert "optimum (offline limit)" in table and "every-boundary (unmatched reference)" in table
+
+
 @pytest.mark.slow
 def test_quick_study_reaches_the_mlflow_store(tmp_path):
     """Runs ``python -m experiments.matched_budget --quick`` for real and reads the store."""
@@ -75,6 +112,9 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "beats first-boundary at matched budget" in proc.stdout
+    assert "optimum (offline limit)" in proc.stdout and "every-boundary (unmatched reference)" in proc.stdout
+    judged = set(pd.read_csv(out / "verdicts.csv")["policy"])
+    assert judged and not judged & {"oracle", "optimum", "every-boundary"}
     families = QUICK["families"]
     for fam in families:
         assert f"== {fam}:" in proc.stdout
@@ -129,7 +169,7 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
     assert listing.returncode == 0 and parent.info.run_id in listing.stdout
 
 
-def test_labels_option_reads_a_saved_label_set(tmp_path):
+def test_labels_option_reads_a_saved_label_set(tmp_path, make_label_set):
     from experiments.matched_budget import load_label_sets
 
     ls = make_label_set(n_repos=2, tasks_per_repo=2, seed=4)

@@ -12,7 +12,6 @@ from mlflow.tracking import MlflowClient
 
 from oracle.tables import write_table
 from ripplecp_policy.tracking import tracking_uri
-from tests.ripplecp_policy.test_stats import synthetic_labels
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,7 +63,7 @@ def test_pilot_command(tmp_path: Path, mlruns: Path) -> None:
     assert not (tmp_path / "mlruns").exists()  # nothing went to the default ./mlruns
 
 
-def test_synthetic_label_set(tmp_path: Path, mlruns: Path) -> None:
+def test_synthetic_label_set(tmp_path: Path, mlruns: Path, synthetic_labels) -> None:
     labels = synthetic_labels(n_tasks=9, reps=2, seed=5)
     lset = tmp_path / "labelset"
     lset.mkdir()

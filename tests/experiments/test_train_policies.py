@@ -9,23 +9,23 @@ import mlflow.pyfunc
 import pytest
 from mlflow.tracking import MlflowClient
 
-from experiments.train_policies import main, parse_args, run_study
+from experiments.train_policies import KINDS, main, make_policy, parse_args, run_study
 from ripplecp_policy.datasets import replays
 from ripplecp_policy.export import example_frame
 from ripplecp_policy.policy import Budget
 from ripplecp_policy.tracking import tracking_uri
-from tests.ripplecp_policy.test_splits import toy_label_set
 
 
 @pytest.fixture(scope="module")
-def labels(tmp_path_factory) -> Path:
+def labels(tmp_path_factory, toy_label_set) -> Path:
     path = tmp_path_factory.mktemp("labels") / "toy"
     toy_label_set(n_repos=3, tasks_per_repo=2, seed=5).save(path)
     return path
 
 
 @pytest.mark.slow
-def test_quick_study_logs_runs_trials_and_model(labels: Path, tmp_path: Path, capsys) -> None:
+def test_quick_study_logs_runs_trials_and_model(labels: Path, tmp_path: Path, capsys,
+                                                 toy_label_set) -> None:
     root = tmp_path / "mlruns"
     rc = main(["--labels", str(labels), "--quick", "--mlruns", str(root),
                "--kinds", "ridge,fqi-xgboost", "--n-trials", "2", "--out", str(tmp_path / "out")])
@@ -70,6 +70,17 @@ def test_quick_study_logs_runs_trials_and_model(labels: Path, tmp_path: Path, ca
     out = loaded.predict(frame)
     assert list(out.columns) == ["task_id", "boundary", "checkpoint", "score"]
     assert len(out) == task.n_boundaries and out["checkpoint"].sum() <= 2
+
+
+def test_kinds_are_the_registered_learned_policies() -> None:
+    from ripplecp_policy.learned import LEARNED
+    from ripplecp_policy.registry import entry_for
+
+    assert KINDS == tuple(e.key for e in LEARNED)
+    args = parse_args(["--quick", "--device", "cpu", "--seed", "3"])
+    for kind in KINDS:
+        pol = make_policy(kind, args)
+        assert entry_for(pol).key == kind and pol.get_params()["random_state"] == 3
 
 
 def test_args_reject_unknown_kinds() -> None:

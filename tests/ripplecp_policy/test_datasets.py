@@ -1,11 +1,19 @@
-"""Training targets: paired labels when a study has them, table-derived advantage otherwise."""
+"""Training tables and replays: targets from pairs (or full tables), features at the fallback,
+replays that are the evaluation's episodes."""
 
 import numpy as np
 import pytest
 
 from oracle.tables import LabelSet, empty
-from ripplecp_policy.datasets import advantage_table, table_labels
-from tests.baselines.synthetic import make_label_set
+from ripplecp_policy.datasets import (
+    POLICY_FEATURES,
+    advantage_table,
+    replays,
+    run_policy,
+    table_labels,
+)
+from ripplecp_policy.learned import AdvantageRegressorPolicy
+from ripplecp_policy.policy import Budget, Setting
 
 
 def _without_pairs(ls: LabelSet) -> LabelSet:
@@ -13,7 +21,7 @@ def _without_pairs(ls: LabelSet) -> LabelSet:
                     ls.provenance)
 
 
-def test_full_table_without_pairs_yields_table_derived_targets():
+def test_full_table_without_pairs_yields_table_derived_targets(make_label_set):
     ls = _without_pairs(make_label_set(seed=3))
     table = advantage_table(ls)
     assert set(table.frame["target_source"]) == {"recovery_table"}
@@ -42,9 +50,48 @@ def test_pairs_take_precedence_when_present():
     assert cell["advantage"] == pytest.approx(pairs["advantage"].mean())
 
 
-def test_no_pairs_and_no_full_table_is_a_clear_error():
+def test_no_pairs_and_no_full_table_is_a_clear_error(make_label_set):
     ls = _without_pairs(make_label_set(seed=3))
     partial = ls.recovery[ls.recovery["restore_point"] != 0].reset_index(drop=True)
     ls = LabelSet(ls.tasks, ls.checkpoints, partial, ls.labels, ls.trajectories, ls.provenance)
     with pytest.raises(ValueError, match="no full recovery table"):
         advantage_table(ls)
+
+
+def test_advantage_table_uses_fallback_as_placement(toy_data) -> None:
+    table = advantage_table(toy_data)
+    ok = ~toy_data.labels["quarantined"].astype(bool)
+    cells = toy_data.labels[ok].groupby(["task_id", "candidate", "fallback"])["advantage"].mean()
+    assert len(table.frame) == len(cells)
+    got = table.frame.set_index(["task_id", "candidate", "fallback"])["advantage"]
+    np.testing.assert_allclose(got.loc[cells.index].to_numpy(), cells.to_numpy())
+    # the placement so far (fallback) is visible to the features: first vs additional differ
+    first = table.frame[table.frame["stratum"] == "first"]
+    add = table.frame[table.frame["stratum"] == "additional"]
+    assert (first["context__has_checkpoint"] == 0).all() and (add["context__has_checkpoint"] == 1).all()
+    assert (add["policy__has_cp"] == 1).all() and set(POLICY_FEATURES) <= set(table.feature_names)
+    # the toy's two regimes: first checkpoints pay, additional ones barely do
+    assert first["advantage"].mean() > 5 * abs(add["advantage"].mean())
+
+
+def test_advantage_table_excludes_quarantined_pairs(toy_data) -> None:
+    labels = toy_data.labels.copy()
+    labels.loc[labels.index[:5], "quarantined"] = True
+    labels.loc[labels.index[:5], "advantage"] = 1e6
+    bad = type(toy_data)(toy_data.tasks, toy_data.checkpoints, toy_data.recovery, labels, toy_data.trajectories, {})
+    assert advantage_table(bad).y.max() < 1e6
+
+
+def test_training_replay_matches_the_evaluation_runner(toy_fold) -> None:
+    """Policies are trained on exactly the features the matched-budget runner shows them."""
+    from ripplecp_policy.evaluation import Evaluator
+
+    _, train, test = toy_fold
+    pol = AdvantageRegressorPolicy(model="ridge", threshold=0.0).fit(train, Setting(Budget("count", 2)))
+    ev = Evaluator(test)
+    for task in replays(test).values():
+        ours = run_policy(pol, task, Budget("count", 2))
+        theirs = ev.run(pol, task.task_id, Setting(Budget("count", 2))).checkpoints
+        assert ours == theirs
+        assert task.expected_cost(ours) == pytest.approx(
+            ev.score(ev.run(pol, task.task_id, Setting(Budget("count", 2))))["objective_s"])

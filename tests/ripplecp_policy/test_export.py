@@ -11,15 +11,14 @@ import pytest
 from ripplecp_policy.datasets import replays
 from ripplecp_policy.export import decide_frame, example_frame, log_policy_model, model_config
 from ripplecp_policy.learned import AdvantageRegressorPolicy, FittedQPolicy
-from ripplecp_policy.policy import Budget
+from ripplecp_policy.policy import Budget, Setting
 from ripplecp_policy.splits import leave_one_repo_out
-from tests.ripplecp_policy.test_splits import toy_label_set
 
 BUDGET = Budget("count", 2)
 
 
 @pytest.fixture(scope="module")
-def fold():
+def fold(toy_label_set):
     ls = toy_label_set(n_repos=3, tasks_per_repo=2, seed=3)
     f = leave_one_repo_out(ls)[0]
     return ls.subset(f.train_tasks), ls.subset(f.test_tasks)
@@ -43,7 +42,7 @@ def _trace(policy, data):
 ], ids=["xgboost", "fqi"])
 def test_pyfunc_round_trip_matches_in_process(tmp_path: Path, fold, make) -> None:
     train, test = fold
-    policy = make().fit(train, BUDGET)
+    policy = make().fit(train, Setting(BUDGET))
     frame, decided = _trace(policy, test)
     assert any(decided) and not all(decided)  # the comparison can fail both ways
     path = log_policy_model(policy, BUDGET, frame.head(3), path=tmp_path / "model")
@@ -57,7 +56,7 @@ def test_pyfunc_round_trip_matches_in_process(tmp_path: Path, fold, make) -> Non
 
 def test_decide_frame_refuses_missing_features(fold) -> None:
     train, _ = fold
-    policy = AdvantageRegressorPolicy("ridge").fit(train, BUDGET)
+    policy = AdvantageRegressorPolicy("ridge").fit(train, Setting(BUDGET))
     cfg = model_config(policy, BUDGET)
     with pytest.raises(ValueError, match="lacks columns"):
         decide_frame(policy, pd.DataFrame({"boundary": [1], "cost__nonexistent": [0.0]}), cfg)

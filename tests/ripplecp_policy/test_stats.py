@@ -11,48 +11,23 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from oracle.labels import POOLED, STRATA, advantage, cell_id, stratum
+from oracle.tables import SCHEMAS
 from ripplecp_policy import stats
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 
 
-def synthetic_labels(n_tasks: int = 10, reps: int = 2, seed: int = 0) -> pd.DataFrame:
-    """A label table in the harness's schema: every task has an early (1,0,2) and late (2,1,3)
-    cell; the first checkpoint is worth ~100 s, the additional one ~0 s; every fifth task
-    is unverified."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    repos = ["django/django", "sympy/sympy", "scikit-learn/scikit-learn"]
-    for t in range(n_tasks):
-        ver = t % 5 != 4
-        for cand, fb, fail in [(1, 0, 2), (2, 1, 3)]:
-            base = 100 + rng.normal(0, 10)
-            eff = (100 + rng.normal(0, 40)) if fb == 0 else rng.normal(0, 10)
-            for r in range(reps):
-                cr = 4 + rng.uniform(-1, 1)
-                j_cp = base + rng.normal(0, 5) + cr
-                j_skip = base + eff + rng.normal(0, 15)
-                rows.append(dict(
-                    task_id=f"t{t:02d}", repo=repos[t % 3], cell_id=f"t{t:02d}:t{cand}:c{fb}:f{fail}",
-                    candidate=cand, fallback=fb, failure=fail, repetition=r,
-                    stratum="first" if fb == 0 else "additional",
-                    branch_order="cp_first" if (t + r) % 2 else "skip_first",
-                    j_cp=j_cp, j_skip=j_skip, advantage=j_skip - j_cp, creation_s=cr,
-                    protected_work_s=150.0 if fb == 0 else 40.0, verified=ver,
-                    verified_cp=ver, verified_skip=ver, tokens_cp=1000 + t, tokens_skip=2000 + t,
-                    tool_calls_cp=3, tool_calls_skip=5 + t, pair_seed=1000 * t + r,
-                    digest_cp="a", digest_skip="b", quarantined=False, quarantine_reason=None,
-                ))
-    return pd.DataFrame(rows)
-
-
 def _pair(task, cand, fb, fail, rep, j_cp, j_skip, *, verified=True, quarantined=False,
           protected=100.0, creation=4.0):
-    return dict(task_id=task, repo="r/" + task[0], cell_id=f"{task}:t{cand}:c{fb}:f{fail}",
-                candidate=cand, fallback=fb, failure=fail, repetition=rep,
-                stratum="first" if fb == 0 else "additional", j_cp=j_cp, j_skip=j_skip,
-                advantage=j_skip - j_cp, creation_s=creation, protected_work_s=protected,
-                verified=verified, quarantined=quarantined)
+    """One label row (every column of the label schema; provenance columns left empty)."""
+    row = dict.fromkeys(SCHEMAS["labels"].names)
+    row.update(task_id=task, repo="r/" + task[0], cell_id=cell_id(task, cand, fb, fail),
+               candidate=cand, fallback=fb, failure=fail, repetition=rep,
+               stratum=stratum(fb), j_cp=j_cp, j_skip=j_skip,
+               advantage=advantage(j_skip, j_cp), creation_s=creation, protected_work_s=protected,
+               verified=verified, quarantined=quarantined)
+    return row
 
 
 # ---------------------------------------------------------------------- task bootstrap
@@ -202,7 +177,7 @@ def test_drop_the_largest_cell() -> None:
     assert out.at[0, "dropped_cell"] == "e"
 
 
-def test_spearman_aggregates_pairs_to_cells_and_skips_unverified() -> None:
+def test_spearman_aggregates_pairs_to_cells_and_skips_unverified(synthetic_labels) -> None:
     labels = synthetic_labels(n_tasks=10, reps=3)
     labels["proxy"] = labels["tool_calls_skip"].astype(float)
     out = stats.spearman_within_stratum(labels, "proxy", n_permutations=200).set_index("stratum")
@@ -258,6 +233,9 @@ def test_labels_validation_names_row_and_cell() -> None:
         stats.marginal_value(bad)
     with pytest.raises(ValueError, match="missing columns.*protected_work_s"):
         stats.cell_table(_hand_labels().drop(columns="protected_work_s"))
+    # the label table is the schema's, every column of it (oracle.tables.SCHEMAS)
+    with pytest.raises(ValueError, match="missing columns.*branch_order"):
+        stats.marginal_value(_hand_labels().drop(columns="branch_order"), n_resamples=100)
     nan = _hand_labels()
     nan.loc[4, "advantage"] = float("nan")
     with pytest.raises(ValueError, match="row 4 .*advantage"):
@@ -269,6 +247,7 @@ def test_labels_validation_names_row_and_cell() -> None:
 
 def test_noise_to_signal_follows_g4_definition() -> None:
     t = stats.noise_to_signal(_hand_labels())
+    assert list(t.index) == [*STRATA, POOLED]  # the paper's names: both strata together is "pooled"
     sd_a = np.std([100.0, 120.0], ddof=1)  # only cell with 2 reps in "first"
     assert t.at["first", "within_cell_sd"] == pytest.approx(sd_a)
     assert t.at["first", "mean_effect"] == pytest.approx((110 + 90 + 300) / 3)  # all tasks
@@ -276,7 +255,7 @@ def test_noise_to_signal_follows_g4_definition() -> None:
     assert t.at["additional", "noise_to_signal"] == pytest.approx(np.std([-10.0, 10.0], ddof=1) / (4 / 3))
     # the pilot's published figures satisfy the same definition
     n = stats.load_pilot_tables()["noise"]
-    for s in stats.STRATA:
+    for s in STRATA:
         assert n[s]["sd"] / n[s]["mean_effect"] == pytest.approx(n[s]["noise_to_signal"], abs=0.005)
 
 
@@ -296,7 +275,7 @@ def test_sign_unstable_cells() -> None:
 # ---------------------------------------------------------------------- Table 6
 
 
-def test_retrospective_single_checkpoint_is_half_the_stratum_contrast() -> None:
+def test_retrospective_single_checkpoint_is_half_the_stratum_contrast(synthetic_labels) -> None:
     labels = synthetic_labels(n_tasks=6, reps=2, seed=3)
     four = pd.DataFrame([_pair("z9", 1, 0, 2, 0, 90.0, 200.0), _pair("z9", 3, 2, 4, 0, 80.0, 70.0)])
     labels = pd.concat([labels, four.assign(repo="r/z")], ignore_index=True)

@@ -1,9 +1,10 @@
 """Budget-aware tuning of one baseline parameter on training tasks only.
 
-A tuned baseline (fixed-k, time-based, state-change, failure-risk) picks its parameter
-from a grid by the mean exact placement objective on the *training* tasks of its fold,
-under the budget it will be evaluated at (paper, Appendix F: "validation-tuned"). The
-held-out repository is never seen here: the caller passes the training label set.
+A tuned baseline (time-based, state-change, failure-risk) picks its parameter from a grid
+by the mean exact placement objective on the *training* tasks of its fold, under the
+setting (budget, failure model, features) it will be evaluated in (paper, Appendix F:
+"validation-tuned"). The held-out repository is never seen here: the caller passes the
+training label set.
 """
 
 from __future__ import annotations
@@ -15,22 +16,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sklearn.base import clone
 
-from ripplecp_policy.evaluation import HazardSpec, evaluator_for, placement_objective
-from ripplecp_policy.policy import Budget, PlacementPolicy
+from ripplecp_policy.evaluation import evaluator_for
+from ripplecp_policy.policy import PlacementPolicy, Setting
+from ripplecp_policy.pricing import placement_objective
 
 if TYPE_CHECKING:
     from oracle.tables import LabelSet
 
 
-def training_objective(
-    policy: PlacementPolicy, data: LabelSet, budget: Budget, hazard: HazardSpec = "uniform"
-) -> float:
+def training_objective(policy: PlacementPolicy, data: LabelSet, setting: Setting) -> float:
     """Mean expected placement objective of an (already configured) policy on ``data``."""
-    ev = evaluator_for(data, hazard=hazard)
+    ev = evaluator_for(data)
     vals = []
     for t in data.task_ids:
-        pl = ev.run(policy, t, budget)
-        vals.append(placement_objective(ev.costs(t), pl.checkpoints))
+        pl = ev.run(policy, t, setting)
+        vals.append(placement_objective(ev.costs(t, setting.hazard), pl.checkpoints))
     arr = np.asarray(vals, dtype=float)
     return float(np.nanmean(arr)) if np.isfinite(arr).any() else math.inf
 
@@ -40,8 +40,7 @@ def tune_fitted(
     attr: str,
     grid: Sequence[Any],
     data: LabelSet,
-    budget: Budget,
-    hazard: HazardSpec = "uniform",
+    setting: Setting,
 ) -> tuple[Any, dict[Any, float]]:
     """The grid value of the fitted attribute ``attr`` with the lowest training objective.
 
@@ -56,8 +55,9 @@ def tune_fitted(
         probe = clone(policy)
         for k, val in fitted.items():
             setattr(probe, k, val)
+        probe.setting_ = setting  # the probe runs under the setting being tuned for
         setattr(probe, attr, v)
-        s = training_objective(probe, data, budget, hazard)
+        s = training_objective(probe, data, setting)
         scores[v] = s
         if s < best - 1e-9:
             best, best_v = s, v

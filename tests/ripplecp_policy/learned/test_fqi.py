@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 
 from ripplecp_policy.datasets import first_boundary_placement, replays, run_policy
-from ripplecp_policy.evaluation import optimal_placement
 from ripplecp_policy.learned import FittedQPolicy, value_error_summary
-from ripplecp_policy.policy import Budget
+from ripplecp_policy.policy import Budget, Setting, SettingMismatchError
+from ripplecp_policy.pricing import optimal_placement
 from ripplecp_policy.splits import leave_one_repo_out
-from tests.ripplecp_policy.test_splits import toy_label_set
 
 BUDGET = Budget("count", 1)
+SETTING = Setting(BUDGET)
 
 
 @pytest.fixture(scope="module")
-def late_value():
+def late_value(toy_label_set):
     """A workload where the first step is cheap to redo and later ones are not."""
     return toy_label_set(n_repos=3, tasks_per_repo=2, seed=2, first_conv=0.02, later_conv=0.9)
 
@@ -25,7 +25,7 @@ def late_value():
 def fitted(late_value):
     f = leave_one_repo_out(late_value)[0]
     train = late_value.subset(f.train_tasks)
-    pol = FittedQPolicy(n_estimators=30, min_samples_leaf=1, n_behaviour_seeds=4).fit(train, BUDGET)
+    pol = FittedQPolicy(n_estimators=30, min_samples_leaf=1, n_behaviour_seeds=4).fit(train, SETTING)
     return f, train, late_value.subset(f.test_tasks), pol
 
 
@@ -71,12 +71,14 @@ def test_fqi_learns_late_placement_on_training_tasks(fitted) -> None:
 
 def test_value_report_on_held_out_tasks(fitted) -> None:
     f, _, test, pol = fitted
-    rep = pol.value_report(test, BUDGET)
+    rep = pol.value_report(test, SETTING)
     assert set(rep["repo"]) == {f.held_out}
     np.testing.assert_allclose(rep["error_s"], rep["predicted_s"] - rep["executed_s"])
     assert np.isfinite(rep[["predicted_s", "executed_s"]].to_numpy()).all()
     s = value_error_summary(rep)
     assert s["value_mae_s"] >= abs(s["value_bias_s"])
+    m = pol.heldout_metrics(test)  # what training reports per fold
+    assert m["value_mae_s"] == pytest.approx(s["value_mae_s"]) and m["fqi_iterations"] == len(pol.convergence_)
 
 
 def test_fqi_feature_importances_cover_state_and_action(fitted) -> None:
@@ -96,10 +98,10 @@ def test_fqi_stages_see_training_repos_only(fitted) -> None:
 @pytest.mark.parametrize("regressor", ["extratrees", "xgboost"])
 def test_fqi_is_deterministic(late_value, regressor) -> None:
     train = late_value.subset(late_value.task_ids[:4])
-    a = FittedQPolicy(regressor=regressor, n_estimators=10, n_behaviour_seeds=2, random_state=4).fit(train, BUDGET)
-    b = FittedQPolicy(regressor=regressor, n_estimators=10, n_behaviour_seeds=2, random_state=4).fit(train, BUDGET)
+    a = FittedQPolicy(regressor=regressor, n_estimators=10, n_behaviour_seeds=2, random_state=4).fit(train, SETTING)
+    b = FittedQPolicy(regressor=regressor, n_estimators=10, n_behaviour_seeds=2, random_state=4).fit(train, SETTING)
     task = next(iter(replays(train).values()))
-    obs = task.observation(2, [], BUDGET, 1.0)
+    obs = task.observation(2, [], BUDGET)
     assert a.q_values(obs) == b.q_values(obs)
     assert a.convergence_.equals(b.convergence_)
 
@@ -109,22 +111,25 @@ def test_fqi_refuses_tables_it_cannot_price(late_value) -> None:
     bad = type(late_value)(late_value.tasks, late_value.checkpoints, sparse, late_value.labels,
                            late_value.trajectories, {})
     with pytest.raises(ValueError, match="full"):
-        FittedQPolicy(n_estimators=5).fit(bad, BUDGET)
+        FittedQPolicy(n_estimators=5).fit(bad, SETTING)
 
 
 def test_fqi_values_are_expectations_under_its_hazard(late_value) -> None:
-    """Under hazard="duration" both the fitted targets and the executed costs of the
-    value report use duration-weighted failures: the executed cost of each task equals
+    """Fitted under hazard="duration", both the fitted targets and the executed costs of
+    the value report use duration-weighted failures: the executed cost of each task equals
     the measured objective of its placement under that hazard, and the predicted values
-    differ from the uniform fit."""
+    differ from the uniform fit. The report defaults to the fitted setting; another is refused."""
     f = leave_one_repo_out(late_value)[0]
     train, test = late_value.subset(f.train_tasks), late_value.subset(f.test_tasks)
     reports = {}
     for hazard in ("uniform", "duration"):
-        pol = FittedQPolicy(n_estimators=20, min_samples_leaf=1, n_behaviour_seeds=2,
-                            hazard=hazard).fit(train, BUDGET)
-        rep = pol.value_report(test, BUDGET)
-        tasks = replays(test, None, hazard)
+        setting = Setting(BUDGET, hazard=hazard)
+        pol = FittedQPolicy(n_estimators=20, min_samples_leaf=1, n_behaviour_seeds=2).fit(train, setting)
+        rep = pol.value_report(test)
+        assert rep.equals(pol.value_report(test, setting))
+        with pytest.raises(SettingMismatchError):
+            pol.value_report(test, Setting(BUDGET, hazard="uniform" if hazard == "duration" else "duration"))
+        tasks = replays(test, setting)
         for row in rep.itertuples():
             place = [int(b) for b in row.checkpoints.split()]
             assert row.executed_s == pytest.approx(tasks[row.task_id].expected_cost(place), rel=1e-12)

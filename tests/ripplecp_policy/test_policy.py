@@ -1,0 +1,76 @@
+"""The policy interface's value types: Budget and the Setting a policy is fitted and run under."""
+
+from __future__ import annotations
+
+import pytest
+
+from features.online import FeatureConfig
+from ripplecp_policy.policy import (
+    Budget,
+    PlacementPolicy,
+    Setting,
+    SettingMismatchError,
+    as_setting,
+    canonical_hazard,
+    check_setting,
+)
+
+
+def test_budget_charges_in_its_unit_and_rejects_bad_values():
+    assert Budget("count", 2).charge(4.0, 100) == 1.0
+    assert Budget("seconds", 2).charge(4.0, 100) == 4.0
+    assert Budget("bytes", 2).charge(4.0, 100) == 100.0
+    assert Budget("seconds", 9.25).label() == "9.25s"
+    with pytest.raises(ValueError, match="budget kind"):
+        Budget("joules", 1)
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        Budget("count", -1)
+
+
+def test_setting_is_frozen_hashable_and_normalised():
+    a = Setting(Budget("count", 2), hazard={3: 1.0, 2: 0.5})
+    b = Setting(Budget("count", 2), hazard={2: 0.5, 3: 1.0})
+    assert a == b and hash(a) == hash(b) and a.hazard == ((2, 0.5), (3, 1.0))
+    assert Setting().features == FeatureConfig() and Setting() == Setting(features=FeatureConfig())
+    with pytest.raises(AttributeError):
+        a.hazard = "uniform"  # type: ignore[misc]
+    assert a.with_budget(Budget("count", 1)).hazard == a.hazard
+
+
+def test_bad_settings_name_the_field():
+    with pytest.raises(ValueError, match="hazard must be one of"):
+        Setting(hazard="gamma")
+    with pytest.raises(ValueError, match="hazard weights"):
+        Setting(hazard={"x": "y"})
+    with pytest.raises(TypeError, match="budget must be a Budget"):
+        Setting(budget=2)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="features must be"):
+        Setting(features={"root": "/"})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="expected a Setting"):
+        as_setting(Budget("count", 1))  # type: ignore[arg-type]
+    assert canonical_hazard("duration") == "duration"
+
+
+def test_a_fitted_setting_admits_only_the_same_conditions():
+    fitted = Setting(Budget("count", 2), hazard="duration")
+    assert fitted.admits(Setting(Budget("count", 2), hazard="duration"))
+    assert not fitted.admits(Setting(Budget("count", 2)))
+    assert not fitted.admits(Setting(Budget("count", 1), hazard="duration"))
+    assert not fitted.admits(fitted.__class__(fitted.budget, "duration", FeatureConfig(error_trend_window=3)))
+    anybudget = Setting(hazard="duration")
+    assert anybudget.admits(Setting(Budget("seconds", 9.0), hazard="duration"))
+
+
+class Nothing(PlacementPolicy):
+    def decide(self, obs):
+        return False
+
+
+def test_fit_records_the_setting_and_the_check_enforces_it():
+    pol = Nothing()
+    check_setting(pol, Setting(Budget("count", 1)))  # unfitted: learned nothing, runs anywhere
+    assert pol.fit(None, None).setting_ == Setting()
+    pol.fit(None, Setting(Budget("count", 1), hazard="duration"))
+    check_setting(pol, Setting(Budget("count", 1), hazard="duration"))
+    with pytest.raises(SettingMismatchError, match="Nothing was fitted under 1ckpt, hazard duration"):
+        check_setting(pol, Setting(Budget("count", 1)))
