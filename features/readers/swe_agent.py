@@ -40,9 +40,10 @@ from features.readers.common import (
     get,
     load_json,
     mark_tool_return,
+    message_text,
     repo_from_instance_id,
     stem,
-    to_float,
+    to_duration,
     to_int,
 )
 from features.schema import Event, EventKind, Trajectory
@@ -122,11 +123,8 @@ def read_swe_agent(
         if role == "assistant":
             break
         content = h.get("content")
-        if isinstance(content, list):
-            content = "\n".join(c.get("text", "") for c in content if isinstance(c, dict))
-        elif content is not None and not isinstance(content, str):
-            raise (hloc / "content").error("expected string or array")
-        events.append(Event(index=0, kind=EventKind.MESSAGE, step=1, text=content,
+        text = None if content is None else message_text(content, hloc / "content")
+        events.append(Event(index=0, kind=EventKind.MESSAGE, step=1, text=text,
                             extra={"history_index": i,
                                    **{k: v for k, v in h.items() if k != "content"}}))
 
@@ -141,7 +139,7 @@ def read_swe_agent(
         raw_state = s.get("state")
         versions.add("0.x" if isinstance(raw_state, str) else "v1")
         state = _state(raw_state, sloc / "state")
-        et = to_float(s.get("execution_time"), sloc / "execution_time")
+        et = to_duration(s.get("execution_time"), sloc / "execution_time")
         cmd = action.strip()
         argv = split_command(cmd)
         head = (argv[0] if argv else cmd.split(maxsplit=1)[0] if cmd else "")
@@ -196,11 +194,12 @@ def read_swe_agent(
     replay = doc.get("replay_config")
     iid = None
     rc: Any = replay
-    if isinstance(replay, str):
+    if isinstance(replay, str) and replay.strip():
         try:
             rc = json.loads(replay)
-        except json.JSONDecodeError:
-            rc = None
+        except json.JSONDecodeError as exc:
+            raise (root / "replay_config").error(
+                f"a string that is not JSON ({exc.msg} at column {exc.colno})") from exc
     ps = rc.get("problem_statement") if isinstance(rc, dict) else None
     if isinstance(ps, dict) and isinstance(ps.get("id"), str):
         iid = ps["id"]
@@ -224,4 +223,4 @@ def read_swe_agent(
     }
     tid = task_id or iid or stem(path)
     rep = repo or repo_from_instance_id(iid) or "unknown"
-    return finish(tid, rep, FORMAT, events, meta)
+    return finish(tid, rep, FORMAT, events, meta, path=path)
