@@ -12,6 +12,7 @@ that table:
 ``mini-swe-agent`` mini-SWE-agent ``.traj.json`` v1 and v1.1 (:mod:`.mini_swe_agent`)
 ``swe-agent``      SWE-agent ``.traj`` v1 and 0.x (:mod:`.swe_agent`)
 ``openhands``      OpenHands V0 event list (:mod:`.openhands`)
+``openhands-v1``   OpenHands V1 conversation: event list or directory (:mod:`.openhands_v1`)
 =================  ==========================================================
 
 Any log may be gzip- or zstandard-compressed (recognised by content). Only regular files
@@ -37,6 +38,7 @@ from features.readers import (
     codex_rollout,
     mini_swe_agent,
     openhands,
+    openhands_v1,
     swe_agent,
 )
 from features.readers.common import (
@@ -100,6 +102,8 @@ READERS: tuple[ReaderSpec, ...] = (
     ReaderSpec(swe_agent.FORMAT, "json", swe_agent.looks_like, swe_agent.read_swe_agent,
                ("sweagent",)),
     ReaderSpec(openhands.FORMAT, "json", openhands.looks_like, openhands.read_openhands),
+    ReaderSpec(openhands_v1.FORMAT, "json", openhands_v1.looks_like,
+               openhands_v1.read_openhands_v1, detect_dir=openhands_v1.looks_like_dir),
 )
 FORMATS: tuple[str, ...] = tuple(r.name for r in READERS)
 _BY_NAME: dict[str, ReaderSpec] = {n: r for r in READERS for n in (r.name, *r.aliases)}
@@ -125,7 +129,8 @@ def detect_format(path: str | Path) -> str:
 
     A file that parses as one JSON document is matched on its shape (mini-SWE-agent's
     ``trajectory_format``/``messages``+``info``, SWE-agent's ``trajectory``, OpenHands V0's
-    list of events with ``id`` and ``action``/``observation``); otherwise the first line of a JSONL stream decides (codex-exec ``type``
+    list of events with ``id`` and ``action``/``observation``, V1's events with a
+    ``kind``); otherwise the first line of a JSONL stream decides (codex-exec ``type``
     names, possibly arrival-wrapped; rollout ``timestamp``+``type``+``payload``); a
     directory is asked of the formats that have a directory form. Anything else is a
     :class:`TrajectoryFormatError`.

@@ -1,5 +1,7 @@
 """Reader for OpenHands (V0) event streams: a JSON list of serialised events, or an
 evaluation record (``output.jsonl`` line saved as JSON) holding them under ``history``.
+V1 conversations (software-agent-sdk: events with a ``kind``, string ids) are another
+format, ``openhands-v1`` (:mod:`.openhands_v1`).
 
 Mapping:
 
@@ -119,7 +121,8 @@ def read_openhands(
         if not isinstance(raw, dict):
             raise loc.error(f"expected object, got {type(raw).__name__}")
         if "kind" in raw:
-            raise loc.error("an OpenHands V1 event (it has a 'kind'), not a V0 one")
+            raise loc.error("an OpenHands V1 event (it has a 'kind'): read the file as "
+                            "openhands-v1")
         eid = to_int(raw.get("id"), loc / "id")
         ts = parse_iso(raw["timestamp"], loc / "timestamp") if "timestamp" in raw else None
         source = get(raw, "source", str, loc)
