@@ -1,5 +1,7 @@
-"""Reader for SWE-agent ``.traj`` files: v1 (``state`` a dict, ``execution_time`` per
-step) and the older 0.x (``state`` a JSON *string*, no ``execution_time``).
+"""Reader for SWE-agent ``.traj`` files: 1.x (``state`` a dict, ``execution_time`` per
+step; with function calling, ``tool_calls`` on the history's actions; ``replay_config`` a
+JSON string; ``query`` per step from 1.1) and the older 0.x (``state`` a JSON *string*,
+no ``execution_time``).
 
 Mapping:
 
@@ -17,7 +19,9 @@ Mapping:
   in the step's ``state`` (the state after the action), as published. An edit the tool
   refused (``Your proposed edit has introduced new syntax error(s)``) is ``is_error`` and
   writes nothing. ``bytes_written`` is the size of the inserted text when the action
-  carries it.
+  carries it. The history's action message of the step (the same ``action``, in order)
+  gives ``extra["tool_calls"]`` and, where the action text cannot be split as shell words,
+  the path and text the tool call's JSON arguments name.
 * No per-step tokens or wall-clock times exist; run totals (``model_stats``:
   ``tokens_sent``, ``tokens_received``, ``api_calls``, cost) are in ``meta``.
 
@@ -128,6 +132,7 @@ def read_swe_agent(
                             extra={"history_index": i,
                                    **{k: v for k, v in h.items() if k != "content"}}))
 
+    actions = _history_actions(history, root)
     versions = set()
     for i, s in enumerate(traj):
         sloc = root / "trajectory" / i
@@ -140,6 +145,8 @@ def read_swe_agent(
         versions.add("0.x" if isinstance(raw_state, str) else "v1")
         state = _state(raw_state, sloc / "state")
         et = to_duration(s.get("execution_time"), sloc / "execution_time")
+        hist = actions[i] if i < len(actions) and actions[i][1].get("action") == action else None
+        calls = _tool_calls(hist, root) if hist is not None else []
         cmd = action.strip()
         argv = split_command(cmd)
         head = (argv[0] if argv else cmd.split(maxsplit=1)[0] if cmd else "")
@@ -147,34 +154,40 @@ def read_swe_agent(
         paths: list[str] = []
         payload: str | None = None
         refused = obs is not None and any(r in obs for r in _REFUSED)
+        words = argv  # what the mapping reads; argv stays the action's own words
+        if words is None and len(calls) == 1:  # unsplittable text: the call's own arguments
+            head = calls[0][0]
+            words = _words_from_call(head, calls[0][1])
         if head in _EDIT_TOOLS or (
-            head == "str_replace_editor" and argv is not None and len(argv) >= 3
-            and argv[1] in _STR_REPLACE_WRITES
+            head == "str_replace_editor" and words is not None and len(words) >= 3
+            and words[1] in _STR_REPLACE_WRITES
         ):
             kind = EventKind.FILE_CHANGE
-            if head == "str_replace_editor" and argv is not None:
-                paths = [argv[2]]
-                if argv[1] == "create" and "--file_text" in argv:
-                    k = argv.index("--file_text")
-                    payload = argv[k + 1] if k + 1 < len(argv) else None
-                elif "--new_str" in argv:
-                    k = argv.index("--new_str")
-                    payload = argv[k + 1] if k + 1 < len(argv) else None
-            elif head == "create" and argv is not None and len(argv) >= 2:
+            if head == "str_replace_editor" and words is not None:
+                paths = [words[2]]
+                if words[1] == "create" and "--file_text" in words:
+                    k = words.index("--file_text")
+                    payload = words[k + 1] if k + 1 < len(words) else None
+                elif "--new_str" in words:
+                    k = words.index("--new_str")
+                    payload = words[k + 1] if k + 1 < len(words) else None
+            elif head == "create" and words is not None and len(words) >= 2:
                 opened = state.get("open_file")
-                paths = [opened if isinstance(opened, str) and opened.endswith(argv[1])
-                         else argv[1]]
+                paths = [opened if isinstance(opened, str) and opened.endswith(words[1])
+                         else words[1]]
             else:
                 opened = state.get("open_file")
                 if isinstance(opened, str) and opened not in ("n/a", ""):
                     paths = [opened]
-                payload = _edit_payload(action, argv)
+                payload = _edit_payload(action, words)
         ev = Event(
             index=0, kind=kind, step=1, duration=et, command=cmd, argv=argv, text=thought,
             is_error=refused,
             paths_written=[] if refused else paths,
             bytes_written=None if refused or payload is None else len(payload.encode()),
             extra={"trajectory_index": i, "output": obs, "state": state,
+                   **({"tool_calls": hist[1]["tool_calls"], "history_index": hist[0]}
+                      if hist is not None and "tool_calls" in hist[1] else {}),
                    **({"cwd": state["working_dir"]}
                       if isinstance(state.get("working_dir"), str) else {}),
                    **({"attempted_paths": paths} if refused and paths else {}),
@@ -224,3 +237,55 @@ def read_swe_agent(
     tid = task_id or iid or stem(path)
     rep = repo or repo_from_instance_id(iid) or "unknown"
     return finish(tid, rep, FORMAT, events, meta, path=path)
+
+
+def _history_actions(history: list[Any], root: Loc) -> list[tuple[int, dict[str, Any]]]:
+    """(index, item) of the history's own action messages (demonstrations left out), in
+    order: one per trajectory step."""
+    out = []
+    for i, h in enumerate(history):
+        if (isinstance(h, dict) and h.get("role") == "assistant" and not h.get("is_demo")
+                and h.get("message_type", "action") == "action"):
+            out.append((i, h))
+    return out
+
+
+def _tool_calls(hist: tuple[int, dict[str, Any]], root: Loc) -> list[tuple[str, dict[str, Any]]]:
+    """(function name, parsed arguments) of an action message's tool calls."""
+    i, h = hist
+    hloc = root / "history" / i
+    calls = get(h, "tool_calls", (list, type(None)), hloc, default=None) or []
+    out = []
+    for j, c in enumerate(calls):
+        cloc = hloc / "tool_calls" / j
+        if not isinstance(c, dict):
+            raise cloc.error("expected object")
+        fn = get(c, "function", dict, cloc, required=True)
+        name = get(fn, "name", str, cloc / "function", required=True)
+        raw = get(fn, "arguments", (str, dict), cloc / "function", default="{}")
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else raw
+        except json.JSONDecodeError:
+            args = {}  # the model's own text; the action string stays the record
+        out.append((name, args if isinstance(args, dict) else {}))
+    return out
+
+
+def _words_from_call(name: str, args: dict[str, Any]) -> list[str] | None:
+    """The words the action would have split into, from a tool call's arguments (only for
+    the editor tools whose path and text the mapping reads)."""
+    if name == "str_replace_editor" and isinstance(args.get("command"), str) and isinstance(
+            args.get("path"), str):
+        argv = [name, args["command"], args["path"]]
+        for key in ("file_text", "new_str"):
+            if isinstance(args.get(key), str):
+                argv += [f"--{key}", args[key]]
+        return argv
+    if name == "create" and isinstance(args.get("filename"), str):
+        return [name, args["filename"]]
+    if name in ("insert", "append") and isinstance(args.get("text"), str):
+        return [name, args["text"]]
+    if name == "edit" and isinstance(args.get("search"), str) and isinstance(
+            args.get("replace"), str):
+        return [name, args["search"], args["replace"]]
+    return None
