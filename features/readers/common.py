@@ -215,7 +215,10 @@ def read_bytes(path: Path) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
-        raise TrajectoryFormatError(f"{path}: cannot read file: {os_reason(exc)}") from exc
+        reason = os_reason(exc)
+        if exc.errno == errno.ENOENT and os.path.islink(path):
+            reason = f"a dangling symbolic link (to {os.readlink(path)})"
+        raise TrajectoryFormatError(f"{path}: cannot read file: {reason}") from exc
     with open(fd, "rb", buffering=0) as f:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -149,6 +149,9 @@ def test_symlink_loop_named_as_such(tmp_path: Path) -> None:
     b.symlink_to(a)
     refused(a, r"symbolic link loop")
     refused(tmp_path / "absent.json", r"no such file")
+    dangling = tmp_path / "d.json"
+    dangling.symlink_to(tmp_path / "gone.json")
+    refused(dangling, r"cannot read file: a dangling symbolic link \(to .*gone\.json\)")
 
 
 def test_directory_that_holds_no_log(tmp_path: Path) -> None:
