@@ -290,6 +290,7 @@ _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],:]|[^\s"{}\[\],:]+')
 
 
 def _too_deep(doc: Any, limit: int) -> bool:
+    """Whether ``doc`` nests deeper than ``limit`` (a walk over its containers only)."""
     stack = [(doc, 1)]
     while stack:
         x, d = stack.pop()
@@ -519,16 +520,29 @@ def _type_name(t: type | tuple[type, ...]) -> str:
 
 
 class Loc:
-    """Where a value sits in a log: file plus line (JSONL) or field path (JSON)."""
+    """Where a value sits in a log: file plus line (JSONL) or field path (JSON).
 
-    __slots__ = ("path", "line", "field")
+    ``loc / key`` is cheap (readers make one per field they read): the field path is
+    spelled out only when an error needs it."""
 
-    def __init__(self, path: Path, line: int | None = None, field: str = "") -> None:
-        self.path, self.line, self.field = path, line, field
+    __slots__ = ("path", "line", "_field", "_parent", "_key")
+
+    def __init__(self, path: Path, line: int | None = None, field: str = "",
+                 _parent: Loc | None = None, _key: str | int | None = None) -> None:
+        self.path, self.line, self._field, self._parent, self._key = (
+            path, line, field, _parent, _key)
 
     def __truediv__(self, key: str | int) -> Loc:
-        sub = f"[{key}]" if isinstance(key, int) else (f".{key}" if self.field else key)
-        return Loc(self.path, self.line, self.field + sub)
+        return Loc(self.path, self.line, None, self, key)  # type: ignore[arg-type]
+
+    @property
+    def field(self) -> str:
+        """The field path: ``messages[3].role``."""
+        if self._field is None:
+            base, key = self._parent.field, self._key  # type: ignore[union-attr]
+            self._field = (f"{base}[{key}]" if isinstance(key, int)
+                           else f"{base}.{key}" if base else str(key))
+        return self._field
 
     def __str__(self) -> str:
         where = f"line {self.line}" if self.line is not None else ""
@@ -849,12 +863,10 @@ def finish(
     backwards, add totals, validate (a value no table column can hold raises a
     :class:`TrajectoryFormatError` naming ``path``). No events at all is an
     :class:`EmptyTrajectoryWarning`."""
+    n = len(events)
     for i, e in enumerate(events):
         e.index = i
-        e.turn_end = False
-    for i, e in enumerate(events):
-        if i + 1 == len(events) or events[i + 1].step != e.step:
-            e.turn_end = True
+        e.turn_end = i + 1 == n or events[i + 1].step != e.step
     if path is None:
         path = _READING.get()
     where = str(path) if path is not None else task_id
@@ -899,15 +911,32 @@ def flag_times(events: Sequence[Event], meta: dict[str, Any], where: str) -> Non
 
 def totals(events: Sequence[Event]) -> dict[str, Any]:
     """Counts and token sums over events (token sums are None when no event has tokens)."""
+    kinds = dict.fromkeys(EventKind, 0)
+    errors = boundaries = 0
+    steps: set[int] = set()
+    tokens: list[int | None] = [None, None, None]
+    for e in events:
+        kinds[e.kind] += 1
+        errors += e.is_error
+        boundaries += e.safe_boundary
+        steps.add(e.step)
+        for j, v in enumerate((e.input_tokens, e.cached_tokens, e.output_tokens)):
+            if v is not None:
+                tokens[j] = v if tokens[j] is None else tokens[j] + v  # type: ignore[operator]
     out: dict[str, Any] = {"events": len(events)}
-    for k in EventKind:
-        out[f"n_{k.value}"] = sum(1 for e in events if e.kind == k)
-    out["n_errors"] = sum(1 for e in events if e.is_error)
-    out["n_safe_boundaries"] = sum(1 for e in events if e.safe_boundary)
-    out["steps"] = len({e.step for e in events})
-    for name in ("input_tokens", "cached_tokens", "output_tokens"):
-        vals = [getattr(e, name) for e in events if getattr(e, name) is not None]
-        out[name] = sum(vals) if vals else None
+    out.update({f"n_{k.value}": n for k, n in kinds.items()})
+    out["n_errors"] = errors
+    out["n_safe_boundaries"] = boundaries
+    out["steps"] = len(steps)
+    out.update(zip(("input_tokens", "cached_tokens", "output_tokens"), tokens, strict=True))
+    return out
+
+
+def without(d: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """A copy of ``d`` without ``keys`` (order kept): the log's own fields an event keeps."""
+    out = dict(d)
+    for k in keys:
+        out.pop(k, None)
     return out
 
 

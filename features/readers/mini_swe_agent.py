@@ -64,6 +64,7 @@ from features.readers.common import (
     to_float,
     to_int,
     warn_unknown,
+    without,
 )
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
@@ -219,7 +220,7 @@ def read_mini_swe_agent(
         content = _content(m, role, mloc)
         mextra = get(m, "extra", dict, mloc, default={})
         base = {"message_index": i, "role": role,
-                **{k: v for k, v in m.items() if k not in ("role", "content", "extra")}}
+                **without(m, "role", "content", "extra")}
         if role == "assistant":
             seen_assistant = True
             eloc = mloc / "extra"
@@ -306,7 +307,7 @@ def read_mini_swe_agent(
         "submission_present": isinstance(sub, str) and bool(sub.strip()),
         "model_stats": info.get("model_stats"),
         "mini_version": info.get("mini_version"),
-        "info": {k: v for k, v in info.items() if k != "config"},
+        "info": without(info, "config"),
         "config": info.get("config"),
         "instance_id": doc.get("instance_id"),
         **{f"top_{k}": v for k, v in doc.items()

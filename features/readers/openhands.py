@@ -49,6 +49,7 @@ from features.readers.common import (
     to_int,
     utf8_len,
     warn_unknown,
+    without,
 )
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
@@ -146,7 +147,7 @@ def read_openhands(
                 index=0, kind=EventKind.OTHER, step=state["step"], start=ts,
                 is_error=observation == "error",
                 text=content if isinstance(content, str) else None,
-                extra={"event_index": i, **{k: v for k, v in raw.items() if k != "content"}}))
+                extra={"event_index": i, **without(raw, "content")}))
             continue
 
         assert action is not None
@@ -178,7 +179,7 @@ def read_openhands(
         args = get(raw, "args", dict, loc, default={})
         aloc = loc / "args"
         ev = Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
-                   extra={"event_index": i, **{k: v for k, v in raw.items()}})
+                   extra={"event_index": i, **raw})
         thought = args.get("thought")
         if isinstance(thought, str) and thought:
             ev.text = thought
@@ -217,7 +218,7 @@ def read_openhands(
 
     events.sort(key=_position)
     meta: dict[str, Any] = {
-        **{k: v for k, v in record.items() if k != "history"},
+        **without(record, "history"),
         "n_events_in_log": len(items),
         "n_observations_merged": sum(1 for e in events if "observation" in e.extra),
     }
@@ -267,7 +268,7 @@ def _merge_observation(ev: Event, raw: dict[str, Any], observation: str, loc: Lo
     if extras is not None and not isinstance(extras, dict):
         raise (loc / "extras").error("expected object")
     extras = extras or {}
-    ev.extra["observation"] = {k: v for k, v in raw.items() if k != "content"}
+    ev.extra["observation"] = without(raw, "content")
     ev.extra["output"] = content
     if observation == "error" or observation == "user_rejected":
         ev.is_error = True
@@ -279,9 +280,16 @@ def _merge_observation(ev: Event, raw: dict[str, Any], observation: str, loc: Lo
         ev.exit_code = None if code == -1 else code  # -1: OpenHands' "no exit code"
     if ev.kind == EventKind.FILE_CHANGE and ev.bytes_written is None:
         ev.bytes_written = created_file_bytes(extras)
+    settle_result(ev, content if isinstance(content, str) else None)
+
+
+def settle_result(ev: Event, output: str | None) -> None:
+    """The last step of merging an action's result (V0 and V1 alike): a file change that
+    failed writes nothing (its paths move to ``extra["attempted_paths"]``), a test gets
+    its counts from the output, and the action becomes a safe boundary."""
     if ev.kind == EventKind.FILE_CHANGE and ev.is_error:
         ev.extra["attempted_paths"] = ev.paths_written
         ev.paths_written = []
         ev.bytes_written = None
-    apply_test_counts(ev, content if isinstance(content, str) else None)
+    apply_test_counts(ev, output)
     mark_tool_return(ev)

@@ -54,13 +54,11 @@ from typing import Any
 from features.readers.common import (
     Loc,
     TrajectoryFormatError,
-    apply_test_counts,
     classify_command,
     current_limits,
     finish,
     get,
     load_json,
-    mark_tool_return,
     message_text,
     new_step_on_user_input,
     parse_iso,
@@ -68,8 +66,9 @@ from features.readers.common import (
     to_duration,
     to_int,
     warn_unknown,
+    without,
 )
-from features.readers.openhands import created_file_bytes, editor_bytes
+from features.readers.openhands import created_file_bytes, editor_bytes, settle_result
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
 
@@ -257,15 +256,15 @@ def read_openhands_v1(
                 index=0, kind=EventKind.MESSAGE, step=st["step"], start=ts,
                 text=message_text(msg.get("content"), loc / "llm_message" / "content"),
                 extra={"event_index": i, "role": msg.get("role"),
-                       **{k: v for k, v in raw.items() if k != "llm_message"},
-                       "llm_message": {k: v for k, v in msg.items() if k != "content"}}))
+                       **without(raw, "llm_message"),
+                       "llm_message": without(msg, "content")}))
             continue
         if kind == "SystemPromptEvent":
             sp = raw.get("system_prompt")
             text = message_text([sp] if isinstance(sp, dict) else sp, loc / "system_prompt")
             events.append(Event(
                 index=0, kind=EventKind.MESSAGE, step=st["step"], start=ts, text=text,
-                extra={"event_index": i, **{k: v for k, v in raw.items() if k != "system_prompt"}}))
+                extra={"event_index": i, **without(raw, "system_prompt")}))
             continue
         if kind != "ActionEvent":
             if kind not in KINDS:
@@ -295,7 +294,7 @@ def read_openhands_v1(
         "token_usages_without_event": len(unused),
     }
     if state is not None:
-        meta["base_state"] = {k: v for k, v in state.items() if k != "secret_registry"}
+        meta["base_state"] = without(state, "secret_registry")
     conv = state.get("id") if state is not None else None
     tid = task_id or (conv if isinstance(conv, str) and conv else None) or (
         root.name if path.is_dir() and root.name else stem(path))
@@ -333,7 +332,7 @@ def _action_event(raw: dict[str, Any], loc: Loc, step: int, ts: float | None, i:
     aloc = loc / "action"
     akind = get(action, "kind", str, aloc) if action is not None else None
     ev = Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
-               extra={"event_index": i, **{k: v for k, v in raw.items() if k != "thought"}})
+               extra={"event_index": i, **without(raw, "thought")})
     thought = raw.get("thought")
     if thought is not None:
         t = message_text(thought, loc / "thought")
@@ -410,11 +409,10 @@ def _merge_result(ev: Event, raw: dict[str, Any], kind: str, loc: Loc, ts: float
     ev.extra["output"] = output
     obs = raw.get("observation") if kind == "ObservationEvent" else None
     if isinstance(obs, dict):
-        ev.extra["observation"] = {**{k: v for k, v in raw.items() if k != "observation"},
-                                   "observation": {k: v for k, v in obs.items()
-                                                   if k not in ("content", "output")}}
+        ev.extra["observation"] = {**without(raw, "observation"),
+                                   "observation": without(obs, "content", "output")}
     else:
-        ev.extra["observation"] = {k: v for k, v in raw.items() if k not in ("error",)}
+        ev.extra["observation"] = without(raw, "error")
     ev.is_error = kind != "ObservationEvent" or _obs_error(raw, loc)
     if isinstance(obs, dict):
         oloc = loc / "observation"
@@ -427,12 +425,7 @@ def _merge_result(ev: Event, raw: dict[str, Any], kind: str, loc: Loc, ts: float
             ev.exit_code = None if code == -1 else code  # -1: still running (soft timeout)
         if ev.kind == EventKind.FILE_CHANGE and ev.bytes_written is None:
             ev.bytes_written = created_file_bytes(obs)
-    if ev.kind == EventKind.FILE_CHANGE and ev.is_error:
-        ev.extra["attempted_paths"] = ev.paths_written
-        ev.paths_written = []
-        ev.bytes_written = None
-    apply_test_counts(ev, output)
-    mark_tool_return(ev)
+    settle_result(ev, output)
 
 
 def _position(ev: Event) -> tuple[int, int]:

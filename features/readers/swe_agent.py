@@ -49,6 +49,7 @@ from features.readers.common import (
     stem,
     to_duration,
     to_int,
+    without,
 )
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
@@ -130,7 +131,7 @@ def read_swe_agent(
         text = None if content is None else message_text(content, hloc / "content")
         events.append(Event(index=0, kind=EventKind.MESSAGE, step=1, text=text,
                             extra={"history_index": i,
-                                   **{k: v for k, v in h.items() if k != "content"}}))
+                                   **without(h, "content")}))
 
     actions = _history_actions(history, root)
     versions = set()
@@ -157,7 +158,7 @@ def read_swe_agent(
         words = argv  # what the mapping reads; argv stays the action's own words
         if words is None and len(calls) == 1:  # unsplittable text: the call's own arguments
             head = calls[0][0]
-            words = _words_from_call(head, calls[0][1])
+            words = _words_from_call(head, _arguments(calls[0][1]))
         if head in _EDIT_TOOLS or (
             head == "str_replace_editor" and words is not None and len(words) >= 3
             and words[1] in _STR_REPLACE_WRITES
@@ -250,8 +251,8 @@ def _history_actions(history: list[Any], root: Loc) -> list[tuple[int, dict[str,
     return out
 
 
-def _tool_calls(hist: tuple[int, dict[str, Any]], root: Loc) -> list[tuple[str, dict[str, Any]]]:
-    """(function name, parsed arguments) of an action message's tool calls."""
+def _tool_calls(hist: tuple[int, dict[str, Any]], root: Loc) -> list[tuple[str, Any]]:
+    """(function name, raw arguments) of an action message's tool calls."""
     i, h = hist
     hloc = root / "history" / i
     calls = get(h, "tool_calls", (list, type(None)), hloc, default=None) or []
@@ -262,13 +263,18 @@ def _tool_calls(hist: tuple[int, dict[str, Any]], root: Loc) -> list[tuple[str, 
             raise cloc.error("expected object")
         fn = get(c, "function", dict, cloc, required=True)
         name = get(fn, "name", str, cloc / "function", required=True)
-        raw = get(fn, "arguments", (str, dict), cloc / "function", default="{}")
-        try:
-            args = json.loads(raw) if isinstance(raw, str) else raw
-        except json.JSONDecodeError:
-            args = {}  # the model's own text; the action string stays the record
-        out.append((name, args if isinstance(args, dict) else {}))
+        out.append((name, get(fn, "arguments", (str, dict), cloc / "function", default="{}")))
     return out
+
+
+def _arguments(raw: str | dict[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments (JSON text or an object); {} when they do not parse (the
+    model's own text: the action string stays the record)."""
+    try:
+        args = json.loads(raw) if isinstance(raw, str) else raw
+    except json.JSONDecodeError:
+        return {}
+    return args if isinstance(args, dict) else {}
 
 
 def _words_from_call(name: str, args: dict[str, Any]) -> list[str] | None:
