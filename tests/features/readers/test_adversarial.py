@@ -252,7 +252,7 @@ def test_errors_name_the_reader_and_never_leak_other_exceptions(write_file: Call
 def test_every_kind_of_event_survives_the_table(tmp_path: Path) -> None:
     """What a reader returns always round-trips through Parquet (values a column cannot
     hold were refused at read time)."""
-    for src in _logs():
+    for src in [*_logs(), *(p for p in DATA.glob("*/*") if p.is_dir())]:
         t = read_trajectory(src)
         assert t.events, src
         (back,) = _round_trip(t, tmp_path)
