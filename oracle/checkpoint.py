@@ -303,14 +303,15 @@ class _Tree:
         st = os.fstat(fd)
         self.ids: dict[str, tuple[int, int]] = {"": (st.st_dev, st.st_ino)}
         self.fds: dict[str, int] = {"": fd}  # kept open; read-only once the scan is done
+        self._walked: dict[int, tuple[str, int]] = {}  # thread -> last directory reopened
 
     def __enter__(self) -> _Tree:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for fd in self.fds.values():
+        for fd in [*self.fds.values(), *(fd for _, fd in self._walked.values())]:
             os.close(fd)
-        self.fds = {}
+        self.fds, self._walked = {}, {}
 
     def open_dir(self, parent_fd: int, name: str, rel: str) -> int:
         """Open subdirectory ``name`` of ``parent_fd``: the one the scan saw at ``rel``."""
@@ -343,15 +344,26 @@ class _Tree:
             raise
         return cur, True
 
+    def _reading_dir_fd(self, rel: str) -> int:
+        """A descriptor of directory ``rel`` for reading its files: a kept one, or the one
+        this thread reopened last (files are read grouped by directory), else reopened."""
+        fd = self.fds.get(rel)
+        if fd is not None:
+            return fd
+        me = threading.get_ident()
+        last = self._walked.get(me)
+        if last is not None and last[0] == rel:
+            return last[1]
+        fd, _ = self.dir_fd(rel)
+        self._walked[me] = (rel, fd)  # each thread touches its own key only
+        if last is not None:
+            os.close(last[1])
+        return fd
+
     def open_file(self, rel: str, scanned: os.stat_result) -> tuple[int, os.stat_result]:
         """Open file member ``rel`` for reading: the regular file the scan saw, or _Changed."""
         parent, _, name = rel.rpartition("/")
-        dfd, owned = self.dir_fd(parent)
-        try:
-            fd = _open_at(name, _FILE_OPEN, dfd, rel)
-        finally:
-            if owned:
-                os.close(dfd)
+        fd = _open_at(name, _FILE_OPEN, self._reading_dir_fd(parent), rel)
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or (st.st_ino, st.st_dev) != (scanned.st_ino,
                                                                          scanned.st_dev):
@@ -1316,14 +1328,21 @@ class CheckpointStore:
             else:
                 wcache.pop(rel, None)
 
+        # Files are read grouped by directory (a directory whose descriptor was not kept
+        # is reopened once per run of its files), the directories with most bytes first.
+        parent = {i: entries[i][0].rpartition("/")[0] for i in todo}
+        dir_bytes: dict[str, int] = {}
+        for i in todo:
+            dir_bytes[parent[i]] = dir_bytes.get(parent[i], 0) + entries[i][3].st_size
+        todo.sort(key=lambda i: (-dir_bytes[parent[i]], parent[i], -entries[i][3].st_size))
         try:
-            todo_bytes = sum(entries[i][3].st_size for i in todo)
+            todo_bytes = sum(dir_bytes.values())
             nthreads = min(self.threads, len(todo))
             if nthreads > 1 and todo_bytes > _PARALLEL_MIN_BYTES:
                 # This thread and nthreads-1 workers drain one shared iterator (largest
-                # files first, for balance): no future per file, and hashing/compression
-                # release the GIL. A list iterator's next() is atomic under the GIL.
-                todo.sort(key=lambda i: entries[i][3].st_size, reverse=True)
+                # directories, and in each the largest files, first, for balance): no
+                # future per file, and hashing/compression release the GIL. A list
+                # iterator's next() is atomic under the GIL.
                 shared = iter(todo)
                 failed: list[bool] = []
 
