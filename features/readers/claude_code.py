@@ -403,7 +403,9 @@ class ClaudeSessionParser(_ClaudeParser):
     """Streaming parser of a Claude Code session file (see the module docstring).
 
     ``subagent_file(agent_id)``: the path of a subagent's own file, or None; consulted when a
-    ``Task`` result names an ``agentId`` whose lines this file does not hold.
+    ``Task`` result names an ``agentId`` whose lines this file does not hold. By default the
+    files beside ``source`` when it is a session file on disk (:func:`subagent_files`);
+    ``False``: none.
     """
 
     FORMAT = SESSION_FORMAT
@@ -411,9 +413,11 @@ class ClaudeSessionParser(_ClaudeParser):
 
     def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
                  repo: str | None = None,
-                 subagent_file: Callable[[str], Path | None] | None = None) -> None:
+                 subagent_file: Callable[[str], Path | None] | None | bool = None) -> None:
         super().__init__(source=source, task_id=task_id, repo=repo)
-        self._subagent_file = subagent_file
+        if subagent_file is None and self.source.is_file():
+            subagent_file = subagent_files(self.source)
+        self._subagent_file = subagent_file if callable(subagent_file) else None
         self._parent: dict[str, str | None] = {}  # uuid -> parent (logical parent at a compaction)
         self._spine_child: dict[str, str] = {}  # uuid -> first child that is not a tool result
         self._sidechain: set[str] = set()
@@ -675,6 +679,5 @@ def read_claude_session(path: str | Path, *, task_id: str | None = None, repo: s
     """Read a Claude Code session file into a :class:`Trajectory` (see module doc); subagent
     files next to it are read where their ``Task`` result arrives."""
     path = Path(path)
-    parser = ClaudeSessionParser(source=path, task_id=task_id, repo=repo,
-                                 subagent_file=subagent_files(path))
+    parser = ClaudeSessionParser(source=path, task_id=task_id, repo=repo)
     return read_with(parser, path, allow_truncated_tail=allow_truncated_tail)

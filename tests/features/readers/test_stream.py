@@ -28,11 +28,16 @@ CODEX = RECORDINGS / "codex-0.171.0"
 CLAUDE = RECORDINGS / "claude-code-2.1.197"
 RUNS = ("task", "killed", "resumed", "forked")
 
-# every recorded live stdout and session file (model_server.audit.jsonl is the server's log)
+HANDMADE = Path(__file__).resolve().parents[2] / "data" / "readers"
+
+# every recorded live stdout and session file (model_server.audit.jsonl is the server's
+# log), and every hand-made log of the readers' tests
 RECORDED = sorted(
-    [CODEX / f"{r}.exec.jsonl" for r in RUNS] + [CLAUDE / f"{r}.stream.jsonl" for r in RUNS]
-    + [CLAUDE / f"{r}.session.jsonl" for r in RUNS])
-PUBLIC = ["codex_exec_jsonl/agentcmd_stream-output-1.jsonl",
+    [CODEX / f"{r}.{kind}.jsonl" for r in RUNS for kind in ("exec", "rollout")]
+    + [CLAUDE / f"{r}.{kind}.jsonl" for r in RUNS for kind in ("stream", "session")]
+    + list(HANDMADE.rglob("*.jsonl")))
+PUBLIC = ["codex_rollout/agentcmd_rollout-2025-09-24T19-22-20-01997e76.jsonl",
+          "codex_exec_jsonl/agentcmd_stream-output-1.jsonl",
           "codex_exec_jsonl/agentcmd_stream-output-2.jsonl",
           "codex_exec_jsonl/agentcmd_stream-output-3.jsonl",
           "codex_exec_jsonl/tielec_issue-119_00_planning_execute.jsonl",
@@ -57,7 +62,7 @@ def _stream(path: Path, times: list[float] | None = None) -> tuple[list[Event], 
     return handed, tail, p.finish()
 
 
-@pytest.mark.parametrize("path", RECORDED, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: str(p.relative_to(p.parents[2])))
 def test_stream_equals_file_and_events_are_final(path: Path) -> None:
     handed, tail, traj = _stream(path)
     assert traj == read_trajectory(path)  # the stream-vs-file identity, meta included
@@ -67,7 +72,7 @@ def test_stream_equals_file_and_events_are_final(path: Path) -> None:
 
 
 @pytest.mark.parametrize("rel", PUBLIC)
-def test_stream_equals_file_on_public_codex_logs(rel: str, fixture_path: Callable[[str], Path]) -> None:
+def test_stream_equals_file_on_public_logs(rel: str, fixture_path: Callable[[str], Path]) -> None:
     path = fixture_path(rel)
     handed, tail, traj = _stream(path)
     assert traj == read_trajectory(path)
@@ -75,7 +80,7 @@ def test_stream_equals_file_on_public_codex_logs(rel: str, fixture_path: Callabl
 
 
 def test_arrival_times_fed_per_line_equal_the_file_option(fixture_path: Callable[[str], Path]) -> None:
-    path = fixture_path(PUBLIC[1])
+    path = fixture_path("codex_exec_jsonl/agentcmd_stream-output-2.jsonl")
     n = sum(1 for x in path.read_text(encoding="utf-8").splitlines() if x.strip())
     times = [100.0 + 0.5 * i for i in range(n)]
     handed, tail, traj = _stream(path, times)
@@ -138,10 +143,10 @@ def test_stamped_lines_and_arrival_times_are_exclusive() -> None:
         p.feed('{"type": "turn.started"}', arrival_s=2.0)
 
 
-def test_parsers_are_registered_once_with_their_format() -> None:
+def test_every_line_oriented_format_has_its_parser() -> None:
     for spec in READERS:
-        if spec.parser is not None:
-            assert spec.layout == "jsonl" and issubclass(spec.parser, StreamParser), spec.name
+        if spec.layout == "jsonl":
+            assert spec.parser is not None and issubclass(spec.parser, StreamParser), spec.name
             assert spec.parser.FORMAT == spec.name
-    assert {"codex-exec", "claude-code-stream", "claude-code-session"} <= {
-        r.name for r in READERS if r.parser is not None}
+        else:
+            assert spec.parser is None, spec.name
