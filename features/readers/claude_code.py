@@ -173,12 +173,15 @@ class _ClaudeParser(StreamParser):
         self._state["agent_acted"] = True
         step = self._state["step"]
         for j, b in enumerate(blocks):
-            bloc = mloc / "content" / j
-            if not isinstance(b, dict):
-                raise bloc.error("expected object")
-            btype = get(b, "type", str, bloc, required=True)
+            btype = b.get("type") if isinstance(b, dict) else None
+            if not isinstance(btype, str):  # the location is only built for the error
+                bloc = mloc / "content" / j
+                if not isinstance(b, dict):
+                    raise bloc.error("expected object")
+                get(b, "type", str, bloc, required=True)
             bextra = {**extra, "message_id": mid, "block": btype}
             if btype == "tool_use":
+                bloc = mloc / "content" / j
                 ev = _tool_event(b, bloc, step, ts, bextra)
                 tid = get(b, "id", str, bloc, required=True)
                 self._pending[tid] = ev
@@ -195,7 +198,8 @@ class _ClaudeParser(StreamParser):
                                 extra={**bextra, "role": "assistant"}), self._turn_end())
             else:
                 if btype not in BLOCK_TYPES:
-                    warn_unknown(self.source, str(bloc), f"content block type {btype!r}")
+                    warn_unknown(self.source, str(mloc / "content" / j),
+                                 f"content block type {btype!r}")
                 self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
                                 extra={**bextra, **{k: v for k, v in b.items() if k != "type"}}),
                           self._turn_end())

@@ -291,7 +291,6 @@ class CodexRolloutParser(StreamParser):
         elif ptype in _AGENT_ACTS:
             self._state["agent_acted"] = True
         step = self._state["step"]
-        rest = {k: v for k, v in payload.items() if k != "type"}
         if ptype in ("function_call", "custom_tool_call", "local_shell_call"):
             ev = _call_event(payload, ptype, loc, step, ts, extra)
             if ev.argv is not None or ev.command is not None:
@@ -320,13 +319,13 @@ class CodexRolloutParser(StreamParser):
                 summ = payload.get("summary")
                 text = _content_text(summ, loc / "summary") if summ else None
             self.emit(Event(index=0, kind=EventKind.MESSAGE, step=step, start=ts, text=text,
-                            extra={**extra, **rest}))
+                            extra={**extra, **_without_type(payload)}))
         else:
             if ptype not in RESPONSE_TYPES:
                 warn_unknown(self.source, f"line {extra['line']}",
                              f"response_item type {ptype!r}")
             self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
-                            extra={**extra, **rest}))
+                            extra={**extra, **_without_type(payload)}))
 
     def _event_msg(self, payload: dict[str, Any], loc: Loc, ts: float,
                    extra: dict[str, Any]) -> None:
@@ -606,6 +605,10 @@ class CodexRolloutParser(StreamParser):
     def repo_default(self) -> str | None:
         git = (self.meta.get("session") or {}).get("git")
         return repo_from_url(git.get("repository_url")) if isinstance(git, dict) else None
+
+
+def _without_type(payload: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in payload.items() if k != "type"}
 
 
 def _find_key(obj: Any, key: str) -> Any:

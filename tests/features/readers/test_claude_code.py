@@ -277,6 +277,15 @@ def test_stream_json_subagent_two_turns_and_errors() -> None:
              "is_error": True}]}),
         _stream_line(type="user", parent_tool_use_id=None, message={"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "tu1", "content": "done"}]}),
+        _stream_line(type="assistant", message={
+            "id": "m3", "model": "m", "content": [{"type": "tool_use", "id": "tu3",
+                                                   "name": "Glob",
+                                                   "input": {"pattern": "**/*.py",
+                                                             "path": "/w/src"}}],
+            "stop_reason": None, "usage": {"input_tokens": 2, "output_tokens": 1}}),
+        _stream_line(type="user", message={"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "tu3", "content": "/w/src/a.py"}]},
+            tool_use_result={"filenames": ["/w/src/a.py"], "durationMs": 3, "numFiles": 1}),
         _stream_line(type="result", subtype="success", is_error=False, duration_ms=900,
                      num_turns=2, total_cost_usd=0.01, usage={"input_tokens": 12,
                                                              "output_tokens": 30}),
@@ -300,3 +309,6 @@ def test_stream_json_subagent_two_turns_and_errors() -> None:
     assert t.meta["cost_usd"] == pytest.approx(0.01) and t.meta["n_prompts"] == 1
     first = [e for e in t.events if e.kind == EventKind.MODEL_CALL][0]
     assert (first.input_tokens, first.cached_tokens, first.output_tokens) == (105, 100, None)
+    (glob,) = [e for e in t.events if e.extra.get("tool") == "Glob"]
+    assert glob.kind == EventKind.OTHER and glob.paths_read == ["/w/src"]
+    assert glob.duration == 0.003 and "filenames" not in glob.extra["result"]

@@ -150,3 +150,30 @@ def test_every_line_oriented_format_has_its_parser() -> None:
             assert spec.parser.FORMAT == spec.name
         else:
             assert spec.parser is None, spec.name
+
+
+def test_an_event_whose_turn_end_needs_the_next_line_is_held_until_it() -> None:
+    """Session file: a step ends only where the next prompt arrives, so the event before
+    each prompt is held one line and handed out then, with its flag set."""
+    path = CLAUDE / "resumed.session.jsonl"
+    p = stream_parser("claude-code-session", source=path)
+    released_at: dict[int, int] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for ev in p.feed(line):
+            released_at[ev.index] = n
+    t = p.finish()
+    (syn,) = [e for e in t.events if e.extra.get("synthetic")]  # line 12, before the prompt
+    assert syn.extra["line"] == 12 and released_at[syn.index] == 13 and syn.turn_end
+    # held one event, no longer: each event comes out on the line that makes the next known
+    # (its own line, or its result's; pending calls released at a fork are made known there)
+    for ev, nxt in zip(t.events, t.events[1:], strict=False):
+        if not nxt.extra.get("incomplete"):
+            assert released_at[ev.index] == nxt.extra.get("result_line", nxt.extra["line"])
+    assert t.events[-1].index not in released_at  # the last one: at the end of the stream
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: str(p.relative_to(p.parents[2])))
+def test_exactly_one_detector_claims_each_log(path: Path) -> None:
+    first = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+    claims = [r.name for r in READERS if r.layout == "jsonl" and r.detect(first)]
+    assert claims == [detect_format(path)]
