@@ -72,7 +72,7 @@ each prompt is held one event (see :mod:`features.readers.stream`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -658,7 +658,7 @@ def _apply_result(ev: Event, b: dict[str, Any], result: Any, ts: float | None,
 
 
 def read_claude_stream(path: str | Path, *, task_id: str | None = None, repo: str | None = None,
-                       arrival_times: list[float] | None = None,
+                       arrival_times: Sequence[float] | None = None,
                        allow_truncated_tail: bool = False) -> Trajectory:
     """Read a Claude Code ``stream-json`` file into a :class:`Trajectory` (see module doc)."""
     return read_with(ClaudeStreamParser(source=path, task_id=task_id, repo=repo), path,

@@ -101,7 +101,12 @@ class StreamParser:
         if isinstance(line, Mapping):
             obj = line if isinstance(line, dict) else dict(line)
         else:
-            text = line.decode("utf-8") if isinstance(line, bytes) else line
+            try:
+                text = line.decode("utf-8") if isinstance(line, bytes) else line
+            except UnicodeDecodeError as exc:
+                raise TrajectoryFormatError(
+                    f"{self.source}: line {self.lineno}: not UTF-8 text (byte offset "
+                    f"{exc.start})") from exc
             if not text.strip():
                 return []
             try:

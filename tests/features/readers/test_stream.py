@@ -120,6 +120,8 @@ def test_bad_lines_name_the_source_and_line() -> None:
         p.feed("[1, 2]")
     with pytest.raises(TrajectoryFormatError, match=r"run-7: line 4: field type: missing"):
         p.feed("{}")
+    with pytest.raises(TrajectoryFormatError, match=r"run-7: line 5: not UTF-8 text"):
+        p.feed(b'{"type": "\xff"}')
 
 
 def test_end_of_stream_rules() -> None:
