@@ -71,7 +71,8 @@ class Progress(Generic[T]):
         self.n += n
         if self.bar is not None:
             self.bar.update(n)
-        elif self.enabled and time.monotonic() - self.last >= self.interval:
+        elif (self.enabled and time.monotonic() - self.last >= self.interval
+              and (self.total is None or self.n < self.total)):  # the end has its own line
             self._line("")
 
     def set_total(self, total: int) -> None:

@@ -31,6 +31,7 @@ def test_plain_lines_while_a_step_runs_at_most_every_interval() -> None:
         bar.set_total(5)
         bar.update(3)
     lines = out.getvalue().splitlines()
+    assert len(lines) == 3  # 1/4, 2/4, and the end (5/5 has no running line of its own)
     assert lines[0].startswith("branches: 1/4 branch (") and lines[1].startswith("branches: 2/4 branches (")
     assert "quarantined=1" in lines[1]
     assert lines[-1].startswith("branches: 5/5 branches done in ") and lines[-1].endswith("quarantined=1")
