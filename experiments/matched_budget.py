@@ -403,10 +403,10 @@ def study(args: Args) -> int:
     t0 = time.perf_counter()
     warnings.filterwarnings("ignore", category=FutureWarning)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
 
     # 1. Label sets (simulated families or --labels), restricted to priceable tasks.
     data = load_label_sets(args)
+    out.mkdir(parents=True, exist_ok=True)  # once the inputs are known good
     hashes: dict[str, str] = {}
     for fam in list(data):
         data[fam], dropped = priceable(data[fam], args.hazard)

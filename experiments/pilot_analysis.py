@@ -117,7 +117,6 @@ def analyse(args: Args) -> dict[str, Any]:
     """The analysis (the module docstring) for checked arguments; returns the output folder,
     the MLflow run id, the summary and the tables."""
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     boot = dict(n_resamples=args.n_resamples, seed=args.seed, method=args.method)
     published = stats.load_pilot_tables()
     tables: dict[str, pd.DataFrame] = {}
@@ -293,6 +292,7 @@ def analyse(args: Args) -> dict[str, Any]:
                   f"(10^{np.log10(ratio):.2f})\n")
 
     # ---- Figure 2: marginal value by stratum ------------------------------------------
+    out.mkdir(parents=True, exist_ok=True)  # once the inputs are known good
     fig, ax = plt.subplots(figsize=(5.0, 3.6), dpi=120)
     xs = np.arange(len(fig2_rows))
     est = fig2_rows["advantage_s"].to_numpy(float)
