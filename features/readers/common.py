@@ -469,7 +469,8 @@ def iter_jsonl(
     allow_truncated_tail: bool = False,
     meta: dict[str, Any] | None = None,
 ) -> Iterator[JsonlLine]:
-    """Yield each non-blank line as a JSON object with its 1-based line number.
+    """Yield each non-blank line (lines end at ``"\\n"``) as a JSON object with its 1-based
+    line number.
 
     A line that is not JSON, or not a JSON object, raises :class:`TrajectoryFormatError`
     naming the line; so does one :func:`load_json` would refuse. The last line is treated
@@ -478,7 +479,9 @@ def iter_jsonl(
     if text is None:
         text = read_text(path)
     check_surrogates = "\\u" in text and _lone_surrogate(text) is not None
-    lines = text.splitlines()
+    # lines end at "\n" only (as json counts them): str.splitlines would also break at
+    # U+2028/U+2029, \x85, \x0c, ... which JSON strings may hold raw
+    lines = text.split("\n")
     last = max((i for i, s in enumerate(lines) if s.strip()), default=-1)
     for i, s in enumerate(lines):
         if not s.strip():
@@ -859,18 +862,37 @@ def finish(
     *,
     path: Path | None = None,
 ) -> Trajectory:
-    """Number events, mark ``turn_end`` on each step's last event, flag times that run
-    backwards, add totals, validate (a value no table column can hold raises a
-    :class:`TrajectoryFormatError` naming ``path``). No events at all is an
-    :class:`EmptyTrajectoryWarning`."""
+    """Number events, mark ``turn_end`` on each step's last event, then :func:`seal` (times
+    that run backwards flagged, totals, validation, a warning for no events)."""
     n = len(events)
     for i, e in enumerate(events):
         e.index = i
         e.turn_end = i + 1 == n or events[i + 1].step != e.step
+    return seal(task_id, repo, source_format, events, meta, path=path)
+
+
+def seal(
+    task_id: str,
+    repo: str,
+    source_format: str,
+    events: list[Event],
+    meta: dict[str, Any],
+    *,
+    path: Path | None = None,
+    time_flagged: list[int] | None = None,
+) -> Trajectory:
+    """The trajectory of numbered events, as every reader ends: flag times that run
+    backwards (see :func:`flag_times`; ``time_flagged``: the indices a streaming parser
+    already flagged with :func:`time_flags` as it released them), add totals, validate (a
+    value no table column can hold raises a :class:`TrajectoryFormatError` naming
+    ``path``). No events at all is an :class:`EmptyTrajectoryWarning`."""
     if path is None:
         path = _READING.get()
     where = str(path) if path is not None else task_id
-    flag_times(events, meta, where)
+    if time_flagged is None:
+        flag_times(events, meta, where)
+    else:
+        _warn_time_flags(time_flagged, meta, where)
     if not events:
         warnings.warn(f"{where}: the log holds no events", EmptyTrajectoryWarning, stacklevel=3)
     meta.setdefault("totals", {}).update(totals(events))
@@ -880,6 +902,20 @@ def finish(
     except ValueError as exc:
         raise TrajectoryFormatError(f"{path}: {exc}" if path is not None else str(exc)) from exc
     return traj
+
+
+def time_flags(e: Event, latest: float | None) -> tuple[list[str], float | None]:
+    """The time flags of one event given the latest end of the events before it, and the
+    latest end including it (see :func:`flag_times`; for parsers that release events one
+    by one)."""
+    flags: list[str] = []
+    if e.end is not None:
+        if e.start is not None and e.end < e.start:
+            flags.append("end_before_start")
+        if latest is not None and e.end < latest:
+            flags.append("end_before_previous")
+        latest = e.end if latest is None or e.end > latest else latest
+    return flags, latest
 
 
 def flag_times(events: Sequence[Event], meta: dict[str, Any], where: str) -> None:
@@ -892,21 +928,19 @@ def flag_times(events: Sequence[Event], meta: dict[str, Any], where: str) -> Non
     latest: float | None = None
     flagged: list[int] = []
     for e in events:
-        flags = []
-        if e.end is not None:
-            if e.start is not None and e.end < e.start:
-                flags.append("end_before_start")
-            if latest is not None and e.end < latest:
-                flags.append("end_before_previous")
-            latest = e.end if latest is None or e.end > latest else latest
+        flags, latest = time_flags(e, latest)
         if flags:
             e.extra["time_flags"] = flags
             flagged.append(e.index)
+    _warn_time_flags(flagged, meta, where)
+
+
+def _warn_time_flags(flagged: list[int], meta: dict[str, Any], where: str) -> None:
     if flagged:
         meta["time_flags"] = flagged
         warnings.warn(f"{where}: times run backwards at {len(flagged)} event(s) (first: event "
                       f"{flagged[0]}); kept and flagged in extra['time_flags']",
-                      TimeOrderWarning, stacklevel=4)
+                      TimeOrderWarning, stacklevel=5)
 
 
 def totals(events: Sequence[Event]) -> dict[str, Any]:

@@ -121,7 +121,7 @@ def test_help_lists_every_option_with_its_help() -> None:
     for text in ("FILE", "agent logs (.gz/.zst too", "--out OUT output Parquet file",
                  "--granularity", "{turn, tool_call}", "--format", "trajectory-parquet",
                  "--keep-going skip bad files", "--without-families", "{write, read, build_io",
-                 "--max-mb MAX_MB largest log read, in MiB after decompression", "(default: 512)",
+                 "--max-mb N largest log read, in MiB after decompression", "(default: 512)",
                  "--progress a progress bar", "--no-progress turns it off", "--debug"):
         assert text in out, text
 

@@ -27,7 +27,9 @@ from features.readers import (
     ReadLimits,
     TimeOrderWarning,
     TrajectoryFormatError,
+    detect_format,
     read_trajectory,
+    stream_parser,
 )
 from features.schema import EventKind, read_parquet, write_parquet
 
@@ -191,16 +193,25 @@ def test_nesting_limit_is_configurable(tmp_path: Path) -> None:
             limits=ReadLimits(max_depth=5))
 
 
+RECORDINGS = REPO / "tests" / "data" / "recordings"
+
+
 def _logs() -> list[Path]:
     return sorted(p for p in DATA.glob("*/*") if p.is_file() and p.parent.name != "adversarial"
                   and p.name != "README.md")
 
 
+def _recorded() -> list[Path]:
+    """The recorded live logs (Codex exec/rollout, Claude Code stream/session files)."""
+    return sorted(p for p in RECORDINGS.glob("*/*.jsonl") if p.name != "model_server.audit.jsonl")
+
+
 @pytest.mark.parametrize("codec", ["gz", "zst"])
 def test_compressed_logs_read_as_the_plain_ones(codec: str, tmp_path: Path,
                                                 fixture_logs: list[Path]) -> None:
-    logs = [*_logs(), *fixture_logs]
-    assert len(logs) >= 16  # 11 public fixtures, 5 hand-made files
+    logs = [*_logs(), *_recorded(), *fixture_logs]
+    assert len(logs) >= 32  # 11 public fixtures, 5+ hand-made files, 16 recordings
+    assert {"claude-code-stream", "claude-code-session"} <= {detect_format(p) for p in logs}
     for src in logs:
         data = src.read_bytes()
         packed = tmp_path / f"{src.name}.{codec}"
@@ -252,9 +263,100 @@ def test_errors_name_the_reader_and_never_leak_other_exceptions(write_file: Call
 def test_every_kind_of_event_survives_the_table(tmp_path: Path) -> None:
     """What a reader returns always round-trips through Parquet (values a column cannot
     hold were refused at read time)."""
-    for src in [*_logs(), *(p for p in DATA.glob("*/*") if p.is_dir())]:
+    # every log directory (a Claude Code session's subagents folder is part of its session)
+    dirs = [p for p in DATA.glob("*/*") if p.is_dir() and p.parent.name != "claude-code"]
+    assert dirs
+    for src in [*_logs(), *dirs]:
         t = read_trajectory(src)
         assert t.events, src
         (back,) = _round_trip(t, tmp_path)
         assert back == t, src
         assert {e.kind for e in t.events} <= set(EventKind)
+
+
+# -- part A's line-oriented formats get the same hardening (merge of readers-a/readers-b) --
+
+@pytest.mark.parametrize("sep", ["\u2028", "\u2029", "\x85"])
+def test_unicode_line_separators_inside_strings_do_not_split_lines(
+        sep: str, tmp_path: Path) -> None:
+    """JSON lines end at "\\n" only: U+2028, U+2029 and U+0085, where ``str.splitlines``
+    also breaks, may stand raw inside a JSON string (control characters may not)."""
+    src = (RECORDINGS / "claude-code-2.1.197" / "task.session.jsonl").read_text(encoding="utf-8")
+    lines = src.split("\n")
+    first = json.loads(lines[0])
+    first["note"] = f"a{sep}b"
+    lines[0] = json.dumps(first, ensure_ascii=False)
+    assert sep in lines[0]
+    p = tmp_path / "sep.session.jsonl"
+    p.write_text("\n".join(lines), encoding="utf-8")
+    assert detect_format(p) == "claude-code-session"
+    t = read_trajectory(p)
+    assert len(t.events) == len(read_trajectory(RECORDINGS / "claude-code-2.1.197"
+                                                / "task.session.jsonl").events)
+    q = tmp_path / "sep.exec.jsonl"
+    q.write_text(json.dumps({"type": "thread.started", "thread_id": f"t{sep}1"},
+                            ensure_ascii=False) + "\n" + json.dumps({"type": "turn.started"})
+                 + "\n", encoding="utf-8")
+    assert read_trajectory(q, format="codex-exec").meta["thread_id"] == f"t{sep}1"
+
+
+STRICT_LINES = [
+    ('{"type": "turn.started", "type": "x"}', r"duplicate key"),
+    ('{"type": "turn.started", "n": NaN}', r"NaN"),
+    ('{"type": "turn.started", "n": ' + "[" * 200 + "]" * 200 + "}", r"nested deeper than 128"),
+    ('{"type": "turn.started", "s": "\\ud800"}', r"lone UTF-16 surrogate"),
+]
+
+
+@pytest.mark.parametrize("fmt", ["codex-exec", "codex-rollout", "claude-code-stream",
+                                 "claude-code-session"])
+@pytest.mark.parametrize("line, pattern", STRICT_LINES)
+def test_fed_lines_are_parsed_as_strictly_as_files(fmt: str, line: str, pattern: str) -> None:
+    """A live harness feeding a parser gets the file readers' strict JSON: refused, naming
+    the source and the line (before: a plain json.loads kept the last duplicate, NaN, ...)."""
+    p = stream_parser(fmt, source="live-7")
+    p.feed("")
+    with pytest.raises(TrajectoryFormatError, match=r"^live-7: line 2: .*" + pattern):
+        p.feed(line)
+    with pytest.raises(TrajectoryFormatError, match=r"^live-7: line 1: .*" + pattern):
+        stream_parser(fmt, source="live-7").feed(line.encode("utf-8"))
+
+
+def test_fed_text_is_bounded_by_the_size_limit() -> None:
+    from features.readers.common import read_limits
+    line = json.dumps({"type": "item.completed", "item": {
+        "id": "i", "type": "agent_message", "text": "x" * 600_000}})
+    p = stream_parser("codex-exec", source="live-8")
+    p.feed(json.dumps({"type": "thread.started", "thread_id": "t"}))
+    with read_limits(ReadLimits(max_bytes=2**20)):
+        p.feed(line)
+        with pytest.raises(TrajectoryFormatError,
+                           match=r"^live-8: line 3: the stream passed the 1 MiB limit"):
+            p.feed(line)
+
+
+def test_parser_fed_formats_flag_times_and_warn_on_no_events(tmp_path: Path) -> None:
+    """The streaming parsers end as every reader does: backward times kept and flagged, a
+    log with no events a warning, values no column holds a format error naming the file."""
+    rec = RECORDINGS / "claude-code-2.1.197" / "task.stream.jsonl"
+    n = sum(1 for ln in rec.read_text(encoding="utf-8").split("\n") if ln.strip())
+    times = [1000.0 - i for i in range(n)]
+    with pytest.warns(TimeOrderWarning, match=r"task\.stream\.jsonl: times run backwards"):
+        t = read_trajectory(rec, arrival_times=times)
+    assert t.meta["time_flags"] and all("time_flags" in t.events[i].extra
+                                        for i in t.meta["time_flags"])
+    empty = tmp_path / "empty.session.jsonl"
+    empty.write_text(json.dumps({"type": "summary", "summary": "x", "leafUuid": "u"}) + "\n")
+    with pytest.warns(EmptyTrajectoryWarning, match=r"empty\.session\.jsonl: the log holds no"):
+        assert read_trajectory(empty, format="claude-code-session").events == []
+
+
+def test_claude_code_logs_are_size_limited_after_decompression(tmp_path: Path) -> None:
+    for name in ("task.stream.jsonl", "task.session.jsonl"):
+        data = (RECORDINGS / "claude-code-2.1.197" / name).read_bytes()
+        z = tmp_path / f"{name}.zst"
+        z.write_bytes(zstandard.ZstdCompressor().compress(data))
+        limit = len(data) // 2
+        refused(z, r"decompressed zstandard data larger than the .* limit",
+                limits=ReadLimits(max_bytes=limit))
+        assert read_trajectory(z) == read_trajectory(RECORDINGS / "claude-code-2.1.197" / name)
