@@ -438,6 +438,21 @@ def load_json(path: Path, text: str | None = None) -> Any:
     return doc
 
 
+def load_embedded_json(text: str, loc: Loc) -> Any:
+    """A JSON document held in a string field (tool-call arguments, a replay config), parsed
+    as strictly as a file: duplicate keys, NaN/Infinity, nesting deeper than the limit and
+    lone surrogates raise a :class:`TrajectoryFormatError` naming the field. Invalid JSON
+    raises ``json.JSONDecodeError``, for the caller to word."""
+    try:
+        return _strict_decode(text)
+    except _Refused as exc:
+        offset = _lone_surrogate(text) if exc.kind == "surrogate" else -1
+        _, field, msg = _refusal(text, exc.kind, _LIMITS.get(), offset if offset is not None
+                                 else -1)
+        raise loc.error(f"its JSON text holds {msg}" + (f" (at {field})" if field else "")
+                        ) from None
+
+
 @dataclass
 class JsonlLine:
     lineno: int

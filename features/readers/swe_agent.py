@@ -42,6 +42,7 @@ from features.readers.common import (
     classify_command,
     finish,
     get,
+    load_embedded_json,
     load_json,
     mark_tool_return,
     message_text,
@@ -84,7 +85,7 @@ def _state(raw: Any, loc: Loc) -> dict[str, Any]:
         if not raw.strip():
             return {}
         try:
-            st = json.loads(raw)
+            st = load_embedded_json(raw, loc)
         except json.JSONDecodeError as exc:
             raise loc.error(f"state string is not valid JSON ({exc.msg})") from exc
         if not isinstance(st, dict):
@@ -210,7 +211,7 @@ def read_swe_agent(
     rc: Any = replay
     if isinstance(replay, str) and replay.strip():
         try:
-            rc = json.loads(replay)
+            rc = load_embedded_json(replay, root / "replay_config")
         except json.JSONDecodeError as exc:
             raise (root / "replay_config").error(
                 f"a string that is not JSON ({exc.msg} at column {exc.colno})") from exc

@@ -360,3 +360,25 @@ def test_claude_code_logs_are_size_limited_after_decompression(tmp_path: Path) -
         refused(z, r"decompressed zstandard data larger than the .* limit",
                 limits=ReadLimits(max_bytes=limit))
         assert read_trajectory(z) == read_trajectory(RECORDINGS / "claude-code-2.1.197" / name)
+
+
+def test_json_held_in_string_fields_is_parsed_strictly(tmp_path: Path) -> None:
+    """Tool-call arguments (Codex rollout) and a JSON-string replay_config (SWE-agent) are
+    JSON too: a NaN or a duplicate key there is refused naming the field (found by
+    benchmarks/reliability_readers.py: a NaN in a wait call's arguments read silently)."""
+    src = DATA / "codex" / "code-mode.rollout.jsonl"
+    lines = src.read_text(encoding="utf-8").split("\n")
+    k = next(i for i, ln in enumerate(lines) if '"name":"wait"' in ln.replace(" ", ""))
+    rec = json.loads(lines[k])
+    args = rec["payload"]["arguments"]
+    assert args.rstrip().endswith("}")
+    rec["payload"]["arguments"] = args.rstrip()[:-1] + ', "n": NaN}'
+    lines[k] = json.dumps(rec)
+    p = tmp_path / "nan-args.rollout.jsonl"
+    p.write_text("\n".join(lines), encoding="utf-8")
+    refused(p, rf"line {k + 1}: field payload\.arguments: its JSON text holds NaN")
+    traj = json.loads((DATA / "swe-agent" / "toolcalls_1x.traj").read_text())
+    traj["replay_config"] = '{"problem_statement": {"id": "a", "id": "b"}}'
+    q = tmp_path / "dup.traj"
+    q.write_text(json.dumps(traj))
+    refused(q, r"field replay_config: its JSON text holds .*duplicate key")
