@@ -408,10 +408,93 @@ def gen_openhands_v1_directory(path: Path, size: int, rng: random.Random) -> Pat
     return path
 
 
+def _claude_records(size: int, rng: random.Random, as_session: bool) -> Iterator[dict[str, Any]]:
+    """The records of a Claude Code run (``as_session``: the session file's shape with uuid
+    chains and timestamps; else ``--output-format stream-json``'s), until ``size`` bytes of
+    JSON text have been yielded."""
+    sid = "dd386a40-0000-4000-8000-00000000bench"
+    t = 1764620000.0
+    written = 0
+    parent: str | None = None
+    n = 0
+
+    def rec(obj: dict[str, Any]) -> dict[str, Any]:
+        nonlocal parent, written, n
+        n += 1
+        uid = f"u-{n:08d}"
+        if as_session:
+            obj = {"parentUuid": parent, "isSidechain": False, **obj, "uuid": uid,
+                   "timestamp": _iso(t), "sessionId": sid, "version": "2.1.197",
+                   "cwd": "/work/bench"}
+            parent = uid
+        else:
+            obj = {**obj, "parent_tool_use_id": None, "session_id": sid, "uuid": uid}
+        written += len(json.dumps(obj)) + 1
+        return obj
+
+    if not as_session:
+        yield rec({"type": "system", "subtype": "init", "cwd": "/work/bench", "session_id": sid,
+                   "tools": ["Bash", "Read", "Edit"], "model": "bench"})
+    yield rec({"type": "user", "message": {"role": "user", "content": "make the tests pass"}})
+    msg = 0
+    for thought, calls in session(rng):
+        msg += 1
+        t += rng.uniform(1, 6)
+        usage = {"input_tokens": 3000 + rng.randrange(900), "cache_creation_input_tokens": 0,
+                 "cache_read_input_tokens": 2500, "output_tokens": 80 + rng.randrange(300)}
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": thought}]
+        results = []
+        for i, c in enumerate(calls):
+            tid = f"toolu_{msg:07d}_{i}"
+            if c.kind == "read":
+                blocks.append({"type": "tool_use", "id": tid, "name": "Read",
+                               "input": {"file_path": f"/work/bench/{c.path}"}})
+            elif c.kind == "edit":
+                blocks.append({"type": "tool_use", "id": tid, "name": "Edit", "input": {
+                    "file_path": f"/work/bench/{c.path}", "old_string": "value",
+                    "new_string": c.new_text or "result"}})
+            else:
+                blocks.append({"type": "tool_use", "id": tid, "name": "Bash",
+                               "input": {"command": c.command}})
+            results.append({"type": "tool_result", "tool_use_id": tid,
+                            "content": c.output or "(Bash completed with no output)",
+                            "is_error": c.exit_code != 0})
+        for b in blocks:  # one record per content block, as Claude Code writes them
+            yield rec({"type": "assistant", "message": {
+                "id": f"msg_{msg:08d}", "type": "message", "role": "assistant", "model": "bench",
+                "content": [b], "stop_reason": "tool_use", "usage": usage}})
+        for r in results:
+            t += rng.uniform(0.05, 3)
+            yield rec({"type": "user", "message": {"role": "user", "content": [r]}})
+        if written >= size:
+            break
+    if not as_session:
+        yield rec({"type": "result", "subtype": "success", "is_error": False, "num_turns": msg,
+                   "duration_ms": 1000 * msg, "session_id": sid, "total_cost_usd": 0.01 * msg,
+                   "usage": {"input_tokens": 3000 * msg, "output_tokens": 200 * msg}})
+
+
+def _write_jsonl(path: Path, records: Iterator[dict[str, Any]]) -> Path:
+    with open(path, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+    return path
+
+
+def gen_claude_code_stream(path: Path, size: int, rng: random.Random) -> Path:
+    return _write_jsonl(path, _claude_records(size, rng, as_session=False))
+
+
+def gen_claude_code_session(path: Path, size: int, rng: random.Random) -> Path:
+    return _write_jsonl(path, _claude_records(size, rng, as_session=True))
+
+
 #: format name -> generator(path, size in bytes, rng) -> the log written
 GENERATORS: dict[str, Callable[[Path, int, random.Random], Path]] = {
     "codex-exec": gen_codex_exec,
     "codex-rollout": gen_codex_rollout,
+    "claude-code-stream": gen_claude_code_stream,
+    "claude-code-session": gen_claude_code_session,
     "mini-swe-agent": gen_mini_swe_agent,
     "swe-agent": gen_swe_agent,
     "openhands": gen_openhands,
@@ -478,6 +561,10 @@ def measure(label: str, path: Path, layout: str, repeats: int, min_s: float = 0.
             f"{len(traj.events) / read_s / 1e3:>9.1f}  {flag}")
 
 
+def _is_log_dir(path: Path) -> bool:
+    return any(r.detect_dir is not None and r.detect_dir(path) for r in READERS)
+
+
 def calibration() -> float:
     """Million simple Python loop iterations per CPU second (machine speed reference)."""
     n, t, acc = 2_000_000, CLOCK(), 0
@@ -531,7 +618,8 @@ def bench(args: Args) -> int:
         print("\nfixtures and hand-made logs (each read for >= 0.2 CPU s per repeat)")
         print(HEADER)
         logs = sorted(p for p in (REPO / "tests" / "data" / "readers").glob("*/*")
-                      if p.parent.name != "adversarial" and p.name != "README.md")
+                      if p.parent.name != "adversarial" and p.name != "README.md"
+                      and (p.is_file() or _is_log_dir(p)))  # not a session's subagents/
         if FIXTURES.is_dir():
             logs = sorted(p for p in FIXTURES.glob("*/*") if p.is_file() and p.suffix in (
                 ".json", ".jsonl", ".traj") and not p.name.endswith(".report.json")) + logs

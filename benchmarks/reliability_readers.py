@@ -16,7 +16,14 @@ Cases, each with the outcome it must have:
   cuts at several offsets, a value of every kind replaced by each wrong JSON type, a key
   duplicated, a number made NaN, a string given a lone surrogate, an integer made 10**30, a
   duration made negative, deep nesting inserted, a NUL byte inserted (these must be refused,
-  or read and round-trip where the value lands in a kept, untyped field).
+  or read and round-trip where the value lands in a kept, untyped field);
+* for every seed log of a line-oriented format (one with a streaming parser in the reader
+  table: Codex exec/rollout, Claude Code stream/session), each plain mutated copy again,
+  fed line by line to the format's parser as a live harness would (group "fed lines"):
+  the same strictness must hold there.
+
+Every format of the reader table (``features.readers.READERS``) is listed with its number
+of seed logs; a format with none is printed as "no seed log", never skipped silently.
 
 Outcomes: *read* (a trajectory that round-trips through Parquet; for a case that must read
 the same as its seed, equal to it), *refused* (a one-line ``TrajectoryFormatError`` naming
@@ -48,6 +55,7 @@ from typing import Any
 
 import zstandard
 
+from features.readers import READERS
 from ripplecp_cli import opt, run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,6 +102,7 @@ class Case:
     must: str
     seed: Path | None = None  # for "same": the log whose trajectory it must equal
     group: str = "mutated log"
+    feed: str | None = None  # fed line by line to this format's streaming parser
 
 
 # ---------------------------------------------------------------------------------------
@@ -101,16 +110,21 @@ class Case:
 # ---------------------------------------------------------------------------------------
 
 
-def seed_logs(worker: Worker, scratch: Path) -> list[Path]:
-    """Hand-made logs, public fixtures and recordings that this checkout reads cleanly."""
+def seed_logs(worker: Worker, scratch: Path) -> list[tuple[Path, str]]:
+    """Hand-made logs, public fixtures and recordings that this checkout reads cleanly,
+    with their formats."""
     cands = sorted(p for p in DATA.glob("*/*") if p.parent.name != "adversarial"
                    and p.name != "README.md")
     if FIXTURES.is_dir():
         cands += sorted(p for p in FIXTURES.glob("*/*") if p.is_file() and p.suffix in (
             ".json", ".jsonl", ".traj") and not p.name.endswith(".report.json"))
     cands += sorted((REPO / "tests" / "data" / "recordings").glob("*/*.jsonl"))
-    return [p for p in cands
-            if worker.read(Case(p.name, p, "read"), scratch)["outcome"] == "read"]
+    out = []
+    for p in cands:
+        res = worker.read(Case(p.name, p, "read"), scratch)
+        if res["outcome"] == "read":
+            out.append((p, res["format"]))
+    return out
 
 
 def _walk(doc: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
@@ -139,7 +153,7 @@ def _records(p: Path) -> tuple[str, list[Any]]:
     try:
         return "json", [json.loads(text)]
     except json.JSONDecodeError:
-        return "jsonl", [json.loads(x) for x in text.splitlines() if x.strip()]
+        return "jsonl", [json.loads(x) for x in text.split("\n") if x.strip()]
 
 
 def _dump(kind: str, recs: list[Any]) -> str:
@@ -322,9 +336,23 @@ from features.readers import TrajectoryFormatError, read_trajectory
 from features.schema import read_parquet, write_parquet
 try:  # the readers of a checkout from before the hardening have neither (to compare)
     from features.readers import ReadLimits, TimeOrderWarning
+    from features.readers.common import read_limits
     KW = {"limits": ReadLimits(max_bytes=int(sys.argv[1]))}
 except ImportError:
     TimeOrderWarning, KW = (), {}
+try:  # checkouts from before the streaming parsers have no live path
+    from features.readers import stream_parser
+except ImportError:
+    stream_parser = None
+
+def fed(path, fmt):
+    from contextlib import nullcontext
+    p = stream_parser(fmt, source=path)
+    with read_limits(KW["limits"]) if KW else nullcontext():
+        for raw in path.read_bytes().split(b"\n"):
+            p.feed(raw)
+        return p.finish()
+
 for line in sys.stdin:
     req = json.loads(line)
     path, seed = Path(req["path"]), req.get("seed")
@@ -332,8 +360,14 @@ for line in sys.stdin:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            t = read_trajectory(path, **KW)
+            if req.get("feed"):
+                if stream_parser is None:
+                    raise RuntimeError("no streaming parsers in this checkout")
+                t = fed(path, req["feed"])
+            else:
+                t = read_trajectory(path, **KW)
         res["outcome"] = "read"
+        res["format"] = t.source_format
         res["flagged"] = bool(TimeOrderWarning) and any(
             issubclass(w.category, TimeOrderWarning) for w in caught)
         out = Path(req["scratch"])
@@ -377,7 +411,8 @@ class Worker:
         if self.proc is None or self.proc.poll() is not None:
             self.proc = self._start()
         req = {"path": str(case.path), "scratch": str(scratch),
-               **({"seed": str(case.seed)} if case.seed else {})}
+               **({"seed": str(case.seed)} if case.seed else {}),
+               **({"feed": case.feed} if case.feed else {})}
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps(req) + "\n")
         self.proc.stdin.flush()
@@ -443,10 +478,16 @@ def reliability(args: Args) -> int:
             seeds = seed_logs(own, scratch)
         finally:
             own.close()
-        for s in seeds:
+        streams = {r.name for r in READERS if r.parser is not None}
+        for s, fmt in seeds:
             sub = folder / s.parent.name
             sub.mkdir(exist_ok=True)
-            cases += list(mutations(s, sub, rng))
+            mutated = list(mutations(s, sub, rng))
+            cases += mutated
+            if fmt in streams:  # the same bytes, fed line by line as a live harness would
+                cases += [Case(f"{c.name} (fed)", c.path, c.must, group="fed lines", feed=fmt)
+                          for c in mutated if c.must in ("refuse", "either")
+                          and c.path.is_file() and c.path.suffix not in (".gz", ".zst")]
         for case in cases:
             verdict, why = judge(case, worker.read(case, scratch))
             tally[(case.group, verdict)] += 1
@@ -461,6 +502,10 @@ def reliability(args: Args) -> int:
                 if p.is_symlink() or stat.S_ISFIFO(p.lstat().st_mode):
                     p.unlink()
             shutil.rmtree(folder, ignore_errors=True)
+    per_format = Counter(fmt for _, fmt in seeds)
+    print("seed logs per format of the reader table: " + ", ".join(
+        f"{r.name} {per_format[r.name]}" if per_format[r.name] else f"{r.name} no seed log"
+        for r in READERS))
     groups = sorted({g for g, _ in tally})
     print(f"{'cases':<14}{'tried':>7}{'read':>7}{'refused':>9}{'wrong':>7}")
     for g in [*groups, "all"]:
