@@ -188,7 +188,10 @@ def mutations(seed: Path, out: Path, rng: random.Random) -> Iterator[Case]:
     report = seed.with_name(seed.name.removesuffix(".traj.json") + ".report.json")
     if seed.name.endswith(".traj.json") and report.is_file():  # the verdict beside the copies
         shutil.copy(report, out / f"{stem.removesuffix('.traj.json')}.report.json")
-    # compressed copies read the same
+    # compressed copies read the same (a Claude Code session's subagents folder beside them)
+    side = seed.parent / Path(seed.name).stem
+    if seed.suffix == ".jsonl" and side.is_dir():
+        shutil.copytree(side, out / Path(stem).stem, dirs_exist_ok=True)
     gz = out / f"{stem}.gz"
     gz.write_bytes(gzip.compress(data))
     yield Case(f"{stem} gzip", gz, "same", seed)

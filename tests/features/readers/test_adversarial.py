@@ -382,3 +382,23 @@ def test_json_held_in_string_fields_is_parsed_strictly(tmp_path: Path) -> None:
     q = tmp_path / "dup.traj"
     q.write_text(json.dumps(traj))
     refused(q, r"field replay_config: its JSON text holds .*duplicate key")
+
+
+def test_compressed_claude_session_finds_its_subagents(tmp_path: Path) -> None:
+    """A gzip'd session file still reads its subagents' files (the folder keeps the
+    uncompressed name; a subagent file may be compressed too): as the plain session."""
+    src = DATA / "claude-code" / "newer.jsonl"
+    plain = read_trajectory(src)
+    assert plain.meta["subagents"]
+    (tmp_path / "newer.jsonl.gz").write_bytes(gzip.compress(src.read_bytes()))
+    sub = tmp_path / "newer" / "subagents"
+    sub.mkdir(parents=True)
+    for f in (DATA / "claude-code" / "newer" / "subagents").iterdir():
+        (sub / f"{f.name}.zst").write_bytes(zstandard.ZstdCompressor().compress(f.read_bytes()))
+    got = read_trajectory(tmp_path / "newer.jsonl.gz")
+    assert got.meta["subagents"] == plain.meta["subagents"]
+    files = {e.extra.pop("file") for e in got.events if "file" in e.extra}
+    assert files == {str(p) for p in sub.iterdir()}  # events name the file they came from
+    for e in plain.events:
+        e.extra.pop("file", None)
+    assert got.events == plain.events
