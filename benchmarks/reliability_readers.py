@@ -379,6 +379,8 @@ for line in sys.stdin:
         res["round_trip"] = read_parquet(out) == ([t] if t.events else [])
         if seed is not None:
             s = read_trajectory(Path(seed), **KW)
+            for e in (*s.events, *t.events):  # a subagent's file: where the copy sits
+                e.extra.pop("file", None)
             res["same"] = (s.events, s.repo) == (t.events, t.repo)  # task id: the file stem
     except TrajectoryFormatError as exc:
         msg = str(exc)
