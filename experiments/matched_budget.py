@@ -37,7 +37,7 @@ from sklearn.base import clone
 from tqdm.auto import tqdm
 
 from baselines import all_baselines
-from oracle.tables import LabelSet
+from oracle.tables import LabelSet, LabelSetError
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.learned import default_learned_policies
 from ripplecp_policy.policy import Budget, PlacementPolicy, Role, Setting
@@ -672,4 +672,8 @@ def _log_summary(client: Any, parent_id: str, summary: pd.DataFrame, fam: str) -
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except LabelSetError as exc:  # a refused label set: one line, exit 2, as a bad argument
+        print(f"python -m experiments.matched_budget: error: {exc}", file=sys.stderr)
+        sys.exit(2)

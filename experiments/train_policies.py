@@ -31,7 +31,7 @@ import pandas as pd
 
 from baselines import FirstBoundary
 from oracle.labels import STRATA
-from oracle.tables import LabelSet
+from oracle.tables import LabelSet, LabelSetError
 from ripplecp_policy.datasets import replays
 from ripplecp_policy.evaluation import Evaluator
 from ripplecp_policy.export import example_frame, log_policy_model
@@ -304,4 +304,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except LabelSetError as exc:  # a refused label set: one line, exit 2, as a bad argument
+        print(f"python -m experiments.train_policies: error: {exc}", file=sys.stderr)
+        sys.exit(2)
