@@ -21,10 +21,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """The real command, importing this checkout (not whichever one is installed)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))  # this checkout, whatever cwd
     return subprocess.run(
         [sys.executable, "-m", "experiments.pilot_analysis", *args],
-        cwd=cwd, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True,
-        timeout=300,
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
     )
 
 
@@ -127,5 +127,10 @@ def test_synthetic_label_set(tmp_path: Path, mlruns: Path, synthetic_labels) -> 
 def test_bad_labels_path_is_a_clear_error(tmp_path: Path) -> None:
     res = _run(["--labels", str(tmp_path / "nope"), "--out", str(tmp_path / "o"), "--no-mlflow"],
                cwd=tmp_path)
-    assert res.returncode == 2
-    assert "nope" in res.stderr and "missing" in res.stderr
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert "argument --labels: " in res.stderr and "nope: no such file or directory" in res.stderr
+    (tmp_path / "empty").mkdir()
+    res = _run(["--labels", str(tmp_path / "empty"), "--out", str(tmp_path / "o"), "--no-mlflow"],
+               cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert "empty" in res.stderr and "missing" in res.stderr
