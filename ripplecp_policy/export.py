@@ -232,19 +232,14 @@ def load_policy_model(uri: str, root: str | Path | None = None) -> Any:
     store at mlruns ``root`` (default: ``$RIPPLECP_MLRUNS`` or ``./mlruns``), without
     changing MLflow's global tracking URI for longer than the load (``models:/`` URIs are
     resolved through the global URI whatever ``tracking_uri`` a download is given)."""
-    import mlflow
     import mlflow.pyfunc
 
-    from ripplecp_policy.tracking import tracking_uri
+    from ripplecp_policy.tracking import using_store
 
     if Path(uri).exists():
         return mlflow.pyfunc.load_model(str(uri))
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(tracking_uri(root))
-    try:
+    with using_store(root):
         return mlflow.pyfunc.load_model(uri)
-    finally:
-        mlflow.set_tracking_uri(previous)
 
 
 def default_checkpoint_cost(data: LabelSet, budget: Budget) -> float:

@@ -24,9 +24,11 @@ the runs table in any MLflow 3 release.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +123,22 @@ def ensure_experiment(name: str, root: Path | str | None = None) -> str:
     if EXPERIMENT_KIND_TAG not in exp.tags:
         client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
     return str(exp.experiment_id)
+
+
+@contextlib.contextmanager
+def using_store(root: Path | str | None = None) -> Iterator[str]:
+    """MLflow's global tracking URI set to the store at ``root`` for the ``with`` block, and
+    put back after it (``mlflow.pyfunc`` logs and loads models through the global URI only);
+    yields the URI."""
+    import mlflow
+
+    previous = mlflow.get_tracking_uri()
+    uri = tracking_uri(root)
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield uri
+    finally:
+        mlflow.set_tracking_uri(previous)
 
 
 def ui_command(root: Path | str | None = None, port: int = UI_PORT) -> str:
