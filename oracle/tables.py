@@ -543,7 +543,10 @@ def _read_trajectories(path: Path) -> list[Trajectory]:
         raise LabelSetError(f"{path}: missing (trajectories table)")
     try:
         return read_trajectories(path)
-    except (pa.ArrowException, OSError, ValueError) as exc:
+    except (pa.ArrowException, OSError) as exc:
+        raise LabelSetError(f"{path}: not a readable Parquet table (trajectories): "
+                            f"{_first_line(exc)}") from exc
+    except ValueError as exc:  # the schema's own checks, which name the file
         msg = _first_line(exc)
         raise LabelSetError(msg if str(path) in msg else f"{path}: {msg}") from exc
 
