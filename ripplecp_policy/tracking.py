@@ -12,14 +12,15 @@ Every study script calls :func:`ensure_experiment` and logs with
 ``mlflow.set_tracking_uri(tracking_uri(root))`` (or an ``MlflowClient`` on that URI); tests
 pass a ``tmp_path`` root so they never touch the checkout's store.
 
-What the MLflow 3 UI shows first (checked in the real UI, MLflow 3.17, headless Chromium):
-an experiment page opens on the view of the sidebar's workflow type, which comes from the
-URL's ``workflowType`` parameter, else the browser's remembered choice, else "GenAI" (an
-empty traces overview). Earlier MLflow 3 releases chose by the experiment's
-``mlflow.experimentKind`` tag instead. So experiments are created with that tag set to
-``custom_model_development`` (what the UI's own "Machine learning" type writes), and the
-studies print :func:`runs_url`, which carries ``workflowType=machine_learning`` and opens
-the runs table in any MLflow 3 release.
+What the MLflow 3 UI shows first (read in the UI code MLflow 3.17.2 ships, and served by a
+real ``mlflow ui`` in tests/ripplecp_policy/test_tracking_ui.py): an experiment page opens
+on the view of the sidebar's workflow type, which comes from the URL's ``workflowType``
+parameter, else the browser's remembered choice (local storage ``mlflow.workflowType``),
+else "GenAI" (an empty traces overview). Without the workflow selector (earlier MLflow 3
+releases) the UI chooses by the experiment's ``mlflow.experimentKind`` tag instead. So
+experiments are created with that tag set to ``custom_model_development`` (what the UI's
+own "Machine learning" type writes), and the studies print :func:`runs_url`, which carries
+``workflowType=machine_learning`` and opens the runs table in any MLflow 3 release.
 """
 
 from __future__ import annotations
