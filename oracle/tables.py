@@ -444,7 +444,7 @@ class LabelSet:
         path = Path(path)
         manifest_path = path / "label_set.json"
         if not manifest_path.is_file():
-            raise LabelSetError(f"{path}: not a label set (no label_set.json)")
+            raise LabelSetError(f"{path}: not a label set (no label_set.json): its manifest is missing")
         manifest = _read_manifest(manifest_path)
         version = manifest["version"]
         tables = {n: read_table(path / f"{n}.parquet", n) for n in SCHEMAS}
