@@ -39,12 +39,13 @@ from oracle.tables import LabelSet
 from oracle.workloads import family_names
 from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, parse, progress, run
 from ripplecp_policy.evaluation import evaluator_for
+from ripplecp_policy.export import default_checkpoint_cost, policy_example
 from ripplecp_policy.learned import default_learned_policies
-from ripplecp_policy.policy import HAZARDS, BudgetSpec, PlacementPolicy, Role, Setting
+from ripplecp_policy.policy import HAZARDS, Budget, BudgetSpec, PlacementPolicy, Role, Setting
 from ripplecp_policy.registry import entry
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.stats import task_bootstrap
-from ripplecp_policy.tracking import check_experiment_name
+from ripplecp_policy.tracking import check_experiment_name, policy_params
 from ripplecp_policy.verdicts import Verdict, compare, paired_contrast
 
 PROG = "python -m experiments.matched_budget"
@@ -483,10 +484,12 @@ def _study(
     failure marks the parent run FAILED)."""
     n_folds = {fam: sum(1 for f, _ in jobs if f == fam) for fam in data}
     done: dict[str, list[pd.DataFrame]] = {fam: [] for fam in data}
+    fitted: dict[str, dict[str, FoldFits]] = {fam: {} for fam in data}  # family -> fold -> fits
     all_results, all_summaries, all_verdicts, lines = [], [], [], []
-    for (fam, _fold), fold_res in progress(zip(jobs, results_iter, strict=True), total=len(jobs),
-                                           desc="folds (family x held-out repo)"):
+    for (fam, fold), (fold_res, fits) in progress(zip(jobs, results_iter, strict=True),
+                                                  total=len(jobs), desc="folds (family x held-out repo)"):
         done[fam].append(fold_res)
+        fitted[fam][fold.held_out] = fits
         if len(done[fam]) < n_folds[fam]:
             continue
         ls = data[fam]
@@ -519,7 +522,7 @@ def _study(
 
         # 6. MLflow: a child run per (policy, budget, fold) of this family.
         if client is not None:
-            _log_children(client, exp_id, parent_id, res, fam, hashes[fam])
+            _log_children(client, exp_id, parent_id, res, fam, hashes[fam], fitted.pop(fam), args)
             _log_summary(client, parent_id, summary, fam)
             client.log_artifact(parent_id, str(png), artifact_path="curves")
 
@@ -540,10 +543,11 @@ def _study(
         for p in ("per_task.csv", "summary.csv", "verdicts.csv", "report.txt"):
             client.log_artifact(parent_id, str(out / p))
         client.set_terminated(parent_id)
-        from ripplecp_policy.tracking import tracking_uri
+        from ripplecp_policy.tracking import runs_url, tracking_uri, ui_command
 
         print(f"\nMLflow: parent run {parent_id} in experiment {args.experiment!r} "
-              f"({tracking_uri(args.mlruns)}); compare with `python -m experiments.compare`")
+              f"({tracking_uri(args.mlruns)}); compare with `python -m experiments.compare`; "
+              f"browse with `{ui_command(args.mlruns)}` then {runs_url(exp_id)}")
     import resource
 
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -553,15 +557,29 @@ def _study(
     return 0
 
 
+@dataclass
+class FoldFits:
+    """What one fold fitted, for the MLflow log: per (policy, budget label) the policy's
+    params (:func:`ripplecp_policy.tracking.policy_params`), and for the fold that carries
+    the models (the first of its family) each learned policy with its budget, an input
+    example and its default checkpoint charge."""
+
+    params: dict[tuple[str, str], dict[str, str]]
+    models: dict[tuple[str, str], tuple[PlacementPolicy, Budget, pd.DataFrame, float]]
+
+
 def run_fold(
     fam: str, ls: LabelSet, fold: Any, protos: list[PlacementPolicy], settings: list[Setting],
-    args: Args,
-) -> pd.DataFrame:
+    args: Args, keep_models: bool = False,
+) -> tuple[pd.DataFrame, FoldFits]:
     """One fold: fit every policy on the training repositories under every setting (tuning
-    sees only them), then evaluate it on the held-out repository's tasks under the same."""
+    sees only them), then evaluate it on the held-out repository's tasks under the same.
+    Returns the per-task results and what was fitted (``keep_models``: the learned policies
+    themselves too)."""
     ev = evaluator_for(ls)
     train = ls.subset(fold.train_tasks)  # one object per fold: fits share its caches
     rows = []
+    fits = FoldFits({}, {})
     for proto in protos:
         for setting in settings:
             t_fit = time.perf_counter()
@@ -575,22 +593,29 @@ def run_fold(
             df = ev.evaluate(pol, list(fold.test_tasks), setting, seeds=seeds)
             df["family"], df["fold"], df["fit_s"] = fam, fold.held_out, fit_s
             rows.append(df)
-    return pd.concat(rows, ignore_index=True)
+            key = (pol.name, setting.budget.label())
+            fits.params[key] = policy_params(pol)
+            if keep_models and entry(pol.name).learned:
+                fits.models[key] = (pol, setting.budget, policy_example(pol, train, setting),
+                                    default_checkpoint_cost(train, setting.budget))
+    return pd.concat(rows, ignore_index=True), fits
 
 
 def _run_jobs(
     jobs: list[tuple[str, Any]], data: dict[str, LabelSet], protos: list[PlacementPolicy],
     settings: dict[str, list[Setting]], args: Args,
 ) -> Any:
-    """Results of :func:`run_fold` per job, in job order (a generator)."""
+    """Results of :func:`run_fold` per job, in job order (a generator). The first fold of
+    each family keeps its learned policies, to be logged as models (none without MLflow)."""
     n = min(max(1, args.jobs), len(jobs))
+    first = {fam: fold.held_out for fam, fold in reversed(jobs)}
+    calls = [(fam, data[fam], fold, protos, settings[fam], args,
+              args.mlflow and first[fam] == fold.held_out) for fam, fold in jobs]
     if n == 1:
-        return (run_fold(fam, data[fam], fold, protos, settings[fam], args) for fam, fold in jobs)
+        return (run_fold(*c) for c in calls)
     from joblib import Parallel, delayed
 
-    return Parallel(n_jobs=n, return_as="generator")(
-        delayed(run_fold)(fam, data[fam], fold, protos, settings[fam], args) for fam, fold in jobs
-    )
+    return Parallel(n_jobs=n, return_as="generator")(delayed(run_fold)(*c) for c in calls)
 
 
 def _best_online(summary: pd.DataFrame) -> list[str]:
@@ -609,12 +634,21 @@ _CHILD_METRICS = [
 ]
 
 
-def _log_children(client: Any, exp_id: str, parent_id: str, res: pd.DataFrame, fam: str, h: str) -> None:
-    from mlflow.entities import Metric
+def _log_children(client: Any, exp_id: str, parent_id: str, res: pd.DataFrame, fam: str, h: str,
+                  fitted: dict[str, FoldFits], args: Args) -> None:
+    """One child run per (policy, budget, fold): tags, the fold's mean metrics, the policy's
+    params and fitted values; for the fold that kept them, each learned policy as an MLflow
+    model (``policy``) in its child run. One model per (family, learned policy, budget): the
+    folds' models differ only in the repository held out, and logging each costs ~0.2 s."""
+    import mlflow
+    from mlflow.entities import Metric, Param
+
+    from ripplecp_policy.export import log_policy_model
+    from ripplecp_policy.tracking import using_store
 
     groups = list(res.groupby(["policy", "budget", "fold"], sort=False))
     for (policy, budget, fold), g in progress(groups, desc=f"mlflow {fam}", leave=False):
-        run = client.create_run(exp_id, run_name=f"{fam}/{policy}/{budget}/{fold}", tags={
+        tags = {
             "mlflow.parentRunId": parent_id, "ripplecp.kind": "fold",
             "ripplecp.family": fam, "ripplecp.policy": str(policy), "ripplecp.budget": str(budget),
             "ripplecp.budget_kind": str(g["budget_kind"].iloc[0]),
@@ -623,14 +657,26 @@ def _log_children(client: Any, exp_id: str, parent_id: str, res: pd.DataFrame, f
             "ripplecp.role": str(g["role"].iloc[0]),
             "ripplecp.budget_amount": f"{g['budget_amount'].iloc[0]:g}",
             "ripplecp.test_tasks": ",".join(g["task_id"])[:4000],
-        })
+        }
+        run = client.create_run(exp_id, run_name=f"{fam}/{policy}/{budget}/{fold}", tags=tags)
         ts = int(time.time() * 1000)
         metrics = [Metric(k, float(g[k].mean()), ts, 0) for k in _CHILD_METRICS
                    if k in g and np.isfinite(g[k].astype(float).mean())]
         metrics.append(Metric("n_tasks", float(len(g)), ts, 0))
         metrics.append(Metric("fit_seconds", float(g["fit_s"].iloc[0]), ts, 0))
-        client.log_batch(run.info.run_id, metrics=metrics)
-        client.set_terminated(run.info.run_id)
+        params = fitted[fold].params.get((policy, budget), {})
+        client.log_batch(run.info.run_id, metrics=metrics,
+                         params=[Param(k, v) for k, v in params.items()])
+        model = fitted[fold].models.get((policy, budget))
+        if model is None:
+            client.set_terminated(run.info.run_id)
+            continue
+        pol, bud, example, charge = model
+        with using_store(args.mlruns), mlflow.start_run(run_id=run.info.run_id):  # ends FINISHED
+            log_policy_model(pol, bud, example, name="policy", default_checkpoint_cost=charge,
+                             seed=args.seed, params=params,
+                             tags={k: v for k, v in tags.items() if k.startswith("ripplecp.")
+                                   and k != "ripplecp.test_tasks"})
 
 
 def _log_summary(client: Any, parent_id: str, summary: pd.DataFrame, fam: str) -> None:

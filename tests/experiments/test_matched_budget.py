@@ -149,6 +149,44 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
     arts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"summary.csv", "report.txt", "curves"} <= arts
 
+    # as a researcher opens it (issue 16): the runs table first, every artifact in the store,
+    # child runs with their policy's parameters and fitted values, the learned policies as models
+    from ripplecp_policy.export import load_policy_model
+    from ripplecp_policy.learned import default_learned_policies
+    from ripplecp_policy.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
+
+    assert exp.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+    assert "workflowType=machine_learning" in proc.stdout and "--host 127.0.0.1" in proc.stdout
+    home = (store / "artifacts").resolve().as_uri() + "/"
+    assert all(e.artifact_location.startswith(home) for e in client.search_experiments())
+    by = {(c.data.tags["ripplecp.policy"], c.data.tags["ripplecp.budget"], c.data.tags["ripplecp.split"]): c
+          for c in children}
+    for (pol, _b, _s), c in by.items():
+        assert c.data.params, f"{pol}: a child run without params"
+    fixed = [c for (pol, _b, _s), c in by.items() if pol == "fixed-k"]
+    assert fixed and all(int(c.data.params["k_"]) >= 1 for c in fixed)
+    timed = [c for (pol, _b, _s), c in by.items() if pol == "time-tuned"]
+    assert timed and all(float(c.data.params["interval_"]) > 0 for c in timed)
+    ridge = [c for (pol, _b, _s), c in by.items() if pol == "AdvantageRegressorPolicy[ridge]"]
+    assert ridge and all(c.data.params["model"] == "ridge" and "threshold_" in c.data.params
+                         for c in ridge)
+    learned = {p.name for p in default_learned_policies(quick=True)}
+    assert learned and learned <= policies
+    models = client.search_logged_models(experiment_ids=[exp.experiment_id])
+    got = {(m.tags["ripplecp.policy"], m.tags["ripplecp.budget"]) for m in models}
+    assert got == {(p, b) for p in learned for b in {k[2] for k in keys}}  # one per policy, budget
+    assert len(models) == len(got)
+    for m in models:
+        run = client.get_run(m.source_run_id)  # the child run of the fold that kept the models
+        assert run.data.tags["ripplecp.policy"] == m.tags["ripplecp.policy"]
+        assert run.data.tags["ripplecp.budget"] == m.tags["ripplecp.budget"]
+        assert m.params == run.data.params and m.params
+        assert m.artifact_location.startswith(home)
+        assert "MLmodel" in {a.path for a in client.list_logged_model_artifacts(m.model_id)}
+    loaded = load_policy_model(models[0].model_uri, store)
+    decided = loaded.predict(loaded.input_example)
+    assert len(decided) == len(loaded.input_example) and decided["checkpoint"].dtype == bool
+
     # the study is listed by experiments.compare
     from experiments.compare import list_studies
 
