@@ -31,13 +31,13 @@ from oracle.model_server import (
     ServerConfig,
     Step,
 )
+from oracle.processes import fail_stop_prefix
 from oracle.runtimes import (
     ClaudeCode,
     Codex,
     Launch,
     MiniSweAgent,
     RuntimeInstallError,
-    fail_stop_prefix,
     toml_text,
 )
 

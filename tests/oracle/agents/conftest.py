@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,7 +10,21 @@ import pytest
 
 from oracle.agents.protocol import TaskSpec
 
-FIXTURES = Path(__file__).resolve().parents[3] / ".." / "shared" / "fixtures"
+
+def _find_fixtures() -> Path:
+    """``shared/fixtures`` beside the checkout or above it (a worktree sits one level deeper),
+    or where ``RIPPLECP_FIXTURES`` points — as the features tests find it."""
+    env = os.environ.get("RIPPLECP_FIXTURES")
+    if env:
+        return Path(env)
+    repo = Path(__file__).resolve().parents[3]
+    for up in repo.parents:
+        if (up / "shared" / "fixtures").is_dir():
+            return up / "shared" / "fixtures"
+    return repo.parent / "shared" / "fixtures"
+
+
+FIXTURES = _find_fixtures()
 
 
 @pytest.fixture

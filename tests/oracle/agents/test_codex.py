@@ -12,6 +12,7 @@ from features.readers.codex_exec import read_codex_exec
 from features.schema import EventKind
 from oracle.agents.codex import CODEX_CONFIG, CodexLineParser, codex_agent
 from oracle.agents.protocol import AgentReport, RestorePoint, WallClock
+from oracle.processes import FAIL_STOP_ENV, processes_with_env
 
 FAKE_CODEX = Path(__file__).resolve().parent / "bin" / "fake_codex"
 
@@ -69,7 +70,7 @@ def test_fake_codex_stream_arrives_live_and_counts_boundaries(tmp_path: Path, ta
     assert any(k.endswith(f"{lines[0]['thread_id']}.jsonl") for k in facts["codex.rollout"])
 
 
-def test_kill_mid_stream_leaves_process_group_dead(tmp_path: Path, task_spec, codex_stream) -> None:
+def test_kill_mid_stream_leaves_no_process_of_the_run(tmp_path: Path, task_spec, codex_stream) -> None:
     stream = codex_stream
     agent = codex_agent(str(FAKE_CODEX), env=_codex_env(tmp_path, stream, delay=0.05),
                         base_codex_home=tmp_path / "none")
@@ -85,11 +86,11 @@ def test_kill_mid_stream_leaves_process_group_dead(tmp_path: Path, task_spec, co
                 break
     rc = run.wait()
     assert rc == -9
-    pid = int((tmp_path / "pid").read_text())
+    assert (tmp_path / "pid").exists()  # the program ran (its pid is its namespace's: 1)
     with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
-    with pytest.raises(ProcessLookupError):
-        os.killpg(pid, 0)
+        os.killpg(run.pid, 0)
+    # nothing carrying the run's fail-stop token is left (the program, anything it started)
+    assert processes_with_env(FAIL_STOP_ENV, run.proc.fail_stop_token) == []
     assert list(run.reports()) == []  # stream is over after the kill
 
 
