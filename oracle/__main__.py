@@ -36,12 +36,21 @@ BRAINS = ("repair", "scripted", "proxy")
 RUNTIME_NAMES = ("codex", "claude-code", "mini-swe-agent")
 
 
-def _kv_pairs(items: Sequence[str]) -> Sequence[str]:
-    """Check ``KEY=VALUE`` words (a value is read as JSON where it parses)."""
+def _kv_pairs(items: Sequence[str]) -> tuple[str, ...]:
+    """Check ``KEY=VALUE`` words (a value is read as JSON where it parses).
+
+    The builder splits list values at commas; a piece without ``=`` can only be the rest of
+    the previous value (a JSON list or object), so it is joined back to it.
+    """
+    out: list[str] = []
     for it in items:
-        if "=" not in it or not it.split("=", 1)[0]:
+        if "=" not in it and out:
+            out[-1] += "," + it
+        elif "=" not in it or not it.split("=", 1)[0]:
             raise ValueError(f"expected KEY=VALUE, got {it!r}")
-    return items
+        else:
+            out.append(it)
+    return tuple(out)
 
 
 def _kv(items: Sequence[str]) -> dict[str, Any]:
@@ -110,9 +119,10 @@ class PlanArgs:
     """quarantine a branch whose observations diverge from the nominal run's (off: only
     record the divergence)"""
     agent_opt: tuple[str, ...] = opt((), check=_kv_pairs, metavar="KEY=VALUE")
-    """agent option (repeatable; JSON values), e.g. plan=P.json for the scripted brain"""
+    """agent options (JSON values; the flag may repeat), e.g. plan=P.json for the scripted
+    brain, seeds=run for a sampling model"""
     task_opt: tuple[str, ...] = opt((), check=_kv_pairs, metavar="KEY=VALUE")
-    """task option for the agent's task maker (repeatable; JSON values)"""
+    """options of the agent's task maker (JSON values; the flag may repeat)"""
     executor: Literal["inline", "local", "dask"] = "inline"
     """where the nominal runs execute"""
     jobs: int = opt(2, min=1)
@@ -360,8 +370,38 @@ COMMANDS = {
 }
 
 
+#: list options whose repeated flags are merged into one (``--task-opt a=1 --task-opt b=2``)
+MERGED = ("--agent-opt", "--task-opt")
+
+
+def merge_repeated(argv: Sequence[str]) -> list[str]:
+    """``argv`` with every repeated :data:`MERGED` flag's values gathered after one flag, so a
+    repeated flag adds to the list (the builder would keep only the last one)."""
+    rest: list[str] = []
+    values: dict[str, list[str]] = {}
+    words = list(argv)
+    i = 0
+    while i < len(words):
+        flag, eq, inline = words[i].partition("=")
+        i += 1
+        if flag not in MERGED:
+            rest.append(words[i - 1])
+            continue
+        got = values.setdefault(flag, [])
+        if eq:
+            got.append(inline)
+            continue
+        while i < len(words) and not words[i].startswith("-"):
+            got.append(words[i])
+            i += 1
+    for flag, vals in values.items():
+        rest += [flag, *vals]
+    return rest
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_subcommands(COMMANDS, argv, prog=PROG, description=__doc__)
+    args = merge_repeated(sys.argv[1:] if argv is None else argv)
+    return run_subcommands(COMMANDS, args, prog=PROG, description=__doc__)
 
 
 if __name__ == "__main__":

@@ -34,15 +34,22 @@ from collections.abc import Generator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from oracle.agents.repair.strategy import json_tail, localisation_runs, ochiai_ranking
+from oracle.agents.repair.strategy import (
+    MAX_FAILING_RUNS,
+    json_tail,
+    localisation_runs,
+    ochiai_ranking,
+)
 from oracle.model_server.brain import BrainError, StepBrain
 from oracle.model_server.conversation import Conversation, Shell, Step
 
-__all__ = ["RepairBrain", "RepairTask", "task_prompt"]
+__all__ = ["SEARCH", "RepairBrain", "RepairTask", "task_prompt"]
 
 _TAG = re.compile(r"<ripplecp-repair>(.*?)</ripplecp-repair>", re.S)
 #: seconds a runtime is asked to wait for one repair tool before it reports back
 TOOL_TIMEOUT_S = 120.0
+#: the search bounds a task may set (params and header): tests traced, lines, edits tried
+SEARCH = ("passing_sample", "failing_sample", "top_lines", "max_edits")
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,7 @@ class RepairTask:
     passing_sample: int = 12
     top_lines: int = 10
     max_edits: int = 60
+    failing_sample: int = MAX_FAILING_RUNS
 
     @classmethod
     def from_prompt(cls, text: str) -> RepairTask | None:
@@ -66,8 +74,7 @@ class RepairTask:
         try:
             obj = json.loads(m.group(1))
             return cls(**{k: obj[k] for k in ("module", "runner", "python", "seed")},
-                       **{k: int(obj[k]) for k in ("passing_sample", "top_lines", "max_edits")
-                          if k in obj})
+                       **{k: int(obj[k]) for k in SEARCH if k in obj})
         except (ValueError, KeyError, TypeError) as exc:
             raise BrainError(f"repair brain: bad <ripplecp-repair> header: {exc}") from None
 
@@ -80,8 +87,7 @@ def task_prompt(params: Mapping[str, Any], *, runner: str, python: str, seed: in
     """The first prompt of a repair task: plain words and the header the brain reads."""
     task = RepairTask(str(params["module"]), runner, python,
                       int(params.get("brain_seed", seed)),
-                      **{k: int(params[k]) for k in ("passing_sample", "top_lines", "max_edits")
-                         if k in params})
+                      **{k: int(params[k]) for k in SEARCH if k in params})
     header = json.dumps(asdict(task), sort_keys=True)
     return (f"One token of {task.module}.py in the current directory was changed and its tests "
             f"now fail. Find the change and undo it, using the repair tools "
@@ -101,7 +107,7 @@ def _procedure(task: RepairTask) -> Procedure:
     passing = [str(i) for i in res.get("ids", []) if i not in set(failing)]
     random.Random(task.seed).shuffle(passing)
     cover: list[tuple[set[int], bool]] = []
-    for tid, _ in localisation_runs(failing, passing, task.passing_sample):
+    for tid, _ in localisation_runs(failing, passing, task.passing_sample, task.failing_sample):
         out = json_tail((yield "localise", task.tool("cover", tid)))
         cover.append((set(out.get("lines", [])), bool(out.get("ok", False))))
     ranked = [ln for ln, _ in ochiai_ranking(cover, task.top_lines)]

@@ -199,6 +199,8 @@ def test_input_errors_found_after_parsing_are_one_line(tmp_path: Path,
     cases = [
         (["plan", "--tasks", "1", "--seed", "0", "--out", out, "--agent", "scripted",
           "--brain", "repair"], "--brain: agent 'scripted' does not take it"),
+        (["plan", "--tasks", "1", "--seed", "0", "--out", out, "--agent", "codex",
+          "--brain", "scripted"], "brain 'scripted' needs a plan"),
         (["run", str(tmp_path / "nope.json")], "nope.json: cannot read plan"),
     ]
     for argv, needle in cases:
@@ -216,7 +218,7 @@ def test_agents_list_shows_every_runtime(tmp_path: Path) -> None:
     assert [r["runtime"] for r in doc["runtimes"]] == ["codex", "claude-code", "mini-swe-agent"]
     assert all(not r["usable"] and r["detail"] == "not installed" for r in doc["runtimes"])
     text = _cli("agents", "list", env={"RIPPLECP_RUNTIMES": str(tmp_path)}).stdout
-    assert "codex" in text and "not usable: not installed" in text
+    assert "codex" in text and "not usable: not installed" in text and "--agent codex" in text
 
 
 def test_agents_install_without_npm_is_one_line(tmp_path: Path) -> None:
@@ -238,3 +240,17 @@ def test_agents_install_is_idempotent_and_then_listed_usable() -> None:
     rows = {r["runtime"]: r for r in json.loads(_cli("agents", "list", "--json").stdout)["runtimes"]}
     assert rows["codex"]["usable"] and rows["claude-code"]["usable"]
     assert rows["codex"]["installed"] == rows["codex"]["pinned"]
+
+
+def test_repeated_option_flags_add_up_and_json_values_keep_their_commas() -> None:
+    from oracle.__main__ import _kv, merge_repeated
+    from ripplecp_cli import parse
+
+    argv = merge_repeated(["--tasks", "1", "--task-opt", "n_repos=2", "--seed", "0",
+                           "--task-opt", 'families={"a": ["x", "y"], "b": ["z"]}', "--out", "o",
+                           "--task-opt=top_lines=3", "--agent-opt", "seeds=run", "fork=false"])
+    a = parse(PlanArgs, argv, prog="t")
+    assert _kv(a.task_opt) == {"n_repos": 2, "families": {"a": ["x", "y"], "b": ["z"]},
+                               "top_lines": 3}
+    assert _kv(a.agent_opt) == {"seeds": "run", "fork": False}
+    assert a.tasks == 1 and a.seed == 0 and a.out == Path("o")

@@ -40,6 +40,7 @@ from oracle.runtimes import (
     RuntimeInstallError,
     toml_text,
 )
+from tests.oracle.conftest import ready_runtime
 
 THREE_STEPS = Plan.from_json([
     {"shell": "printf 'hello\\n' > hello.txt"},
@@ -219,20 +220,9 @@ def _wait_for(cond: Callable[[], bool], timeout: float) -> None:
 
 # ----------------------------------------------------------------------------- real programs
 
-_install_results: dict[str, object] = {}
-
-
 def _ready(name: str) -> runtimes.Runtime:
     """The runtime, installed (once per session), or skip saying why it cannot be."""
-    if name not in _install_results:
-        try:
-            _install_results[name] = runtimes.install(name)
-        except RuntimeInstallError as exc:
-            _install_results[name] = exc
-    found = _install_results[name]
-    if isinstance(found, Exception):
-        pytest.skip(f"{name} cannot be installed here: {found}")
-    return runtimes.get_runtime(name)
+    return ready_runtime(name)
 
 
 class _Recording(ScriptedBrain):

@@ -31,9 +31,9 @@ def json_tail(out: str) -> dict:
 
 
 def localisation_runs(failing: Sequence[str], shuffled_passing: Sequence[str],
-                      n_passing: int) -> list[tuple[str, bool]]:
+                      n_passing: int, n_failing: int = MAX_FAILING_RUNS) -> list[tuple[str, bool]]:
     """``(test id, expected to pass)`` of every run the localisation traces, in order."""
-    return [(i, False) for i in failing[:MAX_FAILING_RUNS]] + \
+    return [(i, False) for i in failing[:n_failing]] + \
         [(i, True) for i in shuffled_passing[:n_passing]]
 
 
