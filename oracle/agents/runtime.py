@@ -46,7 +46,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -242,6 +242,7 @@ class RuntimeRun(CliRun):
         self.gate = gate
         self.settle_s = agent.settle_s
         self.baseline = baseline
+        self.wrapped = bool(agent.wrap)
         self.result_ids: list[str] = []
         self._pending: collections.deque[int] = collections.deque()
         self._lock = threading.Lock()
@@ -312,8 +313,11 @@ class RuntimeRun(CliRun):
     def pause(self) -> None:
         """Stop the tools still running (parallel calls) while the harness checkpoints; the
         runtime itself keeps running — the gate holds it, and it must write its session."""
-        tree = descendants(self.pid)  # under the namespace, [0] is the runtime (its PID 1)
-        self._stopped = tree[1:] if getattr(self.proc, "fail_stop_namespace", False) else tree
+        # under the namespace, [0] is its PID 1: the runtime, or the wrapper that runs the
+        # runtime as its one child ([1]); neither is stopped
+        tree = descendants(self.pid)
+        top = 1 if getattr(self.proc, "fail_stop_namespace", False) else 0
+        self._stopped = tree[top + self.wrapped:]
         signal_all(self._stopped, signal.SIGSTOP)
 
     def cont(self) -> None:
@@ -352,6 +356,9 @@ class RuntimeAgent:
     seed, so branches diverge as a sampling model's would). ``settle_s`` bounds the wait for
     a session file to hold a boundary's results; ``gate_s`` a model request's wait for the
     harness; ``fork`` (default) forks a restored session instead of resuming it in place.
+    ``wrap``: an argv prefix for the runtime program inside its fail-stop (e.g. ``strace``), a
+    program that runs the runtime as its one child; ``{run}`` in it is replaced by a fresh id
+    per run.
     """
 
     granularity = "tool_call"
@@ -361,7 +368,8 @@ class RuntimeAgent:
     def __init__(self, runtime: str, brain: str = "repair", *, granularity: str = "tool_call",
                  plan: str | None = None, url: str | None = None, key_env: str | None = None,
                  model: str = DEFAULT_MODEL, seeds: str = "task", fork: bool = True,
-                 settle_s: float = 10.0, gate_s: float = 300.0) -> None:
+                 settle_s: float = 10.0, gate_s: float = 300.0,
+                 wrap: Sequence[str] = ()) -> None:
         if runtime not in RULES:
             raise ValueError(f"runtime {runtime!r} has no harness adapter; choose from "
                              f"{', '.join(RULES)}")
@@ -378,6 +386,7 @@ class RuntimeAgent:
         self.brain, self.plan, self.url, self.key_env = brain, plan, url, key_env
         self.model, self.seeds, self.fork = model, seeds, fork
         self.settle_s, self.gate_s = float(settle_s), float(gate_s)
+        self.wrap = tuple(str(w) for w in wrap)
         make_brain(brain, plan=plan, url=url, key_env=key_env) if brain != "repair" else None
 
     # -- tasks and provenance ----------------------------------------------------------
@@ -464,7 +473,9 @@ class RuntimeAgent:
             texts = [_whole_lines(p) for p in self.runtime.sessions(home)]
             start_b = restore.boundary if restore is not None else 0
             step = int(facts.get("cli.step", 1)) if start_b else 1
-            return RuntimeRun(self, list(launch.argv), dict(launch.env), launch.cwd, clock=clock,
+            run_id = uuid.uuid4().hex[:12]
+            argv = [w.replace("{run}", run_id) for w in self.wrap] + list(launch.argv)
+            return RuntimeRun(self, argv, dict(launch.env), launch.cwd, clock=clock,
                               run_dir=run_dir, home=home, server=server, gate=gate,
                               start_boundary=start_b, start_step=step, facts=facts,
                               baseline=self.rules.count(texts))
