@@ -200,12 +200,19 @@ def kill_tree(proc: subprocess.Popen) -> None:
     rest); its process group is killed too, and without a namespace every process carrying
     the run's fail-stop token is swept until none is left.
     """
+    namespace = bool(getattr(proc, "fail_stop_namespace", False))
+    init = descendants(proc.pid)[:1] if namespace and proc.poll() is None else []
     for kill in (lambda: os.killpg(proc.pid, signal.SIGKILL), proc.kill):
         try:
             kill()
         except (ProcessLookupError, PermissionError):
             pass
     proc.wait()
+    # the namespace's PID 1 finishes dying (its parent-death signal) after unshare is reaped;
+    # the kernel ends the namespace's other processes before PID 1 has exited
+    deadline = time.monotonic() + 5.0
+    while init and alive(init[0]) and time.monotonic() < deadline:
+        time.sleep(0.002)
     token = getattr(proc, "fail_stop_token", None)
     if token and not getattr(proc, "fail_stop_namespace", False):
         for _ in range(50):

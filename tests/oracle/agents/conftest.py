@@ -10,21 +10,12 @@ import pytest
 
 from oracle.agents.protocol import TaskSpec
 
-
-def _find_fixtures() -> Path:
-    """``shared/fixtures`` beside the checkout or above it (a worktree sits one level deeper),
-    or where ``RIPPLECP_FIXTURES`` points — as the features tests find it."""
-    env = os.environ.get("RIPPLECP_FIXTURES")
-    if env:
-        return Path(env)
-    repo = Path(__file__).resolve().parents[3]
-    for up in repo.parents:
-        if (up / "shared" / "fixtures").is_dir():
-            return up / "shared" / "fixtures"
-    return repo.parent / "shared" / "fixtures"
-
-
-FIXTURES = _find_fixtures()
+# the shared fixtures beside the checkout or above it (a worktree sits deeper), or where
+# RIPPLECP_FIXTURES points (the same search as tests/features/conftest.py)
+FIXTURES = Path(os.environ["RIPPLECP_FIXTURES"]) if os.environ.get("RIPPLECP_FIXTURES") else next(
+    (up / "shared" / "fixtures" for up in Path(__file__).resolve().parents[3:]
+     if (up / "shared" / "fixtures").is_dir()),
+    Path(__file__).resolve().parents[3].parent / "shared" / "fixtures")
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,29 @@ def test_codex_parser_matches_the_whole_file_reader(codex_stream) -> None:
     assert mc and mc[-1].turn_end and mc[-1].input_tokens == traj.events[-1].input_tokens
 
 
+def test_codex_parser_reports_are_the_readers_events_on_recordings() -> None:
+    """On Codex 0.171.0's recorded stdout the adapter's events are the reader's (times from
+    the arrival stamps), each safe boundary followed by one boundary report."""
+    rec = Path(__file__).resolve().parents[2] / "data" / "recordings" / "codex-0.171.0"
+    for run in ("task", "killed", "resumed", "forked"):
+        path = rec / f"{run}.exec.jsonl"
+        lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+        times = [float(i) for i in range(len(lines))]
+        traj = read_codex_exec(path, arrival_times=times)
+        parser = CodexLineParser()
+        reps = [r for obj, t in zip(lines, times, strict=True) for r in parser(obj, t)]
+        reps += parser.close()
+        events = [r.event for r in reps if r.kind == "event"]
+        for ev in events:  # the adapter's own keys come on top of the reader's event
+            if ev.command is not None:
+                assert ev.extra.pop("source") == "command" and ev.extra.pop("payload_digest")
+        assert events == traj.events, run
+        kinds_after = [reps[i - 1].event.safe_boundary for i, r in enumerate(reps)
+                       if r.kind == "boundary"]
+        assert len(kinds_after) == len(traj.boundaries("tool_call")) and all(kinds_after)
+        assert parser.thread_id == traj.meta["thread_id"]
+
+
 def test_fake_codex_stream_arrives_live_and_counts_boundaries(tmp_path: Path, task_spec, codex_stream) -> None:
     stream = codex_stream
     lines = [json.loads(x) for x in stream.read_text().splitlines() if x.strip()]
@@ -70,6 +94,14 @@ def test_fake_codex_stream_arrives_live_and_counts_boundaries(tmp_path: Path, ta
     assert any(k.endswith(f"{lines[0]['thread_id']}.jsonl") for k in facts["codex.rollout"])
 
 
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def test_kill_mid_stream_leaves_no_process_of_the_run(tmp_path: Path, task_spec, codex_stream) -> None:
     stream = codex_stream
     agent = codex_agent(str(FAKE_CODEX), env=_codex_env(tmp_path, stream, delay=0.05),
@@ -87,6 +119,10 @@ def test_kill_mid_stream_leaves_no_process_of_the_run(tmp_path: Path, task_spec,
     rc = run.wait()
     assert rc == -9
     assert (tmp_path / "pid").exists()  # the program ran (its pid is its namespace's: 1)
+    # the group is gone once the host's init reaped the namespace's PID 1 (dead already)
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and _group_exists(run.pid):
+        time.sleep(0.01)
     with pytest.raises(ProcessLookupError):
         os.killpg(run.pid, 0)
     # nothing carrying the run's fail-stop token is left (the program, anything it started)
