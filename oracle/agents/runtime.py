@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from oracle.agents.claude_code import ClaudeStreamParser, tool_result_ids
+from oracle.agents.claude_code import ClaudeLineParser, tool_result_ids
 from oracle.agents.codex import CodexLineParser
 from oracle.agents.command_line import CliRun, ParseLine, run_dir_for, run_verifier
 from oracle.agents.protocol import AgentReport, Clock, RestorePoint, TaskSpec
@@ -134,7 +134,7 @@ def _claude_saved(texts: list[str], baseline: int, ids: list[str]) -> bool:
 
 
 CLAUDE_RULES = StreamRules(
-    parser=ClaudeStreamParser,
+    parser=ClaudeLineParser,
     session_id=lambda p: p.session_id,
     tool_started=_claude_started,
     tool_results=tool_result_ids,

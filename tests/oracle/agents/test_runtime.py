@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from features.readers.claude_code import read_claude_stream
 from features.schema import EventKind
 from oracle.agents import get_agent
 from oracle.agents.protocol import AgentReport, RestorePoint, WallClock
@@ -76,14 +77,21 @@ def test_claude_stream_rules_and_parser_on_the_recordings() -> None:
     events = [r.event for r in reports if r.kind == "event"]
     assert sum(r.kind == "boundary" for r in reports) == 5
     assert [e.kind for e in events if e.kind == EventKind.MODEL_CALL].__len__() == 4
-    kinds = [e.extra.get("tool") for e in events if e.extra.get("event_type") == "tool_result"]
+    kinds = [e.extra.get("tool") for e in events if "tool" in e.extra]
     assert kinds == ["Bash", "Read", "Edit", "Bash", "Bash"]
+    assert all(e.safe_boundary for e in events if "tool" in e.extra)
     bash = [e for e in events if e.extra.get("tool") == "Bash"]
     assert bash[0].command == "printf 'hello\\n' > hello.txt" and bash[0].exit_code == 0
     assert all(e.extra["source"] == "command" and len(e.extra["payload_digest"]) == 64 for e in bash)
     edit = next(e for e in events if e.kind == EventKind.FILE_CHANGE)
     assert edit.paths_written == ["/tmp/ripplecp-recordings/claude-code/ws/hello.txt"]
-    assert events[-1].extra["event_type"] == "result" and events[-1].turn_end
+    assert events[-1].extra["line_type"] == "result" and events[-1].turn_end
+    # the events are the readers' (the one mapping of stream-json), plus the replay keys
+    traj = read_claude_stream(REC / "claude-code-2.1.197" / "task.stream.jsonl",
+                              arrival_times=[float(i) for i in range(len(lines))])
+    for ev in bash:
+        ev.extra.pop("source"), ev.extra.pop("payload_digest")
+    assert events == traj.events
     session = (REC / "claude-code-2.1.197" / "task.session.jsonl").read_text()
     assert CLAUDE_RULES.saved([session], 0, results) and CLAUDE_RULES.count([session]) == 5
     assert not CLAUDE_RULES.saved([session], 0, [*results, "toolu_not_there"])
