@@ -69,6 +69,7 @@ with its own records. Agents must be registered by an importable module (see
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import math
@@ -101,6 +102,7 @@ __all__ = [
     "HarnessConfig",
     "NominalResult",
     "StudyContext",
+    "finish_discards",
     "run_branch",
     "run_nominal",
     "strike_mode",
@@ -140,6 +142,40 @@ def _fresh_dir(path: Path) -> Path:
         shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     return path
+
+
+_discards: list[threading.Thread] = []
+
+
+def _discard(path: Path) -> None:
+    """Remove a finished branch's directory off the branch's critical path: renamed aside at
+    once (its name is free again) and deleted by a background thread; the process waits for
+    those threads at exit, and a study run discards leftovers of a killed one."""
+    trash = path.with_name(f".discard-{path.name}-{uuid.uuid4().hex[:8]}")
+    try:
+        path.rename(trash)
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    _discards[:] = [t for t in _discards if t.is_alive()]
+    t = threading.Thread(target=shutil.rmtree, args=(trash,), kwargs={"ignore_errors": True},
+                         name="discard-branch", daemon=True)
+    t.start()
+    _discards.append(t)
+
+
+def finish_discards(branches: Path | None = None) -> None:
+    """Wait for this process's background removals; with ``branches`` (a study's branch
+    folder) also remove what other processes (pool workers) left being removed there."""
+    for t in list(_discards):
+        t.join()
+    _discards.clear()
+    if branches is not None and branches.is_dir():
+        for left in branches.glob(".discard-*"):
+            shutil.rmtree(left, ignore_errors=True)
+
+
+atexit.register(finish_discards)
 
 
 def _pristine(task: TaskSpec, dest: Path) -> float:
@@ -651,4 +687,4 @@ def run_branch(spec: BranchSpec, ctx: StudyContext) -> dict:
         }
     finally:
         log.close()
-        shutil.rmtree(bdir, ignore_errors=True)
+        _discard(bdir)

@@ -31,7 +31,7 @@ from features.schema import write_parquet as write_trajectories
 from oracle.agents.protocol import TaskSpec
 from oracle.audit import AuditLog
 from oracle.executors import InlineExecutor
-from oracle.harness import BranchSpec, StudyContext, run_branch, run_nominal
+from oracle.harness import BranchSpec, StudyContext, finish_discards, run_branch, run_nominal
 from oracle.labels import DESIGNS, advantage, charged_cp, nominal_seed, sign_unstable
 from oracle.plan import Plan, full_table_plan, pilot_plan, tool_call_plan
 from oracle.tables import RECOVERY_COLUMNS, LabelSet, conform, empty, labels_from_recovery
@@ -286,6 +286,7 @@ def run_study(
                                 queue.append(extra)
     finally:
         bar.close()
+        finish_discards(study_dir / "branches")
     if errors:
         bid, exc = errors[0]
         raise RuntimeError(f"{len(errors)} branch(es) failed (not recorded; a rerun retries "

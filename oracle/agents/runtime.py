@@ -41,6 +41,7 @@ from __future__ import annotations
 import collections
 import functools
 import hashlib
+import json
 import signal
 import sys
 import threading
@@ -166,10 +167,18 @@ class Gate(Brain):
         self.gating = True
         self.closed = False
         self.on_request: Callable[[int], None] = lambda k: None
+        # timing (seconds, monotonic): when the first request came, how long requests were
+        # held for the harness, how long the brain took to answer
+        self.first_request_at: float | None = None
+        self.held_s = 0.0
+        self.brain_s = 0.0
 
     def respond(self, request: ModelRequest) -> Step | Reply:
         n = len(request.conversation.results())
+        t0 = time.monotonic()
         with self.cond:
+            if self.first_request_at is None:
+                self.first_request_at = t0
             if self.closed:
                 raise BrainError("the run has ended")
             if self.baseline is None:
@@ -185,7 +194,13 @@ class Gate(Brain):
             ok = self._wait(lambda: self.requests_acked >= k) and ok
             if not ok:
                 self.timeouts += 1
-        return self.inner.respond(request)
+            t1 = time.monotonic()
+            self.held_s += t1 - t0
+        try:
+            return self.inner.respond(request)
+        finally:
+            with self.cond:
+                self.brain_s += time.monotonic() - t1
 
     def _wait(self, cond: Callable[[], bool]) -> bool:
         """Wait (holding ``self.cond``) for ``cond``, an open gate or the timeout."""
@@ -243,11 +258,13 @@ class RuntimeRun(CliRun):
         self.settle_s = agent.settle_s
         self.baseline = baseline
         self.wrapped = bool(agent.wrap)
+        self.timing_dir = agent.timing_dir
         self.result_ids: list[str] = []
         self._pending: collections.deque[int] = collections.deque()
         self._lock = threading.Lock()
         self._captured: tuple[int, dict] | None = None
         gate.on_request = self._model_request
+        self.launched_at = time.monotonic()
         super().__init__(argv, cwd=cwd, env=env, clock=clock, parse_line=self.rules.parser(),
                          run_dir=run_dir, start_boundary=start_boundary, start_step=start_step,
                          transcript=[], facts=facts, update_state=_no_state)
@@ -338,6 +355,26 @@ class RuntimeRun(CliRun):
         finally:
             self.server.close()
             self.usage["gate_timeouts"] = self.gate.timeouts
+            self._write_timing()
+
+    def _write_timing(self) -> None:
+        """``timing.json`` in the run's directory: where the run's wall time went (seconds) —
+        ``startup_s`` (launch to the runtime's first model request), ``brain_s`` (the brain
+        answering), ``gate_held_s`` (requests held until the harness took the reports before
+        them: harness time) — for benchmarks/bench_harness.py."""
+        g = self.gate
+        timing = {"wall_s": time.monotonic() - self.launched_at,
+                  "startup_s": None if g.first_request_at is None
+                  else g.first_request_at - self.launched_at,
+                  "brain_s": g.brain_s, "gate_held_s": g.held_s,
+                  "model_requests": g.requests, "killed": self.killed}
+        self.usage.update({k: timing[k] for k in ("startup_s", "brain_s", "gate_held_s")})
+        line = json.dumps(timing)
+        (self.run_dir / "timing.json").write_text(line)
+        if self.timing_dir is not None:
+            self.timing_dir.mkdir(parents=True, exist_ok=True)
+            with open(self.timing_dir / "timings.jsonl", "a") as f:
+                f.write(line + "\n")
 
 
 # --------------------------------------------------------------------------- the agent
@@ -358,7 +395,8 @@ class RuntimeAgent:
     harness; ``fork`` (default) forks a restored session instead of resuming it in place.
     ``wrap``: an argv prefix for the runtime program inside its fail-stop (e.g. ``strace``), a
     program that runs the runtime as its one child; ``{run}`` in it is replaced by a fresh id
-    per run.
+    per run. ``timing_dir``: where each run also appends its ``timing.json`` record (one line of
+    ``timings.jsonl``; run directories go with their branch), for benchmarks.
     """
 
     granularity = "tool_call"
@@ -369,7 +407,7 @@ class RuntimeAgent:
                  plan: str | None = None, url: str | None = None, key_env: str | None = None,
                  model: str = DEFAULT_MODEL, seeds: str = "task", fork: bool = True,
                  settle_s: float = 10.0, gate_s: float = 300.0,
-                 wrap: Sequence[str] = ()) -> None:
+                 wrap: Sequence[str] = (), timing_dir: str | None = None) -> None:
         if runtime not in RULES:
             raise ValueError(f"runtime {runtime!r} has no harness adapter; choose from "
                              f"{', '.join(RULES)}")
@@ -387,6 +425,7 @@ class RuntimeAgent:
         self.model, self.seeds, self.fork = model, seeds, fork
         self.settle_s, self.gate_s = float(settle_s), float(gate_s)
         self.wrap = tuple(str(w) for w in wrap)
+        self.timing_dir = None if timing_dir is None else Path(timing_dir)
         make_brain(brain, plan=plan, url=url, key_env=key_env) if brain != "repair" else None
 
     # -- tasks and provenance ----------------------------------------------------------
