@@ -325,12 +325,15 @@ class InstallArgs:
 
 
 def cmd_install(a: InstallArgs) -> int:
-    from oracle.runtimes import install, runtimes_root
+    from oracle.runtimes import get_runtime, install, runtimes_root
 
     for name in a.names:  # a RuntimeInstallError is one line saying why (npm missing, ...)
-        print(f"{name}: installing into {runtimes_root()} ...", file=sys.stderr, flush=True)
+        had = get_runtime(name).probe(runtimes_root()).usable
+        if not had:
+            print(f"{name}: installing into {runtimes_root()} ...", file=sys.stderr, flush=True)
         found = install(name)
-        print(f"{name} {found.version}: usable ({found.executable})")
+        print(f"{name} {found.version}: {'already installed, ' if had else ''}usable "
+              f"({found.executable})")
     return 0
 
 

@@ -237,6 +237,7 @@ def test_agents_install_is_idempotent_and_then_listed_usable() -> None:
         pytest.skip(f"the runtimes cannot be installed here: {first.stderr.strip()[-300:]}")
     again = _cli("agents", "install", "codex", "claude-code")
     assert again.returncode == 0 and again.stdout.count("usable") == 2, again.stderr
+    assert again.stdout.count("already installed") == 2 and "installing" not in again.stderr
     rows = {r["runtime"]: r for r in json.loads(_cli("agents", "list", "--json").stdout)["runtimes"]}
     assert rows["codex"]["usable"] and rows["claude-code"]["usable"]
     assert rows["codex"]["installed"] == rows["codex"]["pinned"]
