@@ -108,6 +108,31 @@ def scripted_plan(tmp_path: Path) -> Callable[[int, int], Path]:
     return make
 
 
+_install_results: dict[str, object] = {}
+
+
+def ready_runtime(name: str) -> Any:
+    """The pinned runtime ``name``, installed (idempotent, once per session) into
+    ``.runtimes/``, or skip the calling test saying why it cannot be installed here."""
+    from oracle import runtimes
+
+    if name not in _install_results:
+        try:
+            _install_results[name] = runtimes.install(name)
+        except runtimes.RuntimeInstallError as exc:
+            _install_results[name] = exc
+    found = _install_results[name]
+    if isinstance(found, Exception):
+        pytest.skip(f"{name} cannot be installed here: {found}")
+    return runtimes.get_runtime(name)
+
+
+@pytest.fixture
+def runtime() -> Callable[[str], Any]:
+    """``runtime(name)``: the pinned runtime, installed, or the test skips saying why."""
+    return ready_runtime
+
+
 @pytest.fixture
 def toy_tasks() -> Callable[[int], list[TaskSpec]]:
     """``toy_tasks(n)``: n tasks of the toy agent, one repository each."""

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import random
 import subprocess
 import sys
@@ -116,10 +115,9 @@ class RepairChild:
 
     @staticmethod
     def _json_tail(out: str) -> dict:
-        try:
-            return json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            return {}
+        from oracle.agents.repair.strategy import json_tail
+
+        return json_tail(out)
 
     # -- steps ------------------------------------------------------------------------
     def orient(self, step: int) -> None:
@@ -168,10 +166,12 @@ class RepairChild:
         return json.loads(path.read_text())["ids"]
 
     def step_localise(self, step: int) -> None:
+        from oracle.agents.repair.strategy import localisation_runs, ochiai_ranking
+
         failing = list(self.facts["failing_tests"])
         passing = [i for i in self.test_ids() if i not in set(failing)]
         self.rng.shuffle(passing)
-        runs = [(i, False) for i in failing[:8]] + [(i, True) for i in passing[: self.n_passing]]
+        runs = localisation_runs(failing, passing, self.n_passing)
         cover: list[tuple[set[int], bool]] = []
         for k, (tid, _) in enumerate(runs):
             argv = self.runner("cover", [tid])
@@ -183,18 +183,11 @@ class RepairChild:
                        exit_code=code, paths_read=[f"{self.module}.py"], tests_passed=int(ok),
                        tests_failed=int(not ok), payload_digest=_sha(out), source="coverage",
                        phase="localise", boundary=k < len(runs) - 1)
-        n_fail = sum(1 for _, ok in cover if not ok)
-        scores: dict[int, float] = {}
-        for line in set().union(*(c for c, _ in cover)) if cover else set():
-            ef = sum(1 for c, ok in cover if not ok and line in c)
-            ep = sum(1 for c, ok in cover if ok and line in c)
-            if ef:
-                scores[line] = ef / math.sqrt(max(n_fail, 1) * (ef + ep))
-        ranked = sorted(scores, key=lambda ln: (-scores[ln], ln))[: self.top_lines]
-        self.fact("suspicious_lines", [[ln, round(scores[ln], 4)] for ln in ranked])
+        ranked = ochiai_ranking(cover, self.top_lines)
+        self.fact("suspicious_lines", [[ln, round(score, 4)] for ln, score in ranked])
         t0 = time.monotonic()
         self.event(step, "message", last=True, duration=time.monotonic() - t0,
-                   text=f"suspicious lines: {ranked}", phase="localised")
+                   text=f"suspicious lines: {[ln for ln, _ in ranked]}", phase="localised")
         self.step_done(step)
 
     def _candidates(self, line: int, src: str) -> list[dict]:

@@ -59,7 +59,7 @@ def make_repair_tasks(
     tasks = []
     for repo, mod, j in slots:
         if j >= len(mutants[mod]):
-            raise RuntimeError(f"{mod}: only {len(mutants[mod])} detected mutants found, need {j + 1}")
+            raise ValueError(f"{mod}: only {len(mutants[mod])} detected mutants found, need {j + 1}")
         m: Mutation = mutants[mod][j]
         tid = f"{mod}-m{j}"
         tdir = root / tid
