@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from baselines.grid import tune_fitted
 from ripplecp_policy.policy import (
     BoundaryObservation,
-    Budget,
     PlacementPolicy,
     Role,
     Setting,
@@ -68,22 +68,14 @@ class FirstBoundary(PlacementPolicy):
         return "first-boundary"
 
 
-def _charges(data: LabelSet, budget: Budget) -> dict[str, np.ndarray]:
-    """Per training task, the charge of each boundary 1..B in the budget's unit."""
-    out = {}
-    for tid, g in data.checkpoints.sort_values("boundary").groupby("task_id", sort=True):
-        out[str(tid)] = np.array(
-            [budget.charge(c, s) for c, s in zip(g["creation_s"], g["size_bytes"], strict=True)],
-            dtype=float,
-        )
-    return out
-
-
 class FixedK(PlacementPolicy):
     """Checkpoint every k-th boundary (boundaries k, 2k, 3k, ...).
 
-    ``k=None`` tunes k in ``fit`` to match the budget: the k whose *uncapped* mean spend
-    on the training tasks is closest to the budget (ties: the larger k, the cheaper one).
+    ``k=None`` tunes k in ``fit`` like the other tuned baselines: the k in 1..B (B the most
+    boundaries of a training task) with the lowest mean placement objective on the training
+    tasks under the budget it will be evaluated at (:func:`baselines.grid.tune_fitted`; ties:
+    the larger k, the fewer checkpoints). The runner refuses what the budget does not buy,
+    so a small k under a small budget takes the earliest multiples of k.
     """
 
     uses_features = False
@@ -93,23 +85,17 @@ class FixedK(PlacementPolicy):
         self.default_k = default_k
 
     def fit(self, data: LabelSet, setting: Setting | None = None) -> FixedK:
-        budget = as_setting(setting).budget
+        setting = as_setting(setting)
         if self.k is not None:
             if int(self.k) < 1:
                 raise ValueError(f"FixedK: k must be >= 1, got {self.k}")
             self.k_ = int(self.k)
-        elif budget is None or len(data.checkpoints) == 0:
+        elif setting.budget is None or len(data.checkpoints) == 0:
             self.k_ = int(self.default_k)
         else:
-            charges = _charges(data, budget)
-            b_max = max(len(c) for c in charges.values())
-            best, best_k = np.inf, b_max
-            for k in range(b_max, 0, -1):
-                spend = np.mean([c[k - 1 :: k].sum() for c in charges.values()])
-                gap = abs(spend - budget.amount)
-                if gap < best - 1e-12:
-                    best, best_k = gap, k
-            self.k_ = int(best_k)
+            b_max = int(data.checkpoints.groupby("task_id").size().max())
+            grid = list(range(b_max, 0, -1))  # fewest checkpoints first
+            self.k_, self.tuning_scores_ = tune_fitted(self, "k_", grid, data, setting)
         return super().fit(data, setting)
 
     def decide(self, obs: BoundaryObservation) -> bool:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from baselines import EveryBoundary, FirstBoundary, FixedK, NoCheckpoint, RandomPolicy
+from baselines.grid import training_objective
 from ripplecp_policy.evaluation import Evaluator
 from ripplecp_policy.policy import Budget, Role, Setting
 
@@ -23,12 +24,30 @@ def test_simple_rules(label_set):
     assert ev.run(fk, t, Setting(Budget("count", 10))).checkpoints == list(range(2, n + 1, 2))
 
 
-def test_fixed_k_tunes_k_to_the_budget(label_set):
-    counts = label_set.checkpoints.groupby("task_id").size().to_numpy()
+def test_fixed_k_tunes_k_on_cost_under_the_budget(label_set):
+    """k is the grid value with the lowest training objective under the budget (as the
+    other tuned baselines), not the one whose spend is closest to it."""
+    b_max = int(label_set.checkpoints.groupby("task_id").size().max())
     for amount in (1, 2, 3):
-        fk = FixedK().fit(label_set, Setting(Budget("count", amount)))
-        gaps = {k: abs(np.mean(counts // k) - amount) for k in range(1, counts.max() + 1)}
-        assert gaps[fk.k_] == pytest.approx(min(gaps.values()))
+        setting = Setting(Budget("count", amount))
+        fk = FixedK().fit(label_set, setting)
+        scores = {k: training_objective(FixedK(k=k).fit(label_set, setting), label_set, setting)
+                  for k in range(1, b_max + 1)}
+        assert scores[fk.k_] == pytest.approx(min(scores.values()))
+        assert fk.tuning_scores_ == pytest.approx(scores)
+
+
+def test_fixed_k_at_one_checkpoint_never_wastes_it_on_the_last_boundary(make_label_set):
+    """On 4-boundary tasks at 1 checkpoint, k=4 checkpoints the last boundary, which no
+    failure follows (it equals no-checkpoint); an earlier boundary is cheaper, so FixedK
+    must not pick it."""
+    ls = make_label_set(n_repos=2, tasks_per_repo=3, n_steps=(4, 4), seed=3)
+    setting = Setting(Budget("count", 1))
+    fk = FixedK().fit(ls, setting)
+    last = training_objective(FixedK(k=4).fit(ls, setting), ls, setting)
+    none = training_objective(NoCheckpoint().fit(ls, setting), ls, setting)
+    assert last == pytest.approx(none)
+    assert fk.k_ < 4 and fk.tuning_scores_[fk.k_] < last
 
 
 def test_random_is_uniform_over_candidates(label_set):
