@@ -1,8 +1,10 @@
-"""Rule baselines that read no features: none, every, first, fixed-k, random.
+"""Rule baselines that read no features: none, every, first, fixed-k, fixed positions, random.
 
 First-boundary is the paper's bar (Section 6, Appendix D): spend the budget on the
 earliest safe boundaries. Every-boundary is an upper-overhead reference and is run
 *without* a matched budget (its role: an unmatched reference); it is shown, never judged.
+Fixed positions is the position-only rule: the boundary indices whose checkpoints cost
+least on the training tasks, the same indices in every task.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from baselines.grid import tune_fitted
+from baselines.grid import training_objective, tune_fitted
 from ripplecp_policy.policy import (
     BoundaryObservation,
     PlacementPolicy,
@@ -105,6 +107,64 @@ class FixedK(PlacementPolicy):
     @property
     def name(self) -> str:
         return "fixed-k"
+
+
+class FixedPositions(PlacementPolicy):
+    """Checkpoint at fixed boundary indices chosen on the training tasks; reads no features.
+
+    The position-only rule a learned policy must beat where a family's value sits at the
+    same boundaries in every task. ``positions=None`` chooses the indices in ``fit`` by
+    their cost: greedy forward selection over boundary indices 1..B (B the most boundaries
+    of a training task) — start with none and add, one at a time, the index whose addition
+    gives the lowest mean placement objective on the training tasks under the budget
+    (:func:`baselines.grid.tune_fitted`; ties: the earlier index), while that lowers it.
+    The runner refuses what the budget does not buy, so an index past a task's budget or
+    its last boundary is simply not taken there. Without a budget to tune against it takes
+    ``default_positions``.
+    """
+
+    uses_features = False
+
+    def __init__(self, positions: tuple[int, ...] | None = None,
+                 default_positions: tuple[int, ...] = (1,)) -> None:
+        self.positions = positions
+        self.default_positions = default_positions
+
+    def fit(self, data: LabelSet, setting: Setting | None = None) -> FixedPositions:
+        setting = as_setting(setting)
+        if self.positions is not None:
+            self.positions_ = _positions(self.positions)
+        elif setting.budget is None or len(data.checkpoints) == 0:
+            self.positions_ = _positions(self.default_positions)
+        else:
+            b_max = int(data.checkpoints.groupby("task_id").size().max())
+            chosen: tuple[int, ...] = ()
+            self.positions_ = chosen
+            best = training_objective(self, data, setting)
+            self.tuning_scores_ = {chosen: best}
+            while len(chosen) < b_max:
+                grid = [tuple(sorted((*chosen, p))) for p in range(1, b_max + 1) if p not in chosen]
+                cand, scores = tune_fitted(self, "positions_", grid, data, setting)
+                self.tuning_scores_.update(scores)
+                if not scores[cand] < best - 1e-9:
+                    break
+                chosen, best = cand, scores[cand]
+            self.positions_ = chosen
+        return super().fit(data, setting)
+
+    def decide(self, obs: BoundaryObservation) -> bool:
+        return obs.boundary in getattr(self, "positions_", ())
+
+    @property
+    def name(self) -> str:
+        return "fixed-positions"
+
+
+def _positions(values: tuple[int, ...]) -> tuple[int, ...]:
+    out = tuple(sorted({int(p) for p in values}))
+    if any(p < 1 for p in out):
+        raise ValueError(f"FixedPositions: boundary indices must be >= 1, got {values}")
+    return out
 
 
 class RandomPolicy(PlacementPolicy):
