@@ -34,6 +34,7 @@ from features.schema import Trajectory
 from oracle.labels import stratum
 from oracle.tables import LabelSet
 from ripplecp_policy.episode import Episode, observation, prefix_features
+from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.policy import (
     BoundaryObservation,
     Budget,
@@ -42,7 +43,7 @@ from ripplecp_policy.policy import (
     as_setting,
     check_setting,
 )
-from ripplecp_policy.pricing import TaskCosts, placement_objective
+from ripplecp_policy.pricing import placement_objective
 
 #: prefixes of the online feature families (paper, Appendix C)
 FEATURE_PREFIXES: tuple[str, ...] = ("cost__", "state__", "progress__", "ripple__", "context__")
@@ -123,15 +124,11 @@ class TaskReplay:
         setting = as_setting(setting)
         self.task_id = task_id
         self.setting = setting
-        row = data.tasks.set_index("task_id").loc[task_id]
-        self.repo = str(row["repo"])
-        self.granularity = str(row["granularity"])
+        ev = evaluator_for(data)  # the label set's shared per-task arrays (one build per hazard)
+        self.repo = ev.repo_of(task_id)
+        self.granularity = ev.granularity_of(task_id)
         self.trajectory: Trajectory = data.trajectories[task_id]
-        self.costs = TaskCosts.build(
-            task_id, data.recovery[data.recovery["task_id"] == task_id],
-            data.checkpoints[data.checkpoints["task_id"] == task_id], setting.hazard,
-            float(row["nominal_s"]),
-        )
+        self.costs = ev.costs(task_id, setting.hazard)
         self.n_boundaries = self.costs.n_boundaries
         self.event_index = {b: int(self.costs.event_index[b]) for b in range(1, self.n_boundaries + 1)}
         self.failures = [int(f) for f in self.costs.failures]

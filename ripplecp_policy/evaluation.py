@@ -63,7 +63,13 @@ class Evaluator:
         self.label_set = label_set
         self.cache_features = cache_features
         self._fcache: dict[tuple[str, FeatureConfig, tuple[int, ...]], list[dict[str, float] | None]] = {}
-        self._tasks = label_set.tasks.set_index("task_id")
+        tasks = label_set.tasks
+        # per-task columns as plain dicts: a run reads them per episode (pandas .at is slow)
+        self._repo = dict(zip(tasks["task_id"].astype(str), tasks["repo"].astype(str), strict=True))
+        self._granularity = dict(zip(tasks["task_id"].astype(str), tasks["granularity"].astype(str),
+                                     strict=True))
+        self._nominal = dict(zip(tasks["task_id"].astype(str), tasks["nominal_s"].astype(float),
+                                 strict=True))
         self._rec_idx: dict[str, np.ndarray] | None = None
         self._cps_idx: dict[str, np.ndarray] | None = None
         self._costs: dict[tuple[str, HazardSpec], TaskCosts] = {}
@@ -84,13 +90,25 @@ class Evaluator:
         """The task's cost arrays with failure weights under ``hazard``."""
         key = (task_id, canonical_hazard(hazard))
         if key not in self._costs:
-            if task_id not in self._tasks.index:
+            if task_id not in self._nominal:
                 raise KeyError(f"task {task_id!r} is not in the label set")
             self._costs[key] = TaskCosts.build(
                 task_id, self._rows("recovery", task_id), self._rows("checkpoints", task_id),
-                key[1], float(self._tasks.at[task_id, "nominal_s"]),
+                key[1], self._nominal[task_id],
             )
         return self._costs[key]
+
+    def repo_of(self, task_id: str) -> str:
+        """The task's repository (KeyError naming an unknown task)."""
+        if task_id not in self._repo:
+            raise KeyError(f"task {task_id!r} is not in the label set")
+        return self._repo[task_id]
+
+    def granularity_of(self, task_id: str) -> str:
+        """The boundary granularity the task's recovery table is measured at."""
+        if task_id not in self._granularity:
+            raise KeyError(f"task {task_id!r} is not in the label set")
+        return self._granularity[task_id]
 
     def features_at(self, task_id: str, boundary: int, history: Sequence[int],
                     config: FeatureConfig | None = None) -> dict[str, float]:
@@ -141,7 +159,7 @@ class Evaluator:
             raise ValueError(f"run: the setting names no budget to run {policy.name} under")
         check_setting(policy, setting)
         tc = self.costs(task_id, setting.hazard)
-        task_gran = str(self._tasks.at[task_id, "granularity"])
+        task_gran = self.granularity_of(task_id)
         if granularity is not None and granularity != task_gran:
             raise ValueError(
                 f"{task_id}: the recovery table is measured at {task_gran!r} boundaries; "
@@ -150,7 +168,7 @@ class Evaluator:
         matched = policy.role is not Role.REFERENCE
         cap = setting.budget if matched else unlimited(setting.budget, tc)
         charge = tc.charges(cap)
-        ep = Episode(task_id, str(self._tasks.at[task_id, "repo"]), cap)
+        ep = Episode(task_id, self._repo[task_id], cap)
         policy.reset(task_id, seed)
         if policy.role is Role.OFFLINE:
             wanted = policy.place(tc, cap)
