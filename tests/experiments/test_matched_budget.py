@@ -170,3 +170,31 @@ def test_labels_option_reads_a_saved_label_set(tmp_path, make_label_set):
     assert list(data) == ["synthetic"]  # the set's own family, since no simulated name matches
     assert sorted(data["synthetic"].task_ids) == sorted(ls.task_ids)
     assert data["synthetic"].content_hash() == ls.content_hash()
+
+
+def test_best_simple_baseline_is_chosen_on_the_training_folds_only(make_label_set):
+    """Bar (b): per fold and budget, the online simple baseline with the lowest mean
+    training objective; its held-out rows come back as best-simple rows naming it."""
+    from baselines import FirstBoundary, FixedK, NoCheckpoint
+    from baselines.grid import training_objective
+    from experiments.matched_budget import run_fold
+    from ripplecp_policy.splits import leave_one_repo_out
+    from ripplecp_policy.verdicts import BEST_SIMPLE
+
+    ls = make_label_set(n_repos=3, tasks_per_repo=2, seed=2)
+    settings = [Setting(Budget("count", 1)), Setting(Budget("count", 2))]
+    args = parse_args(["--quick"])
+    fold = next(iter(leave_one_repo_out(ls)))
+    res = run_fold("synthetic", ls, fold, [FirstBoundary(), NoCheckpoint(), FixedK()], settings, args)
+    best = res[res["policy"] == BEST_SIMPLE]
+    train = ls.subset(fold.train_tasks)
+    for setting in settings:
+        label = setting.budget.label()
+        objectives = {p.name: training_objective(p.fit(train, setting), train, setting)
+                      for p in (FirstBoundary(), NoCheckpoint(), FixedK())}
+        want = min(objectives, key=objectives.get)
+        got = best[best["budget"] == label]
+        assert set(got["chosen"]) == {want}
+        held = res[(res["policy"] == want) & (res["budget"] == label)]
+        assert list(got["total_failure_cost"]) == list(held["total_failure_cost"])
+        assert set(got["task_id"]) == set(fold.test_tasks)  # scored on the held-out tasks
