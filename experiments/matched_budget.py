@@ -11,12 +11,15 @@ fitted (tuned) on the training repositories at the budget it will be evaluated a
 walked online over the held-out repository's tasks; every placement is priced exactly from
 the recovery table. Budgets: 1, 2 and 3 checkpoints and the creation seconds of 2 average
 checkpoints. Per family it prints a table (policy x budget: TotalFailureCost with a task
-bootstrap interval, regret to the optimum, difference to first-boundary with interval,
-spend). Once every family is in, it prints the verdict table: for every learned policy,
-family and budget, both bars fixed in advance — (a) does it beat first-boundary, (b) does it
-beat the best simple baseline, chosen per held-out fold as the online simple baseline with the
-lowest mean training objective at that budget — in plain words (yes / no / refused: why),
-Holm-corrected across the study (ripplecp_policy.verdicts.two_bar_verdicts). It writes budget-cost curves (PNG) and per-task results (CSV) into ``--out`` and
+bootstrap interval, regret to the in-sample optimum and to the cross-fitted limit — the
+optimum chosen on one half of the repetitions and scored on the other —, difference to
+first-boundary with interval, spend). Once every family is in, it prints the verdict table:
+for every learned policy, family and budget, both bars fixed in advance — (a) does it beat
+first-boundary, (b) does it beat the best simple baseline, chosen per held-out fold as the
+online simple baseline with the lowest mean training objective at that budget — in plain
+words (yes / no / refused: why), Holm-corrected across the study
+(ripplecp_policy.verdicts.two_bar_verdicts). It writes budget-cost curves (PNG) and per-task
+results (CSV) into ``--out`` and
 logs the study to MLflow: one parent run, one child run per (family, policy, budget, fold).
 """
 
@@ -235,6 +238,9 @@ def summarise(res: pd.DataFrame, verdicts: list[Verdict], args: Args) -> pd.Data
             policy=policy, budget=budget, budget_matched=bool(g["budget_matched"].all()), role=str(role),
             n_tasks=len(g), tfc=tfc.mean(), tfc_low=low, tfc_high=high,
             regret=g["regret_s"].mean(), lost_work=g["lost_work_s"].mean(),
+            xfit_regret=g["xfit_regret_s"].mean(),
+            xfit_limit=(g["total_failure_cost"] - g["objective_s"] + g["xfit_optimum_objective_s"]).mean(),
+            limit_in_sample=bool((g["limit_in_sample"] > 0).any()),
             recovery_efficiency=g["redo_avoided_s"].sum() / over if over > 0 else math.nan,
             completion=g["completion"].mean(), tokens=g["tokens"].mean(),
             tool_calls=g["tool_calls"].mean(), bytes_written=g["bytes_written"].mean(),
@@ -264,6 +270,7 @@ def format_table(summary: pd.DataFrame) -> str:
             "policy": [marked(p, r) for p, r in zip(g["policy"], g["role"], strict=True)],
             "TotalFailureCost s [95% CI]": [iv(*x) for x in zip(g["tfc"], g["tfc_low"], g["tfc_high"], strict=True)],
             "regret s": g["regret"].map(lambda x: f"{0.0 if abs(x) < 0.05 else x:7.1f}"),
+            "regret x-fit s": g["xfit_regret"].map(lambda x: f"{0.0 if abs(x) < 0.05 else x:7.1f}"),
             f"vs {REFERENCE} s [95% CI]": [
                 ("refused" if vd == "refused" else iv(d, lo, hi)) if p != REFERENCE else "reference"
                 for p, d, lo, hi, vd in zip(g["policy"], g["diff"], g["diff_low"], g["diff_high"], g["verdict"], strict=True)
@@ -274,7 +281,12 @@ def format_table(summary: pd.DataFrame) -> str:
             "lost work s": g["lost_work"].map(lambda x: f"{x:.1f}"),
             "completion": g["completion"].map(lambda x: f"{x:.2f}"),
         })
-        lines.append(f"  budget {budget} (per task; {int(g['n_tasks'].max())} held-out tasks)")
+        opt = g[g["policy"] == "optimum"]["tfc"]
+        limit = (f"limit: in-sample optimum {float(opt.iloc[0]):.1f} s, " if len(opt) else "limit: ") + (
+            f"cross-fitted {float(g['xfit_limit'].iloc[0]):.1f} s (chosen on one half of the "
+            "repetitions, scored on the other)" if not g["limit_in_sample"].any()
+            else "in-sample only (a recovery cell has one repetition: no halves to cross-fit)")
+        lines.append(f"  budget {budget} (per task; {int(g['n_tasks'].max())} held-out tasks; {limit})")
         lines.append("    " + table.to_string(index=False).replace("\n", "\n    "))
     return "\n".join(lines)
 
@@ -684,6 +696,7 @@ _CHILD_METRICS = [
     "total_failure_cost", "lost_work_s", "regret_s", "redo_avoided_s", "checkpoint_latency_s",
     "restore_latency_s", "completion", "tokens", "tool_calls", "bytes_written", "n_checkpoints",
     "spend", "spend_count", "spend_seconds", "spend_bytes", "n_refused", "objective_s",
+    "xfit_regret_s",
 ]
 
 
@@ -718,7 +731,8 @@ def _log_summary(client: Any, parent_id: str, summary: pd.DataFrame, fam: str) -
     metrics = []
     for r in summary.itertuples():
         base = safe_key(f"{fam}/{r.policy}/{r.budget}")
-        for name in ("tfc", "tfc_low", "tfc_high", "regret", "diff", "diff_low", "diff_high",
+        for name in ("tfc", "tfc_low", "tfc_high", "regret", "xfit_regret", "xfit_limit",
+                     "diff", "diff_low", "diff_high",
                      "p_improvement", "iqm_repo_diff", "spend", "completion", "lost_work"):
             v = float(getattr(r, name))
             if math.isfinite(v):

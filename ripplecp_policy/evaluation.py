@@ -45,6 +45,7 @@ from ripplecp_policy.pricing import (
     TaskCosts,
     optimal_placement,
     placement_metrics,
+    placement_objective,
     unlimited,
 )
 
@@ -74,6 +75,8 @@ class Evaluator:
         self._cps_idx: dict[str, np.ndarray] | None = None
         self._costs: dict[tuple[str, HazardSpec], TaskCosts] = {}
         self._optimum: dict[tuple[str, HazardSpec, Budget], tuple[list[int], float]] = {}
+        self._xfit: dict[tuple[str, HazardSpec, Budget], tuple[float, bool]] = {}
+        self._halves: dict[tuple[str, HazardSpec], tuple[TaskCosts, TaskCosts] | None] = {}
 
     def _rows(self, name: str, task_id: str) -> pd.DataFrame:
         """The rows of table ``name`` (recovery | checkpoints) for one task."""
@@ -140,6 +143,43 @@ class Evaluator:
             self._optimum[key] = optimal_placement(self.costs(task_id, hazard), budget)
         return self._optimum[key]
 
+    def _half_costs(self, task_id: str, hazard: HazardSpec) -> tuple[TaskCosts, TaskCosts] | None:
+        """The task's cost arrays from each half of its repetitions (alternate repetitions of
+        every recovery cell, in repetition order); None unless every cell has >= 2."""
+        key = (task_id, canonical_hazard(hazard))
+        if key not in self._halves:
+            rec = self._rows("recovery", task_id)
+            ok = rec[~rec["quarantined"].astype("boolean").fillna(False).to_numpy(dtype=bool)]
+            ok = ok.sort_values(["restore_point", "failure", "repetition"], kind="stable")
+            rank = ok.groupby(["restore_point", "failure"], sort=False).cumcount().to_numpy()
+            n = ok.groupby(["restore_point", "failure"], sort=False)["repetition"].transform("size")
+            halves = None
+            if len(ok) and int(n.min()) >= 2:
+                cps = self._rows("checkpoints", task_id)
+                halves = tuple(TaskCosts.build(task_id, ok[rank % 2 == h], cps, key[1], self._nominal[task_id])
+                               for h in (0, 1))
+            self._halves[key] = halves  # type: ignore[assignment]
+        return self._halves[key]
+
+    def crossfit_optimum(self, task_id: str, budget: Budget, hazard: HazardSpec = "uniform") -> tuple[float, bool]:
+        """The honest limit of the task under ``budget``: ``(objective, cross_fitted)``.
+
+        The in-sample optimum is chosen and scored on the same repetitions, so it fits their
+        noise. Cross-fitted: the optimum chosen on one half of the repetitions scored on the
+        other, both directions averaged. With fewer than 2 repetitions of some recovery
+        cell there are no halves: the in-sample optimum, with ``cross_fitted`` False."""
+        key = (task_id, canonical_hazard(hazard), budget)
+        if key not in self._xfit:
+            halves = self._half_costs(task_id, hazard)
+            if halves is None:
+                self._xfit[key] = (self.optimum(task_id, budget, hazard)[1], False)
+            else:
+                a, b = halves
+                pa, _ = optimal_placement(a, budget)
+                pb, _ = optimal_placement(b, budget)
+                self._xfit[key] = (0.5 * (placement_objective(b, pa) + placement_objective(a, pb)), True)
+        return self._xfit[key]
+
     def run(
         self, policy: PlacementPolicy, task_id: str, setting: Setting, *,
         granularity: str | None = None, seed: int = 0,
@@ -193,13 +233,19 @@ class Evaluator:
     def score(self, placement: Placement, budget: Budget | None = None) -> dict[str, Any]:
         """Metrics of a placement under its setting's failure model, plus regret to the optimum
         at ``budget`` (default: the cap it ran under — for an unmatched reference, the
-        unconstrained optimum), so regret >= 0."""
+        unconstrained optimum), so regret >= 0; and regret to the cross-fitted limit
+        (:meth:`crossfit_optimum`; ``limit_in_sample`` 1.0 when there were no halves), which
+        may be negative."""
         hazard = placement.setting.hazard
         tc = self.costs(placement.task_id, hazard)
         m = placement_metrics(tc, placement.checkpoints)
         _, opt = self.optimum(placement.task_id, budget or placement.budget, hazard)
         m["optimum_objective_s"] = opt
         m["regret_s"] = m["objective_s"] - opt
+        xfit, cross_fitted = self.crossfit_optimum(placement.task_id, budget or placement.budget, hazard)
+        m["xfit_optimum_objective_s"] = xfit
+        m["xfit_regret_s"] = m["objective_s"] - xfit
+        m["limit_in_sample"] = 0.0 if cross_fitted else 1.0
         m["spend"] = placement.spend
         m["n_refused"] = float(len(placement.refused))
         return m

@@ -198,3 +198,23 @@ def test_best_simple_baseline_is_chosen_on_the_training_folds_only(make_label_se
         held = res[(res["policy"] == want) & (res["budget"] == label)]
         assert list(got["total_failure_cost"]) == list(held["total_failure_cost"])
         assert set(got["task_id"]) == set(fold.test_tasks)  # scored on the held-out tasks
+
+
+@pytest.mark.parametrize("repetitions", [1, 2])
+def test_the_table_prints_the_crossfitted_limit_beside_the_in_sample_one(make_label_set, repetitions):
+    from baselines import ClairvoyantOptimum, FirstBoundary
+    from ripplecp_policy.evaluation import Evaluator
+
+    ls = make_label_set(n_repos=2, tasks_per_repo=2, repetitions=repetitions, seed=6)
+    ev = Evaluator(ls)
+    res = pd.concat([ev.evaluate(p, ls.task_ids, Setting(Budget("count", 1)))
+                     for p in (FirstBoundary(), ClairvoyantOptimum())], ignore_index=True)
+    summary = summarise(res, compare(res, "first-boundary", n_resamples=200), parse_args(["--quick"]))
+    table = format_table(summary)
+    assert "regret x-fit s" in table
+    if repetitions == 1:
+        assert summary["limit_in_sample"].all() and "in-sample only" in table
+    else:
+        assert not summary["limit_in_sample"].any() and "cross-fitted" in table
+        opt = summary.set_index("policy").loc["optimum"]
+        assert opt["xfit_regret"] == pytest.approx(opt["tfc"] - opt["xfit_limit"])
