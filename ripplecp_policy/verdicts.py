@@ -2,7 +2,8 @@
 
 :func:`compare` takes the per-task results of :meth:`ripplecp_policy.evaluation.Evaluator.evaluate`
 and gives one :class:`Verdict` per (policy, budget) against the reference (first-boundary by
-default): the paired per-task difference with a bootstrap interval and p-value, "yes" only
+default): the paired per-task difference with a two-stage bootstrap interval (repositories,
+then tasks) and p-value, "yes" only
 when the whole interval is below zero. Only online policies get verdicts: offline limits and
 unmatched references are shown beside them, never judged. It refuses when budgets were not
 matched (either side ran without a matched budget, the caps differ, or a side's mean spend
@@ -144,7 +145,8 @@ def paired_contrast(
     n_resamples: int = 10_000, seed: int = 20260818, confidence_level: float = 0.95,
 ) -> dict[str, float] | None:
     """The paired per-task difference ``policy - reference`` of ``metric`` between two
-    result sets at one budget: mean with a bootstrap interval and two-sided p-value
+    result sets at one budget: mean with a two-stage bootstrap interval (repositories, then
+    tasks within them; tasks alone when they come from one repository) and two-sided p-value
     (``diff``, ``low``, ``high``, ``p_value``; :func:`ripplecp_policy.stats.difference_test`),
     ``n_tasks``, the IQM over repositories of the per-repository mean difference, and the
     probability of improvement. None with fewer than two paired tasks."""
@@ -158,8 +160,9 @@ def paired_contrast(
         return None
     repos = pol.set_index("task_id")["repo"].reindex(a.index)
     d = a - b
-    t = difference_test(d.to_numpy(), None, n_resamples=n_resamples, seed=seed,
-                        confidence_level=confidence_level)
+    two_stage = repos.nunique() >= 2
+    t = difference_test(d.to_numpy(), repos.to_numpy() if two_stage else None,
+                        n_resamples=n_resamples, seed=seed, confidence_level=confidence_level)
     per_repo = d.groupby(repos).mean()
     return {"diff": t.estimate, "low": t.low, "high": t.high, "p_value": t.p_value,
             "n_tasks": len(a), "iqm_repo_diff": interquartile_mean(per_repo.to_numpy()),

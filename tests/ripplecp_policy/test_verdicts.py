@@ -170,6 +170,7 @@ def test_holm_can_turn_a_raw_yes_into_no():
         rows.append(_study_rows(f"p{i}", list(base + shift + noise)))
         learned.append(f"p{i}")
     res = pd.concat(rows, ignore_index=True)
+    res["repo"] = res["task_id"]  # one task per repository: the bootstrap resamples tasks
     raw = {v.policy: v for v in compare(res, n_resamples=4000, policies=learned)}
     vs = {v.policy: v for v in two_bar_verdicts(res, learned, n_resamples=4000) if v.bar == "first-boundary"}
     flipped = [p for p in learned if raw[p].status == "yes" and vs[p].status == "no"]
