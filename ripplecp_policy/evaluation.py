@@ -23,6 +23,7 @@ Verdicts over these results are :mod:`ripplecp_policy.verdicts`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -144,20 +145,41 @@ class Evaluator:
         return self._optimum[key]
 
     def _half_costs(self, task_id: str, hazard: HazardSpec) -> tuple[TaskCosts, TaskCosts] | None:
-        """The task's cost arrays from each half of its repetitions (alternate repetitions of
-        every recovery cell, in repetition order); None unless every cell has >= 2."""
+        """The task's cost arrays with J and restore latency from each half of its
+        repetitions (alternate repetitions of every recovery cell, in repetition order);
+        None unless every measured cell has >= 2 repetitions."""
         key = (task_id, canonical_hazard(hazard))
         if key not in self._halves:
+            tc = self.costs(task_id, hazard)
             rec = self._rows("recovery", task_id)
-            ok = rec[~rec["quarantined"].astype("boolean").fillna(False).to_numpy(dtype=bool)]
-            ok = ok.sort_values(["restore_point", "failure", "repetition"], kind="stable")
-            rank = ok.groupby(["restore_point", "failure"], sort=False).cumcount().to_numpy()
-            n = ok.groupby(["restore_point", "failure"], sort=False)["repetition"].transform("size")
+            ok = ~rec["quarantined"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+            rp = rec["restore_point"].to_numpy(dtype=np.int64)[ok]
+            k = np.searchsorted(tc.failures, rec["failure"].to_numpy(dtype=np.int64)[ok])
+            rep = rec["repetition"].to_numpy(dtype=np.int64)[ok]
+            J = rec["cost_s"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)[ok]
+            rl = rec["restore_latency_s"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)[ok]
+            order = np.lexsort((rep, k, rp))
+            rp, k, J, rl = rp[order], k[order], J[order], rl[order]
+            cell = rp * (len(tc.failures) + 1) + k
+            new_cell = np.r_[True, cell[1:] != cell[:-1]]
+            starts = np.flatnonzero(new_cell)
+            sizes = np.diff(np.r_[starts, len(cell)])
+            rank = np.arange(len(cell)) - np.repeat(starts, sizes)
             halves = None
-            if len(ok) and int(n.min()) >= 2:
-                cps = self._rows("checkpoints", task_id)
-                halves = tuple(TaskCosts.build(task_id, ok[rank % 2 == h], cps, key[1], self._nominal[task_id])
-                               for h in (0, 1))
+            if len(cell) and int(sizes.min()) >= 2:
+                halves = []
+                for h in (0, 1):
+                    m = rank % 2 == h
+                    arrays = []
+                    for vals, full in ((J, tc.J), (rl, tc.restore_latency)):
+                        tot, cnt = np.zeros(full.shape), np.zeros(full.shape)
+                        fin = m & ~np.isnan(vals)
+                        np.add.at(tot, (rp[fin], k[fin]), vals[fin])
+                        np.add.at(cnt, (rp[fin], k[fin]), 1.0)
+                        with np.errstate(invalid="ignore", divide="ignore"):
+                            arrays.append(np.where(cnt > 0, tot / np.maximum(cnt, 1), full))
+                    halves.append(dataclasses.replace(tc, J=arrays[0], restore_latency=arrays[1]))
+                halves = tuple(halves)
             self._halves[key] = halves  # type: ignore[assignment]
         return self._halves[key]
 
