@@ -54,6 +54,53 @@ POLICY_FEATURES: tuple[str, ...] = ("policy__boundary", "policy__since_last_cp",
 FeatureFn = Callable[..., pd.DataFrame]
 
 
+_FULL_FRAMES: dict[tuple[int, str, tuple[int, ...]], tuple[Trajectory, pd.DataFrame]] = {}
+
+
+@dataclass(frozen=True)
+class FeatureSubset:
+    """A feature function (:data:`FeatureFn`) showing a policy only some feature families
+    (the prefixes of :data:`features.row.FAMILIES`): the ablation's instrument.
+
+    It returns :func:`features.online.boundary_features` with the other families' columns
+    left out; the full frame is computed once per (trajectory, granularity, placement
+    history) and shared by every subset. Immutable, so a clone shares it (``__deepcopy__``
+    returns it), which keeps the feature caches keyed on it warm across folds.
+    """
+
+    families: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        from features.row import FAMILIES
+
+        bad = [f for f in self.families if f not in FAMILIES]
+        if bad or not self.families:
+            raise ValueError(f"FeatureSubset: families must be a non-empty subset of {FAMILIES}, "
+                             f"got {list(self.families)}")
+
+    def __call__(self, traj: Trajectory, granularity: str = "turn",
+                 checkpoints: Iterable[int] = ()) -> pd.DataFrame:
+        from features.online import boundary_features
+
+        key = (id(traj), granularity, tuple(int(c) for c in checkpoints))
+        hit = _FULL_FRAMES.get(key)
+        if hit is None or hit[0] is not traj:
+            if len(_FULL_FRAMES) >= _CACHE_MAX:
+                _FULL_FRAMES.clear()
+            hit = (traj, boundary_features(traj, granularity=granularity, checkpoints=key[2]))
+            _FULL_FRAMES[key] = hit
+        frame = hit[1]
+        keep = [c for c in frame.columns
+                if not c.startswith(FEATURE_PREFIXES) or c.split("__", 1)[0] in self.families]
+        return frame[keep]
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FeatureSubset:
+        return self
+
+    def label(self) -> str:
+        return "+".join(self.families)
+
+
 def feature_columns(frame: pd.DataFrame) -> list[str]:
     """The online feature columns of a boundary-feature frame, in frame order."""
     return [c for c in frame.columns if c.startswith(FEATURE_PREFIXES)]

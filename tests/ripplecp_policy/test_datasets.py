@@ -95,3 +95,24 @@ def test_training_replay_matches_the_evaluation_runner(toy_fold) -> None:
         assert ours == theirs
         assert task.expected_cost(ours) == pytest.approx(
             ev.score(ev.run(pol, task.task_id, Setting(Budget("count", 2))))["objective_s"])
+
+
+def test_feature_subset_shows_a_policy_only_some_feature_families(make_label_set):
+    """The ablation's instrument: a learned policy fitted with FeatureSubset sees only
+    those families (plus its placement state), and a clone shares the subset."""
+    from sklearn.base import clone
+
+    from ripplecp_policy.datasets import FeatureSubset
+    from ripplecp_policy.learned.advantage import AdvantageRegressorPolicy
+    from ripplecp_policy.policy import Budget, Setting
+
+    ls = make_label_set(n_repos=3, tasks_per_repo=2, seed=1)
+    only = FeatureSubset(("cost", "ripple"))
+    pol = AdvantageRegressorPolicy(model="ridge", feature_fn=only).fit(ls, Setting(Budget("count", 1)))
+    fams = {n.split("__", 1)[0] for n in pol.feature_names_}
+    assert fams <= {"cost", "ripple", "policy"} and {"cost", "ripple"} <= fams
+    assert clone(pol).feature_fn is only
+    frame = only(ls.trajectories[ls.task_ids[0]], granularity="turn", checkpoints=())
+    assert "boundary" in frame.columns and not any(c.startswith("state__") for c in frame.columns)
+    with pytest.raises(ValueError, match="subset of"):
+        FeatureSubset(("costs",))
