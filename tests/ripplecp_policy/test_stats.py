@@ -427,3 +427,25 @@ def test_paired_contrast_uses_the_two_stage_bootstrap():
 
     t = difference_test(d, base["repo"].to_numpy(), n_resamples=500, seed=20260818)
     assert (c["low"], c["high"], c["p_value"]) == (t.low, t.high, t.p_value)
+
+
+def test_spearman_permutation_is_exact_when_n_factorial_fits():
+    """n = 7: 7! = 5,040 <= 20,000 pairings, so the p-value is the exact one (every
+    permutation of y against x), not a Monte Carlo estimate (scipy's two-sample 'pairings'
+    would enumerate only when (n!)^2 <= n_resamples)."""
+    import itertools
+
+    from ripplecp_policy.stats import spearman_permutation
+
+    rng = np.random.default_rng(11)
+    x, y = rng.normal(size=7), rng.normal(size=7)
+    y = y + 0.9 * x
+    rx, ry = sps.rankdata(x), sps.rankdata(y)
+    rho = sps.spearmanr(x, y).statistic
+    perms = np.array(list(itertools.permutations(ry)))
+    null = np.array([np.corrcoef(rx, p)[0, 1] for p in perms])
+    exact = float(np.mean(np.abs(null) >= abs(rho) - 1e-12))
+    got_rho, got_p = spearman_permutation(x, y)
+    assert got_rho == pytest.approx(rho)
+    assert got_p == pytest.approx(exact, abs=1e-12)
+    assert spearman_permutation(x, y, seed=1)[1] == got_p  # exact: no dependence on the seed
