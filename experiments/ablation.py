@@ -40,7 +40,7 @@ from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, prog
 from ripplecp_policy.datasets import FeatureSubset
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.learned import default_learned_policies
-from ripplecp_policy.policy import BudgetSpec, PlacementPolicy, Setting
+from ripplecp_policy.policy import BudgetSpec, PlacementPolicy, fold_settings
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.tracking import check_experiment_name
 from ripplecp_policy.verdicts import paired_contrast
@@ -156,12 +156,12 @@ def run_fold(fam: str, ls: LabelSet, fold: Any, budgets: tuple[str, ...], args: 
     for pol in default_learned_policies(seed=args.seed, quick=args.quick):
         protos += [(pol.name, label, clone(pol).set_params(feature_fn=fn)) for label, fn in variants()]
     rows = []
-    for spec in budgets:
-        setting = Setting(BudgetSpec.parse(spec).resolve(ls))
+    for budget, setting in fold_settings(budgets, train):  # relative budgets: training tasks only
         for name, label, proto in protos:
             pol = clone(proto).fit(train, setting)
             df = ev.evaluate(pol, list(fold.test_tasks), setting, seeds=(args.seed,))
             df["policy"], df["features"], df["family"], df["fold"] = name, label, fam, fold.held_out
+            df["budget"] = budget
             rows.append(df)
     return pd.concat(rows, ignore_index=True)
 

@@ -40,7 +40,7 @@ from oracle.simulator import simulate_label_set
 from oracle.workloads import family_names
 from ripplecp_cli import choice_error, opt, progress, run
 from ripplecp_policy.evaluation import evaluator_for
-from ripplecp_policy.policy import BudgetSpec, PlacementPolicy, Setting
+from ripplecp_policy.policy import BudgetSpec, PlacementPolicy, fold_settings
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.verdicts import paired_contrast
 
@@ -117,17 +117,16 @@ def one_study(fam: str, seed: int, args: Args) -> pd.DataFrame:
                                repetitions=2, seed=seed + FRESH_SEED_OFFSET)
     ev, ev_fresh = evaluator_for(ls), evaluator_for(fresh)
     fresh_by_repo = fresh.tasks.groupby("repo")["task_id"].apply(list).to_dict()
-    settings = [Setting(BudgetSpec.parse(b).resolve(ls)) for b in args.budgets]
     study, truth = [], []
     for fold in leave_one_repo_out(ls):
         train = ls.subset(fold.train_tasks)
         for proto in kinds():
-            for setting in settings:
+            for label, setting in fold_settings(args.budgets, train):
                 pol = clone(proto).fit(train, setting)
-                study.append(ev.evaluate(pol, list(fold.test_tasks), setting))
-                # the fresh sample's budget is the study's (a relative budget resolved on the
-                # study's data), so the fitted policy runs under the setting it was fitted for
-                truth.append(ev_fresh.evaluate(pol, fresh_by_repo[fold.held_out], setting))
+                study.append(ev.evaluate(pol, list(fold.test_tasks), setting).assign(budget=label))
+                # the fresh sample runs under the fold's setting (a relative budget resolved
+                # on the study's training tasks), the one the policy was fitted for
+                truth.append(ev_fresh.evaluate(pol, fresh_by_repo[fold.held_out], setting).assign(budget=label))
     res, tru = pd.concat(study, ignore_index=True), pd.concat(truth, ignore_index=True)
     rows = []
     for budget, g in res.groupby("budget", sort=False):

@@ -47,7 +47,14 @@ from oracle.workloads import family_names
 from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, parse, progress, run
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.learned import default_learned_policies
-from ripplecp_policy.policy import HAZARDS, BudgetSpec, PlacementPolicy, Role, Setting
+from ripplecp_policy.policy import (
+    HAZARDS,
+    BudgetSpec,
+    PlacementPolicy,
+    Role,
+    Setting,
+    fold_settings,
+)
 from ripplecp_policy.registry import entry
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.stats import task_bootstrap
@@ -506,9 +513,9 @@ def study(args: Args) -> int:
     #    MLflow log are deterministic; a family is reported once its last fold is back.
     #    Each budget is one setting (budget, failure model, default features), given once to
     #    every fit and to the evaluation.
-    settings = {fam: [Setting(BudgetSpec.parse(s).resolve(ls), args.hazard) for s in args.budgets]
-                for fam, ls in data.items()}
     jobs = [(fam, fold) for fam, ls in data.items() for fold in leave_one_repo_out(ls)]
+    settings = {(fam, fold.held_out): fold_settings(args.budgets, data[fam].subset(fold.train_tasks), args.hazard)
+                for fam, fold in jobs}
     results_iter = _run_jobs(jobs, data, protos, settings, args)  # workers start now
 
     # 4. MLflow (initialised while the workers run): one parent run for the study.
@@ -640,8 +647,8 @@ def _study(
 
 
 def run_fold(
-    fam: str, ls: LabelSet, fold: Any, protos: list[PlacementPolicy], settings: list[Setting],
-    args: Args,
+    fam: str, ls: LabelSet, fold: Any, protos: list[PlacementPolicy],
+    settings: list[tuple[str, Setting]], args: Args,
 ) -> pd.DataFrame:
     """One fold: fit every policy on the training repositories under every setting (tuning
     sees only them), then evaluate it on the held-out repository's tasks under the same.
@@ -656,7 +663,7 @@ def run_fold(
     rows = []
     best: dict[Setting, tuple[float, pd.DataFrame]] = {}
     for proto in protos:
-        for setting in settings:
+        for label, setting in settings:
             t_fit = time.perf_counter()
             pol = clone(proto).fit(train, setting)
             fit_s = time.perf_counter() - t_fit
@@ -668,7 +675,7 @@ def run_fold(
             train_obj = training_objective(pol, train, setting) if pol.name in SIMPLE else math.nan
             df = ev.evaluate(pol, list(fold.test_tasks), setting, seeds=seeds)
             df["family"], df["fold"], df["fit_s"] = fam, fold.held_out, fit_s
-            df["train_objective"] = train_obj
+            df["budget"], df["train_objective"] = label, train_obj
             rows.append(df)
             if pol.name in SIMPLE and (setting not in best or train_obj < best[setting][0] - 1e-9):
                 best[setting] = (train_obj, df)
@@ -679,16 +686,18 @@ def run_fold(
 
 def _run_jobs(
     jobs: list[tuple[str, Any]], data: dict[str, LabelSet], protos: list[PlacementPolicy],
-    settings: dict[str, list[Setting]], args: Args,
+    settings: dict[tuple[str, str], list[tuple[str, Setting]]], args: Args,
 ) -> Any:
     """Results of :func:`run_fold` per job, in job order (a generator)."""
     n = min(max(1, args.jobs), len(jobs))
     if n == 1:
-        return (run_fold(fam, data[fam], fold, protos, settings[fam], args) for fam, fold in jobs)
+        return (run_fold(fam, data[fam], fold, protos, settings[fam, fold.held_out], args)
+                for fam, fold in jobs)
     from joblib import Parallel, delayed
 
     return Parallel(n_jobs=n, return_as="generator")(
-        delayed(run_fold)(fam, data[fam], fold, protos, settings[fam], args) for fam, fold in jobs
+        delayed(run_fold)(fam, data[fam], fold, protos, settings[fam, fold.held_out], args)
+        for fam, fold in jobs
     )
 
 

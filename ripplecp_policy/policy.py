@@ -122,6 +122,20 @@ class BudgetSpec:
         return Budget(self.kind, round(value, 3) if self.kind != "count" else value)
 
 
+def fold_settings(specs: tuple[str, ...] | list[str], train: LabelSet,
+                  hazard: HazardSpec = "uniform") -> list[tuple[str, Setting]]:
+    """(label, setting) per budget spec for one fold of a study: a relative budget
+    (``seconds:2x``) is resolved on the fold's training tasks only — the held-out
+    repository never sets its own budget — so its amount differs by fold and the spec
+    itself is the label it is reported under; an absolute budget keeps its own label."""
+    out = []
+    for text in specs:
+        spec = BudgetSpec.parse(text)
+        budget = spec.resolve(train)
+        out.append((text if spec.relative else budget.label(), Setting(budget, hazard)))
+    return out
+
+
 def canonical_hazard(hazard: HazardSpec) -> HazardSpec:
     """A failure model in its one hashable form: a name of :data:`HAZARDS`, or explicit
     weights as sorted ``(failure, weight)`` pairs; ValueError naming the bad value."""

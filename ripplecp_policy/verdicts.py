@@ -103,7 +103,7 @@ def _spend_mismatch(
     ref_caps = set(zip(ref["budget_kind"], ref["budget_amount"], strict=True))
     if caps != ref_caps:
         return f"budgets differ: {sorted(caps)} vs {sorted(ref_caps)}"
-    amount = float(pol["budget_amount"].iloc[0])
+    amount = float(pol["budget_amount"].mean())  # a relative budget's cap differs by fold
     scale = amount if amount > 0 else 1.0
     for side, frame in (("policy", pol), ("reference", ref)):
         spend = float(frame["spend"].mean())
@@ -241,7 +241,7 @@ def compare(
                 v.reason = (
                     "interval includes zero" if v.low <= 0 <= v.high else "reference is cheaper"
                 )
-            cap = float(pol["budget_amount"].iloc[0])
+            cap = float(pol["budget_amount"].mean())
             if pol["spend"].mean() < cap - tolerance * max(cap, 1e-12):
                 v.reason = (v.reason + "; " if v.reason else "") + (
                     f"policy left {1 - pol['spend'].mean() / cap:.0%} of the cap unused")

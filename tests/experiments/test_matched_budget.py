@@ -185,7 +185,8 @@ def test_best_simple_baseline_is_chosen_on_the_training_folds_only(make_label_se
     settings = [Setting(Budget("count", 1)), Setting(Budget("count", 2))]
     args = parse_args(["--quick"])
     fold = next(iter(leave_one_repo_out(ls)))
-    res = run_fold("synthetic", ls, fold, [FirstBoundary(), NoCheckpoint(), FixedK()], settings, args)
+    res = run_fold("synthetic", ls, fold, [FirstBoundary(), NoCheckpoint(), FixedK()],
+                   [(s.budget.label(), s) for s in settings], args)
     best = res[res["policy"] == BEST_SIMPLE]
     train = ls.subset(fold.train_tasks)
     for setting in settings:
@@ -218,3 +219,24 @@ def test_the_table_prints_the_crossfitted_limit_beside_the_in_sample_one(make_la
         assert not summary["limit_in_sample"].any() and "cross-fitted" in table
         opt = summary.set_index("policy").loc["optimum"]
         assert opt["xfit_regret"] == pytest.approx(opt["tfc"] - opt["xfit_limit"])
+
+
+def test_relative_budgets_are_resolved_on_the_training_repositories_only(make_label_set):
+    """seconds:2x is 2 x the mean creation seconds of the fold's training tasks: the held-out
+    repository's checkpoints never set its own budget."""
+    from baselines import FirstBoundary
+    from experiments.matched_budget import fold_settings, run_fold
+    from ripplecp_policy.splits import leave_one_repo_out
+
+    ls = make_label_set(n_repos=3, tasks_per_repo=2, seed=2)
+    args = parse_args(["--quick", "--budgets", "count:1", "seconds:2x"])
+    for fold in leave_one_repo_out(ls):
+        train = ls.subset(fold.train_tasks)
+        labelled = fold_settings(args.budgets, train, args.hazard)
+        assert [label for label, _ in labelled] == ["1ckpt", "seconds:2x"]
+        want = round(2 * float(train.checkpoints["creation_s"].mean()), 3)
+        whole = round(2 * float(ls.checkpoints["creation_s"].mean()), 3)
+        assert labelled[1][1].budget.amount == want != whole
+        res = run_fold("synthetic", ls, fold, [FirstBoundary()], labelled, args)
+        secs = res[res["budget"] == "seconds:2x"]
+        assert len(secs) and (secs["budget_amount"] == want).all()
