@@ -38,12 +38,14 @@ from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.policy import (
     BoundaryObservation,
     Budget,
+    HazardSpec,
     PlacementPolicy,
     Setting,
     as_setting,
+    canonical_hazard,
     check_setting,
 )
-from ripplecp_policy.pricing import placement_objective
+from ripplecp_policy.pricing import TaskCosts, placement_objective
 
 #: prefixes of the online feature families (paper, Appendix C)
 FEATURE_PREFIXES: tuple[str, ...] = ("cost__", "state__", "progress__", "ripple__", "context__")
@@ -327,8 +329,14 @@ def advantage_table(
     *,
     feature_fn: FeatureFn | None = None,
     verified_only: bool = False,
+    hazard: HazardSpec = "uniform",
 ) -> AdvantageTable:
     """One row per (task, candidate, fallback): features at the candidate, mean advantage.
+
+    Under a failure model other than ``"uniform"`` (e.g. ``"duration"``) the target weights
+    each failure by the hazard (the weights of the replays' cost arrays, which must be
+    built under that failure model): the mean over a cell's pairs becomes the
+    hazard-weighted mean over its failures (pairs of one failure averaged first).
 
     The target is the mean paired advantage of the cell's CP/SKIP pairs (the paper's label:
     J_skip - J_cp, J_cp charged the creation time, restore latency not folded in; see
@@ -344,20 +352,36 @@ def advantage_table(
     if verified_only:
         ok &= labels["verified"].fillna(False).astype(bool)
     labels = labels[ok]
+    weighted = canonical_hazard(hazard) != "uniform"
+    tasks = tasks if tasks is not None else replays(data, Setting(hazard=hazard), feature_fn=feature_fn)
+    if weighted:
+        bad = [t for t, r in tasks.items() if r.setting.hazard != canonical_hazard(hazard)]
+        if bad:
+            raise ValueError(f"advantage_table: replays of {bad[0]!r} are not under hazard {hazard!r}")
     source = "pairs"
     if labels.empty:
-        labels = table_labels(data, verified_only=verified_only)
+        labels = table_labels(data, verified_only=verified_only, tasks=tasks if weighted else None)
         source = "recovery_table"
+    elif weighted:
+        # one row per (cell, failure): the mean over its repetitions, weighted by the hazard
+        w = [_failure_weight(tasks[t].costs, int(f)) for t, f in zip(labels["task_id"], labels["failure"], strict=True)]
+        labels = (labels.assign(_w=w)
+                  .groupby(["task_id", "candidate", "fallback", "failure"], sort=True)
+                  .agg(repo=("repo", "first"), stratum=("stratum", "first"), advantage=("advantage", "mean"),
+                       creation_s=("creation_s", "mean"), protected_work_s=("protected_work_s", "mean"),
+                       _w=("_w", "first"))
+                  .reset_index())
+        tot = labels.groupby(["task_id", "candidate", "fallback"])["_w"].transform("sum")
+        labels["advantage"] = labels["advantage"] * labels["_w"] / tot
     if labels.empty:
         raise ValueError("labels: no usable (non-quarantined) pairs, and no full recovery "
                          "table to derive advantage targets from")
-    tasks = tasks if tasks is not None else replays(data, feature_fn=feature_fn)
     cells = (
         labels.groupby(["task_id", "candidate", "fallback"], sort=True)
         .agg(
             repo=("repo", "first"),
             stratum=("stratum", "first"),
-            advantage=("advantage", "mean"),
+            advantage=("advantage", "sum" if weighted and source == "pairs" else "mean"),
             n_labels=("advantage", "size"),
             creation_s=("creation_s", "mean"),
             protected_work_s=("protected_work_s", "mean"),
@@ -383,8 +407,16 @@ def advantage_table(
     return AdvantageTable(frame, names, set(frame["repo"]))
 
 
-def table_labels(data: LabelSet, *, verified_only: bool = False) -> pd.DataFrame:
-    """Cell targets derived from full recovery tables (no pairs needed); see ``advantage_table``."""
+def _failure_weight(costs: TaskCosts, failure: int) -> float:
+    """The failure model's weight of ``failure`` in a task's cost arrays."""
+    k = np.flatnonzero(costs.failures == failure)
+    return float(costs.weights[k[0]]) if k.size else 0.0
+
+
+def table_labels(data: LabelSet, *, verified_only: bool = False,
+                 tasks: dict[str, TaskReplay] | None = None) -> pd.DataFrame:
+    """Cell targets derived from full recovery tables (no pairs needed); see ``advantage_table``.
+    With ``tasks`` the mean over failures is weighted by their cost arrays' failure weights."""
     rows = []
     verified = data.tasks.set_index("task_id")["verified"]
     for tid in data.task_ids:
@@ -397,11 +429,14 @@ def table_labels(data: LabelSet, *, verified_only: bool = False) -> pd.DataFrame
             fs = [f for f in rt.failures if f > t]
             if not fs:
                 continue
+            w = None if tasks is None else np.array([_failure_weight(tasks[tid].costs, f) for f in fs])
             for c in range(t):
                 adv = [rt.advantage(t, c, f) for f in fs]
                 rows.append(dict(
                     task_id=tid, candidate=t, fallback=c, repo=data.repo_of(tid),
-                    stratum=stratum(c), advantage=float(np.mean(adv)),
+                    stratum=stratum(c),
+                    advantage=float(np.mean(adv)) if w is None or w.sum() <= 0
+                    else float(np.dot(w, adv) / w.sum()),
                     creation_s=rt.creation_s(t), protected_work_s=rt.nominal_t(t) - rt.nominal_t(c),
                 ))
     return pd.DataFrame(rows)

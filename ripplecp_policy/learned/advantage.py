@@ -115,16 +115,16 @@ class _ScoredPolicy(PlacementPolicy):
 
     def _table_for(self, data: LabelSet, tasks: dict[str, TaskReplay], setting: Setting) -> AdvantageTable:
         """The advantage table of ``data`` (memoised per label set, features, target rule)."""
-        key = ("table", setting.features, self.feature_fn, self.verified_only)
+        key = ("table", setting.features, setting.hazard, self.feature_fn, self.verified_only)
         memo = _memo_for(data)
         if key not in memo:
-            memo[key] = advantage_table(data, tasks, verified_only=self.verified_only)
+            memo[key] = advantage_table(data, tasks, verified_only=self.verified_only, hazard=setting.hazard)
         return memo[key]
 
     def _fit_on(self, data: LabelSet, table: AdvantageTable, setting: Setting) -> tuple[Any, Scorer]:
         """:meth:`_fit_scorer` on ``table`` (all of it or a repository subset of the table of
         ``data``), memoised per repositories, features and model parameters."""
-        key = self._memo_key("fit", setting.features, frozenset(table.repos), len(table.frame))
+        key = self._memo_key("fit", setting.features, setting.hazard, frozenset(table.repos), len(table.frame))
         memo = _memo_for(data)
         if key not in memo:
             memo[key] = self._fit_scorer(table.X, self._target(table))
@@ -253,7 +253,8 @@ class _ScoredPolicy(PlacementPolicy):
         """For :func:`ripplecp_policy.tuning.tune`: the objective's name and, per trial's
         parameters, the validation error of the model on each split's validation
         repositories (the feature table does not depend on the parameters: built once)."""
-        table = advantage_table(data, replays(data, setting, self.feature_fn), verified_only=self.verified_only)
+        table = advantage_table(data, replays(data, setting, self.feature_fn), verified_only=self.verified_only,
+                                hazard=setting.hazard)
         task_repo = dict(zip(data.tasks["task_id"], data.tasks["repo"], strict=True))
 
         def run(params: dict[str, Any]) -> list[float]:
@@ -290,7 +291,7 @@ class _ScoredPolicy(PlacementPolicy):
     def heldout_metrics(self, data: LabelSet, setting: Setting) -> dict[str, float]:
         """Model quality on held-out ``data`` under ``setting``: :meth:`report` of its
         advantage table, and the threshold in use."""
-        table = advantage_table(data, replays(data, setting, self.feature_fn))
+        table = advantage_table(data, replays(data, setting, self.feature_fn), hazard=setting.hazard)
         return {**self.report(table), "threshold": float(self.threshold_)}
 
     def feature_importances(self) -> pd.Series:
