@@ -33,7 +33,7 @@ from features.online import FEATURE_NAMES, FeatureConfig
 from features.schema import Trajectory
 from oracle.labels import stratum
 from oracle.tables import LabelSet
-from ripplecp_policy.episode import Episode, observation, prefix_features
+from ripplecp_policy.episode import Episode, charge_estimate, observation, prefix_features
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.policy import (
     BoundaryObservation,
@@ -174,6 +174,7 @@ class TaskReplay:
         self.task_id = task_id
         self.setting = setting
         ev = evaluator_for(data)  # the label set's shared per-task arrays (one build per hazard)
+        self._evaluator = ev
         self.repo = ev.repo_of(task_id)
         self.granularity = ev.granularity_of(task_id)
         self.trajectory: Trajectory = data.trajectories[task_id]
@@ -237,7 +238,14 @@ class TaskReplay:
             features=self.features_at(boundary, history), cap=budget, spent=spent,
             history=list(history), elapsed_s=float(self.costs.nominal_t[boundary]),
             charge=self.charge(boundary, budget),
+            estimate=charge_estimate([self.charge(h, budget) for h in history],
+                                     self.charge_prior(budget)),
         )
+
+    def charge_prior(self, budget: Budget) -> float:
+        """The charge estimate before the task's first checkpoint (the training label set's
+        other repositories: :meth:`Evaluator.charge_prior`)."""
+        return self._evaluator.charge_prior(self.task_id, budget)
 
     def charge(self, boundary: int, budget: Budget) -> float:
         """What a checkpoint at ``boundary`` costs in the budget's unit."""
@@ -269,7 +277,7 @@ class TaskReplay:
                 shown.append(obs)
                 return ask(obs)
 
-        ep = Episode(self.task_id, self.repo, budget)
+        ep = Episode(self.task_id, self.repo, budget, prior=self.charge_prior(budget))
         ep.walk(decide, self.costs, self.costs.charges(budget), self.features_at)
         return ep.taken
 

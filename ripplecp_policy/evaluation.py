@@ -77,6 +77,7 @@ class Evaluator:
         self._costs: dict[tuple[str, HazardSpec], TaskCosts] = {}
         self._optimum: dict[tuple[str, HazardSpec, Budget], tuple[list[int], float]] = {}
         self._xfit: dict[tuple[str, HazardSpec, Budget], tuple[float, bool]] = {}
+        self._prior: dict[tuple[str, str], float] = {}
         self._halves: dict[tuple[str, HazardSpec], tuple[TaskCosts, TaskCosts] | None] = {}
 
     def _rows(self, name: str, task_id: str) -> pd.DataFrame:
@@ -143,6 +144,23 @@ class Evaluator:
         if key not in self._optimum:
             self._optimum[key] = optimal_placement(self.costs(task_id, hazard), budget)
         return self._optimum[key]
+
+    def charge_prior(self, task_id: str, budget: Budget) -> float:
+        """The estimate of a checkpoint's charge before the task's first: 1 for a count
+        budget; else the mean creation seconds (or bytes) of the checkpoints of the label
+        set's other repositories (other tasks when there is one repository; 0 when none)."""
+        if budget.kind == "count":
+            return 1.0
+        key = (self._repo.get(task_id, ""), budget.kind)
+        if key not in self._prior:
+            cps = self.label_set.checkpoints
+            col = "creation_s" if budget.kind == "seconds" else "size_bytes"
+            repo = cps["task_id"].astype(str).map(self._repo)
+            other = cps.loc[repo != key[0], col]
+            if other.empty:
+                other = cps.loc[cps["task_id"].astype(str) != task_id, col]
+            self._prior[key] = float(other.astype(float).mean()) if len(other) else 0.0
+        return self._prior[key]
 
     def _half_costs(self, task_id: str, hazard: HazardSpec) -> tuple[TaskCosts, TaskCosts] | None:
         """The task's cost arrays with J and restore latency from each half of its
@@ -230,7 +248,7 @@ class Evaluator:
         matched = policy.role is not Role.REFERENCE
         cap = setting.budget if matched else unlimited(setting.budget, tc)
         charge = tc.charges(cap)
-        ep = Episode(task_id, self._repo[task_id], cap)
+        ep = Episode(task_id, self._repo[task_id], cap, prior=self.charge_prior(task_id, cap))
         policy.reset(task_id, seed)
         if policy.role is Role.OFFLINE:
             wanted = policy.place(tc, cap)

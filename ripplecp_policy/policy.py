@@ -234,9 +234,11 @@ class BoundaryObservation:
     """What a policy may see at candidate boundary ``boundary`` (1-based) of a task.
 
     Everything here is computable online from the past: ``features`` are the prefix-causal
-    features with the placement so far; ``checkpoint_cost`` is the cost this checkpoint
-    would be charged (estimated by the runtime before it is taken; in table evaluation,
-    the measured creation cost); ``affordable`` says whether it fits the remaining budget
+    features with the placement so far; ``checkpoint_cost`` is an estimate of what this
+    checkpoint will be charged, known before it is taken (1 for a count budget; the mean
+    realised charge of the task's earlier checkpoints, or before the first the mean of the
+    other repositories' checkpoints: :func:`ripplecp_policy.episode.charge_estimate`); the
+    runner charges the realised cost; ``affordable`` says whether it fits the remaining budget
     (the runner's own check, :func:`ripplecp_policy.pricing.fits`: the runner refuses a
     checkpoint that does not fit, whatever the policy answers).
     """

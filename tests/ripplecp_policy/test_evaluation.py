@@ -184,3 +184,26 @@ def test_crossfitted_limit_is_chosen_on_one_half_and_scored_on_the_other(make_la
     lim1, cf1 = ev1.crossfit_optimum(one.task_ids[0], budget)
     assert not cf1 and lim1 == pytest.approx(ev1.optimum(one.task_ids[0], budget)[1])
     assert ev1.evaluate(Always(), one.task_ids[:1], Setting(budget)).iloc[0]["limit_in_sample"] == 1.0
+
+
+def test_checkpoint_cost_is_an_estimate_known_before_the_checkpoint(label_set):
+    """obs.checkpoint_cost is what a runtime could know: before any checkpoint of the task,
+    the mean charge of the other repositories' checkpoints; after, the mean realised charge
+    of this task's earlier checkpoints — never the realised cost of the one not yet taken."""
+    ev = Evaluator(label_set)
+    t = label_set.task_ids[0]
+    budget = Budget("seconds", 1e6)
+    rec = Recorder()
+    ev.run(rec, t, Setting(budget))
+    cps = label_set.checkpoints
+    repo = ev.repo_of(t)
+    others = cps[cps["task_id"].map(ev.repo_of) != repo]["creation_s"].mean()
+    tc = ev.costs(t)
+    assert rec.seen[0].checkpoint_cost == pytest.approx(others)
+    assert rec.seen[0].checkpoint_cost != pytest.approx(tc.creation_s[1])
+    # Recorder checkpoints at even boundaries: at boundary 3 the estimate is boundary 2's cost
+    assert rec.seen[2].checkpoint_cost == pytest.approx(tc.creation_s[2])
+    # count budgets charge exactly 1
+    rec1 = Recorder()
+    ev.run(rec1, t, Setting(Budget("count", 2)))
+    assert all(o.checkpoint_cost == 1.0 for o in rec1.seen)
