@@ -40,7 +40,7 @@ from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, prog
 from ripplecp_policy.datasets import FeatureSubset
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.learned import default_learned_policies
-from ripplecp_policy.policy import BudgetSpec, PlacementPolicy, fold_settings
+from ripplecp_policy.policy import PlacementPolicy, check_budget_specs, fold_settings
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.tracking import check_experiment_name
 from ripplecp_policy.verdicts import paired_contrast
@@ -52,12 +52,6 @@ POSITION_ONLY = "fixed-positions"
 ALL = "all"
 
 
-def check_budgets(specs: tuple[str, ...]) -> None:
-    """``check=`` of ``--budgets``: every spec parses (:meth:`BudgetSpec.parse`)."""
-    for spec in specs:
-        BudgetSpec.parse(spec)
-
-
 @dataclass(frozen=True)
 class Args:
     """Every learned policy with each feature family removed and each family alone, plus the
@@ -67,7 +61,7 @@ class Args:
     """an existing label-set directory instead of the simulator"""
     families: tuple[str, ...] = opt(FAMILIES, metavar="F")
     """workload families to simulate; with --labels, the set's families (default: all)"""
-    budgets: tuple[str, ...] = opt(("count:1", "count:2"), check=check_budgets, metavar="SPEC")
+    budgets: tuple[str, ...] = opt(("count:1", "count:2"), check=check_budget_specs, metavar="SPEC")
     """budgets: count:N, seconds:S or seconds:Kx, bytes:B or bytes:Kx"""
     seed: int = opt(0, min=0)
     """one seed for the simulator and the policies"""

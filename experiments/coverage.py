@@ -40,7 +40,7 @@ from oracle.simulator import simulate_label_set
 from oracle.workloads import family_names
 from ripplecp_cli import choice_error, opt, progress, run
 from ripplecp_policy.evaluation import evaluator_for
-from ripplecp_policy.policy import BudgetSpec, PlacementPolicy, fold_settings
+from ripplecp_policy.policy import PlacementPolicy, check_budget_specs, fold_settings
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.verdicts import paired_contrast
 
@@ -52,12 +52,6 @@ TARGET = 0.93
 FRESH_SEED_OFFSET = 1_000_003
 
 
-def check_budgets(specs: tuple[str, ...]) -> None:
-    """``check=`` of ``--budgets``: every spec parses (:meth:`BudgetSpec.parse`)."""
-    for spec in specs:
-        BudgetSpec.parse(spec)
-
-
 @dataclass(frozen=True)
 class Args:
     """How often a default-sized study's 95 % interval covers the difference measured on a
@@ -67,7 +61,7 @@ class Args:
     """simulated workload families"""
     seeds: tuple[int, ...] = opt(tuple(range(20)), min=0, metavar="N")
     """study seeds (each a fresh default-sized study; >= 20 for the coverage claim)"""
-    budgets: tuple[str, ...] = opt(("count:1", "count:2"), check=check_budgets, metavar="SPEC")
+    budgets: tuple[str, ...] = opt(("count:1", "count:2"), check=check_budget_specs, metavar="SPEC")
     """budgets: count:N, seconds:S or seconds:Kx, bytes:B or bytes:Kx"""
     fresh_tasks_per_repo: int = opt(8, min=1)
     """tasks per repository of each seed's fresh sample (pooled over seeds: the truth)"""

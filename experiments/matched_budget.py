@@ -49,10 +49,10 @@ from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.learned import default_learned_policies
 from ripplecp_policy.policy import (
     HAZARDS,
-    BudgetSpec,
     PlacementPolicy,
     Role,
     Setting,
+    check_budget_specs,
     fold_settings,
 )
 from ripplecp_policy.registry import entry
@@ -75,12 +75,6 @@ REFERENCE = "first-boundary"
 SIMPLE = tuple(e.name for e in BASELINES if e.role is Role.ONLINE)
 
 
-def check_budgets(specs: tuple[str, ...]) -> None:
-    """``check=`` of ``--budgets``: every spec parses (:meth:`BudgetSpec.parse`)."""
-    for spec in specs:
-        BudgetSpec.parse(spec)
-
-
 @dataclass(frozen=True)
 class Args:
     """Every placement policy at matched budgets, against first-boundary and the clairvoyant
@@ -92,7 +86,7 @@ class Args:
     """workload families to simulate; with --labels, the set's families to study (left at
     the default: every family of the set)"""
     budgets: tuple[str, ...] = opt(("count:1", "count:2", "count:3", "seconds:2x"),
-                                   check=check_budgets, metavar="SPEC")
+                                   check=check_budget_specs, metavar="SPEC")
     """budgets: count:N (N >= 1), seconds:S or seconds:Kx (K x mean creation s), bytes:B or
     bytes:Kx (S, B, K > 0)"""
     seed: int = opt(0, min=0)
