@@ -208,3 +208,73 @@ def test_labels_option_reads_a_saved_label_set(tmp_path, make_label_set):
     assert list(data) == ["synthetic"]  # the set's own family, since no simulated name matches
     assert sorted(data["synthetic"].task_ids) == sorted(ls.task_ids)
     assert data["synthetic"].content_hash() == ls.content_hash()
+
+
+def test_best_simple_baseline_is_chosen_on_the_training_folds_only(make_label_set):
+    """Bar (b): per fold and budget, the online simple baseline with the lowest mean
+    training objective; its held-out rows come back as best-simple rows naming it."""
+    from baselines import FirstBoundary, FixedK, NoCheckpoint
+    from baselines.grid import training_objective
+    from experiments.matched_budget import run_fold
+    from ripplecp_policy.splits import leave_one_repo_out
+    from ripplecp_policy.verdicts import BEST_SIMPLE
+
+    ls = make_label_set(n_repos=3, tasks_per_repo=2, seed=2)
+    settings = [Setting(Budget("count", 1)), Setting(Budget("count", 2))]
+    args = parse_args(["--quick"])
+    fold = next(iter(leave_one_repo_out(ls)))
+    res, _ = run_fold("synthetic", ls, fold, [FirstBoundary(), NoCheckpoint(), FixedK()],
+                   [(s.budget.label(), s) for s in settings], args)
+    best = res[res["policy"] == BEST_SIMPLE]
+    train = ls.subset(fold.train_tasks)
+    for setting in settings:
+        label = setting.budget.label()
+        objectives = {p.name: training_objective(p.fit(train, setting), train, setting)
+                      for p in (FirstBoundary(), NoCheckpoint(), FixedK())}
+        want = min(objectives, key=objectives.get)
+        got = best[best["budget"] == label]
+        assert set(got["chosen"]) == {want}
+        held = res[(res["policy"] == want) & (res["budget"] == label)]
+        assert list(got["total_failure_cost"]) == list(held["total_failure_cost"])
+        assert set(got["task_id"]) == set(fold.test_tasks)  # scored on the held-out tasks
+
+
+@pytest.mark.parametrize("repetitions", [1, 2])
+def test_the_table_prints_the_crossfitted_limit_beside_the_in_sample_one(make_label_set, repetitions):
+    from baselines import ClairvoyantOptimum, FirstBoundary
+    from ripplecp_policy.evaluation import Evaluator
+
+    ls = make_label_set(n_repos=2, tasks_per_repo=2, repetitions=repetitions, seed=6)
+    ev = Evaluator(ls)
+    res = pd.concat([ev.evaluate(p, ls.task_ids, Setting(Budget("count", 1)))
+                     for p in (FirstBoundary(), ClairvoyantOptimum())], ignore_index=True)
+    summary = summarise(res, compare(res, "first-boundary", n_resamples=200), parse_args(["--quick"]))
+    table = format_table(summary)
+    assert "regret x-fit s" in table
+    if repetitions == 1:
+        assert summary["limit_in_sample"].all() and "in-sample only" in table
+    else:
+        assert not summary["limit_in_sample"].any() and "cross-fitted" in table
+        opt = summary.set_index("policy").loc["optimum"]
+        assert opt["xfit_regret"] == pytest.approx(opt["tfc"] - opt["xfit_limit"])
+
+
+def test_relative_budgets_are_resolved_on_the_training_repositories_only(make_label_set):
+    """seconds:2x is 2 x the mean creation seconds of the fold's training tasks: the held-out
+    repository's checkpoints never set its own budget."""
+    from baselines import FirstBoundary
+    from experiments.matched_budget import fold_settings, run_fold
+    from ripplecp_policy.splits import leave_one_repo_out
+
+    ls = make_label_set(n_repos=3, tasks_per_repo=2, seed=2)
+    args = parse_args(["--quick", "--budgets", "count:1", "seconds:2x"])
+    for fold in leave_one_repo_out(ls):
+        train = ls.subset(fold.train_tasks)
+        labelled = fold_settings(args.budgets, train, args.hazard)
+        assert [label for label, _ in labelled] == ["1ckpt", "seconds:2x"]
+        want = round(2 * float(train.checkpoints["creation_s"].mean()), 3)
+        whole = round(2 * float(ls.checkpoints["creation_s"].mean()), 3)
+        assert labelled[1][1].budget.amount == want != whole
+        res, _ = run_fold("synthetic", ls, fold, [FirstBoundary()], labelled, args)
+        secs = res[res["budget"] == "seconds:2x"]
+        assert len(secs) and (secs["budget_amount"] == want).all()
