@@ -27,7 +27,7 @@ def _free_port() -> int:
 
 
 def _get(url: str) -> tuple[int, bytes]:
-    with urllib.request.urlopen(url, timeout=5) as r:  # noqa: S310 - loopback only
+    with urllib.request.urlopen(url, timeout=60) as r:  # noqa: S310 - loopback only
         return r.status, r.read()
 
 
