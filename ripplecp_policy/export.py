@@ -94,6 +94,20 @@ def decide_frame(
     return pd.DataFrame(out, columns=["task_id", "boundary", "checkpoint", "score"])
 
 
+def out_of_range_share(features: dict[str, float], ranges: dict[str, Any]) -> float:
+    """The share of the features with a training range (``{name: [lo, hi]}``) and a known
+    value that lie outside it: 0 for a row like the training rows, 1 for one unlike any."""
+    known = out = 0
+    for name, (lo, hi) in ranges.items():
+        v = features.get(name)
+        if v is None or v != v:
+            continue
+        known += 1
+        if v < lo or v > hi:
+            out += 1
+    return out / known if known else 0.0
+
+
 def _present(v: Any) -> bool:
     if v is None or v is pd.NA:
         return False
@@ -209,4 +223,5 @@ def example_frame(observations: list[BoundaryObservation]) -> pd.DataFrame:
     return df.astype({c: "float64" for c in df.columns if c.startswith(FEATURE_PREFIXES)})
 
 
-__all__ = ["decide_frame", "example_frame", "log_policy_model", "model_config"]
+__all__ = ["decide_frame", "example_frame", "log_policy_model", "model_config", "out_of_range_share",
+           "policy_score"]
