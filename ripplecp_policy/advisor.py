@@ -46,7 +46,7 @@ from features.readers import READERS, StreamParser, stream_parser
 from features.schema import Event, Trajectory
 from oracle.checkpoint import DEFAULT_EXCLUDES, CheckpointStore
 from ripplecp_policy.episode import Episode
-from ripplecp_policy.export import out_of_range_share, policy_score
+from ripplecp_policy.export import load_policy_model, out_of_range_share, policy_score
 from ripplecp_policy.policy import Budget, BudgetSpec, PlacementPolicy
 
 __all__ = ["CP", "SKIP", "Advisor", "AdvisorModel", "Decision", "detect_line_format", "features_digest",
@@ -66,24 +66,14 @@ class AdvisorModel:
 
 
 def load_model(uri: str | Path, *, mlruns: str | Path | None = None) -> AdvisorModel:
-    """Load an exported policy (:func:`ripplecp_policy.export.log_policy_model`).
-
-    ``uri``: an MLflow model URI or a local model folder; ``runs:/`` and ``models:/`` URIs
-    are resolved against the tracking store at ``mlruns`` (default: ``$RIPPLECP_MLRUNS`` or
-    ``./mlruns``, see :mod:`ripplecp_policy.tracking`).
-    """
-    import mlflow
-    import mlflow.pyfunc
-
-    from ripplecp_policy.tracking import tracking_uri
-
+    """Load an exported policy (:func:`ripplecp_policy.export.log_policy_model`) once, to be
+    called in-process: ``uri`` is an MLflow model URI or a local model folder; ``runs:/``
+    and ``models:/`` URIs are read from the store at ``mlruns`` (default:
+    ``$RIPPLECP_MLRUNS`` or ``./mlruns``; :func:`ripplecp_policy.export.load_policy_model`)."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bar per load
     os.environ.setdefault("MLFLOW_DISABLE_AGENT_HINT", "1")
     text = str(uri)
-    if text.startswith(("runs:/", "models:/")):
-        mlflow.set_tracking_uri(tracking_uri(mlruns))
-    model = mlflow.pyfunc.load_model(text)
-    inner = model.unwrap_python_model()
+    inner = load_policy_model(text, mlruns).unwrap_python_model()
     policy = getattr(inner, "policy", None)
     if not isinstance(policy, PlacementPolicy):
         raise ValueError(f"{text}: not a ripplecp placement policy model (no policy inside)")

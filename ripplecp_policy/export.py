@@ -17,25 +17,37 @@ the model across the rows of one call (per ``task_id``):
 Features that depend on the placement (``context__*``, ``*_since_cp``) must be computed
 with the checkpoints actually taken: call the model one boundary at a time, or pass a
 frame whose features were computed with the decided placement.
+
+A logged model lives in an MLflow store; :func:`load_policy_model` loads one by its
+``models:/<model id>`` or ``runs:/<run id>/<name>`` URI from the store at a given mlruns root
+(``mlflow.pyfunc.load_model`` alone needs ``mlflow.set_tracking_uri`` first).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
+import logging
 import math
+import os
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import joblib
+import numpy as np
 import pandas as pd
 
-from ripplecp_policy.datasets import FEATURE_PREFIXES
+from ripplecp_policy.datasets import FEATURE_PREFIXES, replays
 from ripplecp_policy.episode import Episode
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting
+
+if TYPE_CHECKING:
+    from oracle.tables import LabelSet
 
 STATE_COLUMNS = ("remaining_budget", "checkpoint_cost", "last_checkpoint", "n_checkpoints")
 ID_COLUMNS = ("task_id", "repo", "boundary", "event_index", "step")
@@ -173,11 +185,14 @@ def log_policy_model(
     path: str | Path | None = None,
     default_checkpoint_cost: float = 1.0,
     seed: int = 0,
+    params: dict[str, Any] | None = None,
+    tags: dict[str, Any] | None = None,
 ) -> Any:
     """Log (inside an active MLflow run) or save (``path`` given) the policy as pyfunc.
 
     ``input_example`` is a boundary-features frame; the signature is inferred from it and
     from the decisions the in-process policy makes on it (state columns are optional).
+    ``params`` and ``tags`` go on the logged model (MLflow 3's model page and search).
     """
     import mlflow.pyfunc
 
@@ -187,7 +202,7 @@ def log_policy_model(
     cfg = model_config(pol, budget, default_checkpoint_cost=default_checkpoint_cost, seed=seed)
     example = input_example.reset_index(drop=True)
     output = decide_frame(copy.deepcopy(pol), example, cfg)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, _quiet_mlflow():
         pkl = Path(tmp) / "policy.joblib"
         joblib.dump(pol, pkl)
         conf = Path(tmp) / "config.json"
@@ -205,7 +220,67 @@ def log_policy_model(
             if path is not None:
                 mlflow.pyfunc.save_model(str(path), **kw)
                 return Path(path)
-            return mlflow.pyfunc.log_model(name=name, **kw)
+            return mlflow.pyfunc.log_model(name=name, params=params, tags=tags, **kw)
+
+
+@contextlib.contextmanager
+def _quiet_mlflow() -> Iterator[None]:
+    """While a model is logged: no MLflow INFO/WARNING lines or artifact progress bars (a
+    study logs many; the pickle warning is about this very model, whose code is ours)."""
+    log = logging.getLogger("mlflow")
+    level, bar = log.level, os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
+    log.setLevel(logging.ERROR)
+    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+        if bar is None:
+            os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
+        else:
+            os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = bar
+
+
+def load_policy_model(uri: str, root: str | Path | None = None) -> Any:
+    """The pyfunc model at ``uri`` (``models:/...``, ``runs:/...`` or a local path) from the
+    store at mlruns ``root`` (default: ``$RIPPLECP_MLRUNS`` or ``./mlruns``), without
+    changing MLflow's global tracking URI for longer than the load (``models:/`` URIs are
+    resolved through the global URI whatever ``tracking_uri`` a download is given)."""
+    import mlflow
+    import mlflow.pyfunc
+
+    from ripplecp_policy.tracking import tracking_uri
+
+    if Path(uri).exists():
+        return mlflow.pyfunc.load_model(str(uri))
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(tracking_uri(root))
+    try:
+        return mlflow.pyfunc.load_model(uri)
+    finally:
+        mlflow.set_tracking_uri(previous)
+
+
+def default_checkpoint_cost(data: LabelSet, budget: Budget) -> float:
+    """What a logged model charges a checkpoint when the runtime gives no
+    ``checkpoint_cost``: 1 for a count budget, else the mean creation seconds or bytes of
+    ``data``'s checkpoints."""
+    if budget.kind == "count":
+        return 1.0
+    col = "creation_s" if budget.kind == "seconds" else "size_bytes"
+    return float(np.mean(data.checkpoints[col].astype(float)))
+
+
+def policy_example(policy: PlacementPolicy, data: LabelSet, setting: Setting) -> pd.DataFrame:
+    """Boundary rows of ``data``'s first task as ``policy`` walks it under ``setting``'s
+    budget (ids, features, state columns): a logged model's input example and signature."""
+    if setting.budget is None:
+        raise ValueError("policy_example needs a setting with a budget")
+    task = next(iter(replays(data, setting).values()))
+    trace: list[BoundaryObservation] = []
+    policy.reset(task.task_id, 0)
+    task.replay(policy.decide, setting.budget, trace=trace)
+    return example_frame(trace)
 
 
 def example_frame(observations: list[BoundaryObservation]) -> pd.DataFrame:
@@ -223,5 +298,6 @@ def example_frame(observations: list[BoundaryObservation]) -> pd.DataFrame:
     return df.astype({c: "float64" for c in df.columns if c.startswith(FEATURE_PREFIXES)})
 
 
-__all__ = ["decide_frame", "example_frame", "log_policy_model", "model_config", "out_of_range_share",
+__all__ = ["decide_frame", "default_checkpoint_cost", "example_frame", "load_policy_model",
+           "log_policy_model", "model_config", "out_of_range_share", "policy_example",
            "policy_score"]

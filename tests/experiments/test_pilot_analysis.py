@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,18 +12,50 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from oracle.tables import write_table
+from features.schema import Event, Trajectory
+from oracle.tables import LabelSet
 from ripplecp_policy.tracking import tracking_uri
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real command, importing this checkout (not whichever one is installed)."""
     env = dict(os.environ, PYTHONPATH=str(REPO))  # this checkout, whatever cwd
     return subprocess.run(
         [sys.executable, "-m", "experiments.pilot_analysis", *args],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
     )
+
+
+def _sealed(labels: pd.DataFrame, path: Path) -> Path:
+    """A saved label set around a label table: tasks, three boundaries per task, the pairs'
+    CP and SKIP branches and a nominal trajectory each, sealed by ``LabelSet.save``."""
+    first = labels.drop_duplicates("task_id")
+    tasks = pd.DataFrame(dict(task_id=first["task_id"], repo=first["repo"], family="synthetic",
+                              verified=first["verified"], nominal_s=400.0, n_boundaries=3,
+                              granularity="turn"))
+    creation = labels.groupby(["task_id", "candidate"])["creation_s"].first()
+    cps = pd.DataFrame([dict(task_id=t, boundary=b, event_index=b - 1, step=b,
+                             nominal_t_s=100.0 * b, creation_s=float(creation.get((t, b), 4.0)),
+                             size_bytes=1000 * b + i, restore_latency_s=0.5)
+                        for i, t in enumerate(tasks["task_id"]) for b in (1, 2, 3)])
+    rec = []
+    for r in labels.itertuples():
+        pair = f"{r.cell_id}:rep{r.repetition}"
+        for k, (role, point, cost) in enumerate((("cp", r.candidate, r.j_cp - r.creation_s),
+                                                 ("skip", r.fallback, r.j_skip))):
+            rec.append(dict(task_id=r.task_id, restore_point=point, failure=r.failure,
+                            repetition=r.repetition, branch_id=f"{pair}/{k}", pair_id=pair,
+                            role=role, cost_s=cost, restore_latency_s=0.5, tokens=None,
+                            tool_calls=None, verified=r.verified, capped=False, seed=r.pair_seed,
+                            state_digest=None, obs_digest=None, quarantined=False,
+                            quarantine_reason=None))
+    trajs = {t: Trajectory(t, repo, "synthetic", [
+        Event(i, "command", step=i + 1, safe_boundary=True, boundary_kind="tool_return",
+              turn_end=True) for i in range(3)]) for t, repo in zip(tasks["task_id"], tasks["repo"],
+                                                                     strict=True)}
+    return LabelSet(tasks, cps, pd.DataFrame(rec), labels, trajs, {"source": "test"}).save(path)
 
 
 @pytest.fixture(scope="module")
@@ -67,9 +100,7 @@ def test_pilot_command(tmp_path: Path, mlruns: Path) -> None:
 
 def test_synthetic_label_set(tmp_path: Path, mlruns: Path, synthetic_labels) -> None:
     labels = synthetic_labels(n_tasks=9, reps=2, seed=5)
-    lset = tmp_path / "labelset"
-    lset.mkdir()
-    write_table(labels, "labels", lset / "labels.parquet")
+    lset = _sealed(labels, tmp_path / "labelset")
     feats = labels.groupby("cell_id").agg(tool_calls=("tool_calls_skip", "first")).reset_index()
     feats.to_parquet(tmp_path / "cell_features.parquet")
     out = tmp_path / "out"
@@ -87,6 +118,9 @@ def test_synthetic_label_set(tmp_path: Path, mlruns: Path, synthetic_labels) -> 
         assert (out / png).stat().st_size > 1000
     runs = _runs(mlruns, "synthetic")
     assert len(runs) == 1 and runs[0].data.params["n_resamples"] == "2000"
+    # the hash of the set it verified and read (was: the manifest's, whatever the tables held)
+    manifest = json.loads((lset / "label_set.json").read_text())
+    assert runs[0].data.params["label_set_hash"] == manifest["hash"] == LabelSet.load(lset).content_hash()
     assert "table1_marginal_value.csv" in _artifact_names(mlruns, runs[0].info.run_id)
 
 

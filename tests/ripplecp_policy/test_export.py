@@ -60,3 +60,46 @@ def test_decide_frame_refuses_missing_features(fold) -> None:
     cfg = model_config(policy, BUDGET)
     with pytest.raises(ValueError, match="lacks columns"):
         decide_frame(policy, pd.DataFrame({"boundary": [1], "cost__nonexistent": [0.0]}), cfg)
+
+
+def test_logged_model_carries_params_and_loads_from_its_store_without_a_global_uri(
+        tmp_path: Path, fold) -> None:
+    """A model logged in a run of the store at ``root`` keeps its params and tags, and
+    load_policy_model reads it by models:/ or runs:/ URI with the global tracking URI
+    pointing elsewhere (plain mlflow.pyfunc.load_model needs set_tracking_uri)."""
+    from mlflow.tracking import MlflowClient
+
+    from ripplecp_policy.export import default_checkpoint_cost, load_policy_model, policy_example
+    from ripplecp_policy.tracking import ensure_experiment, policy_params, tracking_uri
+
+    train, test = fold
+    setting = Setting(BUDGET)
+    policy = AdvantageRegressorPolicy("ridge").fit(train, setting)
+    example = policy_example(policy, train, setting)
+    assert {"task_id", "boundary", "remaining_budget"} <= set(example.columns)
+    assert example["task_id"].nunique() == 1 and len(example) >= 1
+    assert default_checkpoint_cost(train, BUDGET) == 1.0
+    secs = default_checkpoint_cost(train, Budget("seconds", 10.0))
+    assert secs == pytest.approx(float(train.checkpoints["creation_s"].astype(float).mean()))
+    with pytest.raises(ValueError, match="budget"):
+        policy_example(policy, train, Setting(None))
+
+    root = tmp_path / "store"
+    exp = ensure_experiment("export", root)
+    params = policy_params(policy)
+    mlflow.set_tracking_uri(tracking_uri(root))
+    try:
+        with mlflow.start_run(experiment_id=exp) as run:
+            info = log_policy_model(policy, BUDGET, example, name="policy", params=params,
+                                    tags={"ripplecp.policy": policy.name})
+    finally:
+        mlflow.set_tracking_uri((tmp_path / "elsewhere").as_uri())
+    model = MlflowClient(tracking_uri=tracking_uri(root)).get_logged_model(info.model_id)
+    assert model.params == params and model.tags["ripplecp.policy"] == policy.name
+    assert model.source_run_id == run.info.run_id
+
+    frame, decided = _trace(policy, test)
+    for uri in (info.model_uri, f"runs:/{run.info.run_id}/policy"):
+        loaded = load_policy_model(uri, root)
+        assert list(loaded.predict(frame)["checkpoint"]) == decided
+        assert mlflow.get_tracking_uri() == (tmp_path / "elsewhere").as_uri()  # left as it was
