@@ -47,7 +47,7 @@ from ripplecp_cli import (
 )
 from ripplecp_policy.datasets import replays
 from ripplecp_policy.evaluation import Evaluator
-from ripplecp_policy.export import example_frame, log_policy_model
+from ripplecp_policy.export import example_frame, log_policy_model, training_feature_ranges
 from ripplecp_policy.learned import DEVICES, LEARNED, check_device
 from ripplecp_policy.policy import (
     BUDGET_KINDS,
@@ -319,7 +319,8 @@ def run_study(args: Args, family: str | None = None, data: LabelSet | None = Non
             final.reset(task.task_id, 0)
             task.replay(final.decide, budget, trace=trace)
             info = log_policy_model(final, budget, example_frame(trace), name="policy",
-                                    default_checkpoint_cost=_default_cost(data, budget), seed=args.seed)
+                                    default_checkpoint_cost=_default_cost(data, budget), seed=args.seed,
+                                    ranges=training_feature_ranges(data, setting))
             model_uri = info.model_uri
             mlflow.log_params({"exported_kind": best_kind, "exported_policy": final.name})
         train_s = time.perf_counter() - t_start
