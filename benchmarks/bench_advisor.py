@@ -14,6 +14,9 @@ Reported, in microseconds, p50 / p99 / max over every boundary:
 
 - ``line -> decision``: the whole :meth:`Advisor.feed` call of a line that ends at a boundary
   (parse the line, update the features, decide, write the log record);
+- ``same, CPU time``: that call in this thread's CPU time (``time.thread_time``): the work
+  itself, without the waits of a loaded machine (on a machine with more runnable processes
+  than cores, wall-clock p99 measures the scheduler);
 - ``decision``: from the features read to the decision made (observation, policy decision and
   score, out-of-range share) — the advisor's own ``decide_ms``.
 
@@ -104,20 +107,22 @@ def logged_model(root: Path) -> str:
 
 
 def follow(model, lines: list[str], log: Path, *, timed: bool = True):
-    """One session through a fresh advisor; (advisor, per-boundary feed seconds)."""
+    """One session through a fresh advisor; (advisor, per-boundary feed wall seconds, the
+    same in this thread's CPU seconds)."""
     from ripplecp_policy.advisor import Advisor
     from ripplecp_policy.policy import Budget
 
     adv = Advisor(model, Budget("count", 1e12), log=log, source="bench")
-    feed_s = []
-    clock = time.perf_counter
+    feed_s, cpu_s = [], []
+    clock, cpu = time.perf_counter, time.thread_time
     for line in lines:
-        t0 = clock()
+        t0, c0 = clock(), cpu()
         made = adv.feed(line)
         if made and timed:
             feed_s.append(clock() - t0)
+            cpu_s.append(cpu() - c0)
     adv.finish()
-    return adv, feed_s
+    return adv, feed_s, cpu_s
 
 
 def _pct(values_us: list[float]) -> tuple[float, float, float]:
@@ -142,11 +147,13 @@ def main(argv: list[str] | None = None) -> int:
         load_s = time.perf_counter() - t0
         follow(model, lines, tmp_path / "warm.jsonl")  # warm-up: imports, caches
         feed_us: list[float] = []
+        cpu_us: list[float] = []
         decide_us: list[float] = []
         n_bound = 0
         for s in range(args.sessions):
-            adv, feed_s = follow(model, lines, tmp_path / f"d{s}.jsonl")
+            adv, feed_s, cpu_s = follow(model, lines, tmp_path / f"d{s}.jsonl")
             feed_us += [x * 1e6 for x in feed_s]
+            cpu_us += [x * 1e6 for x in cpu_s]
             decide_us += [d.decide_ms * 1e3 for d in adv.decisions if d.decide_ms is not None]
             n_bound = len(adv.decisions)
         events_seen = int(adv.decisions[-1].event_index) + 1
@@ -155,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         tracemalloc.start()
         before = tracemalloc.get_traced_memory()[0]
-        kept, _ = follow(model, lines, tmp_path / "mem.jsonl", timed=False)
+        kept, _, _ = follow(model, lines, tmp_path / "mem.jsonl", timed=False)
         gc.collect()
         held, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
@@ -164,12 +171,14 @@ def main(argv: list[str] | None = None) -> int:
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     f50, f99, fmax = _pct(feed_us)
     d50, d99, dmax = _pct(decide_us)
+    c50, c99, cmax = _pct(cpu_us)
     print(f"advisor benchmark: {events_seen} events, {n_bound} boundaries per session, "
           f"{args.sessions} sessions timed; model loaded from MLflow ({uri.split('/')[0]}/...) "
           f"in {load_s:.2f} s")
     print(f"load: {load}")
     print(f"{'per boundary (us)':<22}{'p50':>9}{'p99':>9}{'max':>10}")
     print(f"{'line -> decision':<22}{f50:>9.0f}{f99:>9.0f}{fmax:>10.0f}")
+    print(f"{'  same, CPU time':<22}{c50:>9.0f}{c99:>9.0f}{cmax:>10.0f}")
     print(f"{'decision':<22}{d50:>9.0f}{d99:>9.0f}{dmax:>10.0f}")
     print(f"memory per followed session: {(held - before) / 2**20:.1f} MiB held after "
           f"{events_seen} events (peak {(peak - before) / 2**20:.1f} MiB while following); "
