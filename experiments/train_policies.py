@@ -45,7 +45,12 @@ from ripplecp_cli import (
     run,
 )
 from ripplecp_policy.evaluation import Evaluator
-from ripplecp_policy.export import default_checkpoint_cost, log_policy_model, policy_example
+from ripplecp_policy.export import (
+    default_checkpoint_cost,
+    log_policy_model,
+    policy_example,
+    training_feature_ranges,
+)
 from ripplecp_policy.learned import DEVICES, LEARNED, check_device
 from ripplecp_policy.policy import (
     BUDGET_KINDS,
@@ -319,7 +324,8 @@ def run_study(args: Args, family: str | None = None, data: LabelSet | None = Non
             bar.close()
             info = log_policy_model(final, budget, policy_example(final, data, setting), name="policy",
                                     default_checkpoint_cost=default_checkpoint_cost(data, budget),
-                                    seed=args.seed, params=policy_params(final))
+                                    seed=args.seed, params=policy_params(final),
+                                    ranges=training_feature_ranges(data, setting))
             model_uri = info.model_uri
             mlflow.log_params({"exported_kind": best_kind, "exported_policy": final.name})
         train_s = time.perf_counter() - t_start

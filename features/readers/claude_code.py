@@ -360,6 +360,8 @@ class ClaudeStreamParser(_ClaudeParser):
             self._result(obj, loc, ts, extra)
         elif t == "system" and obj.get("subtype") == "init" and "init" not in self.meta:
             self.meta["init"] = {k: v for k, v in obj.items() if k != "type"}
+            if isinstance(obj.get("cwd"), str):  # known from here on: a live follower's root
+                self.meta["cwd"] = obj["cwd"]
         else:
             if t not in STREAM_TYPES:
                 warn_unknown(self.source, f"line {lineno}", f"line type {t!r}")

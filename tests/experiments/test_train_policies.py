@@ -78,7 +78,7 @@ def test_quick_study_logs_runs_trials_and_model(labels: Path, tmp_path: Path, ca
     # no state columns: the model tracks its own placement and the study's budget (2)
     frame = example_frame(trace).drop(columns=["remaining_budget", "last_checkpoint", "n_checkpoints"])
     out = loaded.predict(frame)
-    assert list(out.columns) == ["task_id", "boundary", "checkpoint", "score"]
+    assert list(out.columns) == ["task_id", "boundary", "checkpoint", "score", "out_of_range"]
     assert len(out) == task.n_boundaries and out["checkpoint"].sum() <= 2
 
 
