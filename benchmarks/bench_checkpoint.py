@@ -34,7 +34,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from oracle.checkpoint import CheckpointStore, state_digest
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the code next to this script
+
+from oracle.checkpoint import CheckpointStore, state_digest  # noqa: E402
 
 _WORDS = (
     "self data value index result config path items model state node tree graph cache "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 import time
@@ -17,56 +16,15 @@ from oracle.checkpoint import (
     CheckpointError,
     CheckpointStore,
     UnsafeArchiveError,
+    encode_manifest,
     state_digest,
 )
 from oracle.effects import EffectLog, ForkBarrierError
-
-
-def _make_ws(root: Path) -> Path:
-    ws = root / "ws"
-    (ws / "pkg" / "sub").mkdir(parents=True)
-    (ws / "pkg" / "__init__.py").write_text("")
-    (ws / "pkg" / "mod.py").write_text("def f(x):\n    return x + 1\n" * 50)
-    (ws / "pkg" / "sub" / "data.bin").write_bytes(bytes(range(256)) * 40)
-    (ws / "pkg" / "copy.py").write_text("def f(x):\n    return x + 1\n" * 50)  # same content
-    (ws / "run.sh").write_text("#!/bin/sh\necho hi\n")
-    os.chmod(ws / "run.sh", 0o755)
-    (ws / "empty_dir").mkdir()
-    os.symlink("pkg/mod.py", ws / "link_to_mod")
-    os.symlink("pkg", ws / "link_to_pkg")
-    for junk in (".git", "__pycache__", ".venv/lib", "pkg/__pycache__", "thing.egg-info"):
-        (ws / junk).mkdir(parents=True, exist_ok=True)
-        (ws / junk / "junk").write_text("should not be stored")
-    return ws
-
-
-def _tree(root: Path) -> dict[str, tuple]:
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            rel = p.relative_to(root).as_posix()
-            if p.is_symlink():
-                out[rel] = ("link", os.readlink(p))
-            elif p.is_dir():
-                out[rel] = ("dir", p.stat().st_mode & 0o777)
-            else:
-                out[rel] = ("file", p.stat().st_mode & 0o777, p.read_bytes())
-    return out
-
-
-def _age(ws: Path, seconds: float = 5.0) -> None:
-    """Backdate every file so stat-cache entries are not 'racy'."""
-    t = time.time() - seconds
-    for dirpath, _, filenames in os.walk(ws):
-        for name in filenames:
-            p = os.path.join(dirpath, name)
-            if not os.path.islink(p):
-                os.utime(p, (t, t))
+from tests.oracle.workspaces import age, age_all, make_ws, tree
 
 
 def test_round_trip_restores_state_transcript_and_facts(tmp_path: Path) -> None:
-    ws = _make_ws(tmp_path)
+    ws = make_ws(tmp_path)
     store = CheckpointStore(tmp_path / "store")
     transcript = [{"role": "user", "content": "fix the bug"}, {"role": "assistant", "content": "ok"}]
     facts = {"root_cause": "off by one", "files": ["pkg/mod.py"]}
@@ -84,16 +42,16 @@ def test_round_trip_restores_state_transcript_and_facts(tmp_path: Path) -> None:
     assert r.transcript == transcript and r.facts == facts
     assert r.restore_latency_s > 0
     assert r.state_digest == info.state_digest == state_digest(dest)
-    expected = {k: v for k, v in _tree(ws).items()
+    expected = {k: v for k, v in tree(ws).items()
                 if not any(j in k for j in (".git", "__pycache__", ".venv", ".egg-info"))}
-    assert _tree(dest) == expected
+    assert tree(dest) == expected
     assert (dest / "run.sh").stat().st_mode & 0o777 == 0o755
     assert os.readlink(dest / "link_to_pkg") == "pkg"
     assert (dest / "pkg" / "mod.py").stat().st_mtime_ns == (ws / "pkg" / "mod.py").stat().st_mtime_ns
 
 
 def test_state_digest_tracks_content_mode_and_links_not_excluded(tmp_path: Path) -> None:
-    ws = _make_ws(tmp_path)
+    ws = make_ws(tmp_path)
     d0 = state_digest(ws)
     (ws / ".git" / "junk").write_text("changed")  # excluded: no effect
     assert state_digest(ws) == d0
@@ -110,7 +68,7 @@ def test_state_digest_tracks_content_mode_and_links_not_excluded(tmp_path: Path)
 
 
 def test_configurable_excludes_and_path_patterns(tmp_path: Path) -> None:
-    ws = _make_ws(tmp_path)
+    ws = make_ws(tmp_path)
     store = CheckpointStore(tmp_path / "store", exclude=(".git", "*.bin", "pkg/sub"))
     store.create(ws, [], {}, checkpoint_id="c")
     paths = {m["path"] for m in store.manifest("c")["members"]}
@@ -120,8 +78,8 @@ def test_configurable_excludes_and_path_patterns(tmp_path: Path) -> None:
 
 
 def test_incremental_checkpoint_stores_only_the_change(tmp_path: Path) -> None:
-    ws = _make_ws(tmp_path)
-    _age(ws)
+    ws = make_ws(tmp_path)
+    age(ws)
     store = CheckpointStore(tmp_path / "store")
     full = store.create(ws, [], {}, checkpoint_id="full")
     (ws / "pkg" / "mod.py").write_text("def f(x):\n    return x + 2\n")
@@ -148,9 +106,9 @@ def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     reads: list[str] = []
     original = CheckpointStore._store_file
 
-    def spy(self: CheckpointStore, abspath: str, new: dict) -> tuple:
-        reads.append(os.path.basename(abspath))
-        return original(self, abspath, new)
+    def spy(self: CheckpointStore, tree: object, rel: str, *args: object) -> tuple:
+        reads.append(os.path.basename(rel))
+        return original(self, tree, rel, *args)
 
     monkeypatch.setattr(CheckpointStore, "_store_file", spy)
     return reads
@@ -158,8 +116,8 @@ def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_stat_cache_skips_unchanged_files_but_sees_same_size_rewrites(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ws = _make_ws(tmp_path)
-    _age(ws)
+    ws = make_ws(tmp_path)
+    age(ws)
     store = CheckpointStore(tmp_path / "store", threads=1)
     reads = _count_reads(monkeypatch)
     store.create(ws, [], {}, checkpoint_id="a")
@@ -191,8 +149,8 @@ def test_racy_fresh_files_are_rehashed(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_checkpoint_after_restore_is_incremental(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    ws = _make_ws(tmp_path)
-    _age(ws)
+    ws = make_ws(tmp_path)
+    age(ws)
     store = CheckpointStore(tmp_path / "store", threads=1)
     store.create(ws, [], {}, checkpoint_id="a")
     dest = tmp_path / "branch"
@@ -234,7 +192,7 @@ def test_large_files_stream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_ids_and_bad_input(tmp_path: Path) -> None:
-    ws = _make_ws(tmp_path)
+    ws = make_ws(tmp_path)
     store = CheckpointStore(tmp_path / "store")
     info = store.create(ws, [], {})
     assert store.ids() == [info.checkpoint_id]
@@ -256,7 +214,7 @@ def test_ids_and_bad_input(tmp_path: Path) -> None:
 
 
 def test_restore_refuses_non_empty_dest(tmp_path: Path) -> None:
-    ws = _make_ws(tmp_path)
+    ws = make_ws(tmp_path)
     store = CheckpointStore(tmp_path / "store")
     store.create(ws, [], {}, checkpoint_id="c")
     dest = tmp_path / "dest"
@@ -274,16 +232,16 @@ def test_restore_refuses_non_empty_dest(tmp_path: Path) -> None:
 
 def test_crash_mid_create_leaves_no_checkpoint(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    ws = _make_ws(tmp_path)
+    ws = make_ws(tmp_path)
     store = CheckpointStore(tmp_path / "store", threads=1)
     calls = {"n": 0}
     original = CheckpointStore._store_file
 
-    def dying(self: CheckpointStore, abspath: str, new: dict) -> tuple:
+    def dying(self: CheckpointStore, *args: object) -> tuple:
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt("killed mid-create")
-        return original(self, abspath, new)
+        return original(self, *args)
 
     monkeypatch.setattr(CheckpointStore, "_store_file", dying)
     with pytest.raises(KeyboardInterrupt):
@@ -300,12 +258,12 @@ def test_crash_mid_create_leaves_no_checkpoint(tmp_path: Path,
 
 # ---------------------------------------------------------------- malicious manifests
 def _forge(store_root: Path, cid: str, members: list[dict]) -> None:
-    """Write a hand-crafted manifest straight into the store."""
-    man = {"format": 1, "checkpoint_id": cid, "creation_s": 0.0, "new_blob_bytes": 0,
-           "referenced_blob_bytes": 0, "n_files": 0, "n_new_blobs": 0, "state_digest": "",
-           "transcript": [], "facts": {}, "members": members}
-    data = zstandard.ZstdCompressor().compress(json.dumps(man).encode())
-    (store_root / "manifests" / f"{cid}.zst").write_bytes(data)
+    """Write a hand-crafted manifest straight into the store, sealed with a correct digest
+    (as a forger who knows the format would): the checks under test must hold anyway."""
+    man = {"format": ckpt.MANIFEST_FORMAT, "checkpoint_id": cid, "creation_s": 0.0,
+           "new_blob_bytes": 0, "referenced_blob_bytes": 0, "n_files": 0, "n_new_blobs": 0,
+           "state_digest": "", "transcript": [], "facts": {}, "members": members}
+    (store_root / "manifests" / f"{cid}.zst").write_bytes(encode_manifest(man))
 
 
 def _ok_blob(store: CheckpointStore, root: Path) -> str:
@@ -346,9 +304,11 @@ def test_malicious_manifest_refused_and_nothing_written(
     for m in members:
         if m["kind"] == "file":
             m.setdefault("blob", blob)
+            m.setdefault("size", len(b"benign"))
     # a benign file first, so a partial write would be visible
     _forge(tmp_path / "store", "evil",
-           [{"path": "aaa.txt", "kind": "file", "mode": 0o644, "blob": blob}, *members])
+           [{"path": "aaa.txt", "kind": "file", "mode": 0o644, "blob": blob, "size": 6},
+            *members])
     dest = tmp_path / "dest"
     before = sorted(os.listdir(tmp_path))
     with pytest.raises(UnsafeArchiveError, match=needle) as exc:
@@ -418,7 +378,7 @@ def test_corrupt_manifest_is_a_clear_error(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- durable fork points
 def test_checkpoint_waits_for_effect_log_drain(tmp_path: Path) -> None:
-    ws = _make_ws(tmp_path)
+    ws = make_ws(tmp_path)
     store = CheckpointStore(tmp_path / "store")
     log = EffectLog(tmp_path / "effects.jsonl", "branch-1")
     log.append({"op": "post", "url": "https://example.invalid/a"})
@@ -466,8 +426,51 @@ def test_read_only_files_dirs_and_undecodable_names_round_trip(tmp_path: Path) -
                 os.chmod(root / "locked", 0o755)
 
 
+def test_deep_and_wide_workspaces_round_trip(tmp_path: Path) -> None:
+    """More nested directories than the scan keeps descriptors for along one path, and
+    more directories with files than it keeps open for reading: deeper ones are reopened
+    one verified component at a time, with the same result."""
+    ws = tmp_path / "ws"
+    deep = ws.joinpath(*["d"] * (ckpt._MAX_CHAIN_FDS * 3))
+    deep.mkdir(parents=True)
+    (deep / "bottom.txt").write_text("at the bottom")
+    (ws / "d" / "d" / "side.txt").write_text("beside the deep path")
+    for i in range(ckpt._MAX_DIR_FDS * 2):
+        (ws / "wide" / f"w{i}").mkdir(parents=True)
+        (ws / "wide" / f"w{i}" / "f.txt").write_text(f"wide {i}")
+    for threads in (1, 4):
+        store = CheckpointStore(tmp_path / f"store{threads}", threads=threads)
+        info = store.create(ws, [], {}, checkpoint_id="c")
+        assert info.n_files == 2 + ckpt._MAX_DIR_FDS * 2
+        assert info.state_digest == state_digest(ws)
+        store.restore("c", tmp_path / f"out{threads}")
+        assert state_digest(tmp_path / f"out{threads}") == info.state_digest
+
+
+def test_fifo_and_socket_in_the_workspace_are_skipped_with_a_warning(tmp_path: Path) -> None:
+    import socket
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a")
+    os.mkfifo(ws / "pipe")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(ws / "sock"))
+    try:
+        store = CheckpointStore(tmp_path / "store")
+        with pytest.warns(UserWarning) as warned:
+            info = store.create(ws, [], {}, checkpoint_id="c")
+        assert sorted(str(w.message).split(": ")[1].rsplit("/", 1)[1] for w in warned) == [
+            "pipe", "sock"]
+        assert {w.filename for w in warned} == {__file__}  # points at the caller
+        assert {m["path"] for m in store.manifest("c")["members"]} == {"a.txt"}
+        assert info.n_files == 1
+    finally:
+        sock.close()
+
+
 def test_stores_sharing_a_root_deduplicate_and_see_each_other(tmp_path: Path) -> None:
-    ws = _make_ws(tmp_path)
+    ws = make_ws(tmp_path)
     a = CheckpointStore(tmp_path / "store")
     b = CheckpointStore(tmp_path / "store")
     a.create(ws, [], {}, checkpoint_id="from-a")
@@ -481,7 +484,7 @@ def test_stores_sharing_a_root_deduplicate_and_see_each_other(tmp_path: Path) ->
 def test_concurrent_creates_in_threads(tmp_path: Path) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    ws = _make_ws(tmp_path)
+    ws = make_ws(tmp_path)
     store = CheckpointStore(tmp_path / "store")
     with ThreadPoolExecutor(4) as pool:
         infos = list(pool.map(lambda i: store.create(ws, [{"i": i}], {}, checkpoint_id=f"c{i}"),
@@ -521,8 +524,8 @@ def test_concurrent_create_never_references_an_unpublished_blob(
     b_done = threading.Event()
     a_stored = threading.Event()
 
-    def slow_first(self: CheckpointStore, abspath: str, pack: object) -> tuple:
-        out = original(self, abspath, pack)
+    def slow_first(self: CheckpointStore, *args: object) -> tuple:
+        out = original(self, *args)
         if threading.current_thread().name == "A":
             a_stored.set()
             assert b_done.wait(10)  # A holds its unpublished blob while B runs to the end
@@ -551,19 +554,6 @@ def test_concurrent_create_never_references_an_unpublished_blob(
 
 
 # ---------------------------------------------------------------- reuse between checkpoints
-def _age_all(ws: Path, seconds: float = 5.0) -> None:
-    """Backdate files *and directories*, so cached listings are trusted too.
-
-    Backdating sets a directory's ctime to now, and a directory's listing is trusted only
-    once its ctime is older than RACY_SLACK_NS too: wait that long.
-    """
-    _age(ws, seconds)
-    t = time.time() - seconds
-    for dirpath, _, _ in os.walk(ws, topdown=False):
-        os.utime(dirpath, (t, t))
-    time.sleep(ckpt.RACY_SLACK_NS / 1e9 + 0.01)
-
-
 def _members(store: CheckpointStore, cid: str) -> list[dict]:
     return store.manifest(cid)["members"]
 
@@ -576,7 +566,7 @@ def _cold(ws: Path, root: Path, cid: str) -> tuple[list[dict], str]:
 
 
 def _odd_tree(tmp_path: Path) -> Path:
-    ws = _make_ws(tmp_path)
+    ws = make_ws(tmp_path)
     # names whose path order differs from a directory-by-directory walk ("a-b" < "a/x")
     (ws / "a").mkdir()
     for rel in ("a/x", "a-b", "a.b", "a0", "a/sub/y", "b"):
@@ -591,9 +581,9 @@ def test_warm_checkpoints_equal_cold_ones_through_edits(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Reused stat-cache entries give the same manifest and digest as a cold checkpoint,
     also after adding, deleting, renaming, retyping, chmod-ing and linking members."""
-    monkeypatch.setattr(ckpt, "RACY_SLACK_NS", 20_000_000)  # shorter waits in _age_all
+    monkeypatch.setattr(ckpt, "RACY_SLACK_NS", 20_000_000)  # shorter waits in age_all
     ws = _odd_tree(tmp_path)
-    _age_all(ws)
+    age_all(ws)
     store = CheckpointStore(tmp_path / "store", threads=1)
     edits = [
         lambda: None,
@@ -607,7 +597,7 @@ def test_warm_checkpoints_equal_cold_ones_through_edits(
     for i, edit in enumerate(edits):
         edit()
         if i > 0:  # age the edit so that this store caches the new state too
-            _age_all(ws)
+            age_all(ws)
         cold_members, cold_digest = _cold(ws, tmp_path / f"cold{i}", f"c{i}")
         # 1st: re-reads what changed; 2nd and 3rd: all cached. All equal the cold one.
         for j in range(3):
@@ -621,8 +611,8 @@ def test_directory_timestamps_are_not_trusted(tmp_path: Path,
     """A file added to a directory is checkpointed even on a filesystem that never updates
     directory timestamps (simulated by freezing them): change detection never skips
     reading a directory because its timestamps look unchanged."""
-    ws = _make_ws(tmp_path)
-    _age_all(ws)
+    ws = make_ws(tmp_path)
+    age_all(ws)
     store = CheckpointStore(tmp_path / "store", threads=1)
     store.create(ws, [], {}, checkpoint_id="a")
     store.create(ws, [], {}, checkpoint_id="a2")
@@ -656,8 +646,8 @@ def test_in_place_edit_in_a_cached_directory_is_seen(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Same size, mtime put back, no directory entry changed: the file's own lstat still
     betrays the edit through its ctime, and only that file is read again."""
-    ws = _make_ws(tmp_path)
-    _age_all(ws)
+    ws = make_ws(tmp_path)
+    age_all(ws)
     store = CheckpointStore(tmp_path / "store", threads=1)
     store.create(ws, [], {}, checkpoint_id="a")
     store.create(ws, [], {}, checkpoint_id="a2")  # all cached
@@ -680,8 +670,8 @@ def test_failed_publish_leaves_no_checkpoint_and_caches_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durable: bool) -> None:
     """A create whose pack is never finished leaves no checkpoint and no file behind, and
     the next checkpoint re-reads the files whose blobs were lost and stays restorable."""
-    ws = _make_ws(tmp_path)
-    _age_all(ws)
+    ws = make_ws(tmp_path)
+    age_all(ws)
     store = CheckpointStore(tmp_path / "store", threads=1, durable=durable)
     original = ckpt._PackWriter.finish
 
@@ -708,7 +698,7 @@ def test_manifest_is_published_after_its_pack(tmp_path: Path,
     renamed): after a crash its blobs would be missing."""
     import threading
 
-    ws = _make_ws(tmp_path)
+    ws = make_ws(tmp_path)
     store = CheckpointStore(tmp_path / "store", threads=1, durable=True)
     original = ckpt._PackWriter.finish
     published = threading.Event()
