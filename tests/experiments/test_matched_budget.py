@@ -103,7 +103,7 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "beats first-boundary at matched budget" in proc.stdout
     # stderr is no terminal: one plain line per step, no carriage-return redraws
-    assert "\r" not in proc.stderr and "folds (family x held-out repo): 3/3 done in " in proc.stderr
+    assert "\r" not in proc.stderr and "folds (family x held-out repo): 8/8 done in " in proc.stderr
     assert "optimum (offline limit)" in proc.stdout and "every-boundary (unmatched reference)" in proc.stdout
     judged = set(pd.read_csv(out / "verdicts.csv")["policy"])
     assert judged and not judged & {"oracle", "optimum", "every-boundary"}

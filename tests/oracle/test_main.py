@@ -77,11 +77,11 @@ def test_audit_of_missing_log_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_plan_refuses_a_task_count_the_agent_cannot_meet(tmp_path: Path) -> None:
-    """``--tasks 48`` of a 12-task simulated study is an error, never a 12-task plan."""
+    """``--tasks 48`` of a 32-task simulated study is an error, never a 32-task plan."""
     out = tmp_path / "p.json"
     with pytest.raises(SystemExit, match=r"--tasks 48: agent 'sim:swe-pilot': 48 tasks asked for, "
-                                         r"the study holds 12 \(3 repositories x 4 tasks\); "
-                                         r"raise tasks_per_repo to at least 16"):
+                                         r"the study holds 32 \(8 repositories x 4 tasks\); "
+                                         r"raise tasks_per_repo to at least 6"):
         main(["plan", "--agent", "simulator", "--tasks", "48", "--seed", "0", "--out", str(out)])
     assert not out.exists()
     with pytest.raises(SystemExit, match=r"--agent: unknown agent 'repiar' \(did you mean 'repair'\?\)"):
