@@ -31,27 +31,30 @@ first-stratum advantage with elapsed work and with every feature).
     step's closing test verifies; rediscovering it costs ~3x the investigation, heavy
     tailed), regenerated lock files (megabytes written, cheap to redo), a cached install
     (long, nearly free to redo), exploration (dead ends, cheap facts) and rebuild-and-test.
-    A task holds 4-6 steps with 0, 1 or several investigations anywhere. Observable value:
-    failing attempts (``cost__retries_since_cp``, ``cost__errors_since_cp``), the test
-    failure count dropping after a pin (``progress__tests_failed_latest``,
-    ``progress__newly_passing_since_cp``; tests fail once per pin still ahead), a tiny
-    edit others read (``ripple__fanout_max``, ``ripple__edges_from_past``); bytes written
-    mislead (lock files are large and worthless to keep).
+    A task holds 4-6 steps with 0, 1 or several investigations anywhere. Observable value
+    (Spearman with first-stratum advantage, default study, seeds 0-1): failing attempts
+    (``cost__retries_since_cp`` +0.69, ``cost__errors_since_cp`` +0.66), provenance edges
+    into the pin (``ripple__edges_from_past`` +0.63, ``ripple__fanout_max`` +0.35), weakly
+    the tests turning green after a pin (``progress__newly_passing_since_cp`` +0.15; tests
+    fail once per pin still ahead); bytes written carry nothing
+    (``state__bytes_modified_since_cp`` 0.00: lock files are large and worthless to keep);
+    elapsed work ``cost__busy_s_since_cp`` +0.53.
 ``multi-stage-build``
     Stages drawn from: compile (large artifacts whose size tracks compile time; redone at
     0.6x), a remote-cache hit (long, small stamps, free to redo), smoke tests (long, never
     redone) and configure (failing ``cmake`` attempts, then a flag in a config file that
-    the stage's build verifies; dear to rediscover). Observable value: artifact bytes per
-    second (``state__bytes_modified_since_cp``, ``state__artifact_bytes``), failing attempts
-    (``cost__retries_since_cp``), test runs that carry nothing (``cost__test_build_calls_since_cp``
-    against bytes); elapsed seconds alone mislead (cache hits and smoke tests are long).
+    the stage's build verifies; dear to rediscover). Observable value (as above): artifact
+    bytes (``state__bytes_modified_since_cp``, ``state__artifact_bytes`` +0.67), failing
+    attempts (``cost__retries_since_cp`` +0.50); elapsed seconds rank worse
+    (``cost__busy_s_since_cp`` +0.43: cache hits and smoke tests are long and worth little).
 ``long-horizon``
     5-6 expensive phases, 30-60 tool-call boundaries; each phase is drawn as one with
     hard-won facts (rediscovery 4x) or a routine one (0.5x) that look the same to every
     observer - the same unit kinds, commands, bytes and tests. The honest null for
     targeting: nothing observable tells the valuable phases apart, so a policy can do no
-    better than elapsed work (``cost__busy_s_since_cp``, tokens since the checkpoint) and
-    the rules built on it; additional checkpoints are worth something here, unlike in the
+    better than elapsed work (``cost__busy_s_since_cp`` +0.60, ``cost__tokens_since_cp``
+    +0.61; retries and fan-out, +0.47 and +0.36, only count elapsed phases) and the rules
+    built on it; additional checkpoints are worth something here, unlike in the
     pilot.
 """
 
