@@ -1,33 +1,46 @@
-"""Calibration report: the simulated ``swe-pilot`` workload beside the published pilot.
+"""Calibration report: a simulated workload family beside the published pilot.
 
-    python -m experiments.calibrate [--seeds 0 1 2 3 4] [--mlruns PATH] [--path harness|fast]
+    python -m experiments.calibrate [--seeds 0 1 ... 19] [--large-sample 1008] [--path harness|fast]
 
-For every seed it runs the paper's design (12 tasks in 3 repositories, one early and one
-late cell per task, 2 repetitions plus a third for sign-unstable cells) through the
-**harness** (``oracle.harness.run_study``) with the simulated agent on the virtual clock
-(``--path fast`` uses the simulator's vectorised path instead: same model, other draws),
-then prints the simulated figures beside the published ones (``paper/pilot_tables.json``):
-Table 1 rows with task-bootstrap intervals, Tables 4 and 5, checkpoint creation, restore
-and size, G.4 noise, G.5 boundary counts; each with its tolerance and a pass/fail mark.
+Two checks of ``swe-pilot`` (by default) against the published figures
+(``paper/pilot_tables.json``):
+
+- **the population**: one large simulated sample (``--large-sample`` tasks over all of the
+  family's repositories, the paper's design: one early and one late cell per task, 2
+  repetitions plus a third for sign-unstable cells) through the simulator's vectorised
+  path. Its figures estimate the family's population values, which must lie inside the
+  published intervals: a population outside them is biased, whatever small samples show.
+- **pilot-sized samples**: one sample per seed of ``--seeds``, each the pilot's shape (the
+  family's first ``--repos`` repositories x ``--tasks-per-repo`` tasks: 12 tasks in 3
+  repositories), through the **harness** (``oracle.harness.run_study``) with the simulated
+  agent on the virtual clock (``--path fast``: the vectorised path, the same cost function,
+  seeds and branch order, so the same numbers). The pass rate over the seeds says how
+  often a 12-task study of the population lands inside the published intervals.
+
+Each check prints the simulated figure beside the published one: Table 1 rows with
+task-bootstrap intervals, Tables 4 and 5, checkpoint creation, restore and size, G.4 noise,
+G.5 boundary counts; each with its tolerance and a pass/fail mark.
 
 Core checks (the calibration target): Table 1 first, additional and pooled advantages
 inside their published 95 % intervals; Table 5 costs within +-15 %; Table 4 shares within
 +-5 points. Extra checks (shown, with the tolerance we chose, not part of the verdict):
 conversion, creation/restore/size, noise, boundary counts, verified tasks. The report
-over several seeds ends with a seed x check pass/fail table and a pass-rate column, and is
-logged to MLflow (one run; per-seed metrics at step = seed; report and tables as artifacts).
+gives the large sample's checks in full, one line per pilot-sized sample as it finishes,
+then a seed x check pass/fail table with a pass-rate column; it is logged to MLflow (one
+run per family; per-seed metrics at step = seed, the large sample's under ``large/``;
+report and tables as artifacts).
 """
 
 from __future__ import annotations
 
-import argparse
+import math
 import shutil
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -35,71 +48,80 @@ import pandas as pd
 from oracle.labels import ADDITIONAL, FIRST, POOLED, STRATA
 from oracle.simulator import SimulatedAgent, simulate_label_set, task_specs
 from oracle.tables import LabelSet
+from oracle.workloads import family_names, get_family
+from ripplecp_cli import opt, run
 from ripplecp_policy import stats
 from ripplecp_policy.tracking import ensure_experiment, tracking_uri
 
+FAMILIES = tuple(family_names())
 
-@dataclass
+
+@dataclass(frozen=True)
 class Args:
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
-    """study seeds (each: a fresh set of 12 simulated tasks and branch draws)"""
-    family: str = "swe-pilot"
-    """workload family to calibrate (the published figures are the pilot's)"""
-    path: str = "harness"
-    """harness (oracle.harness + SimulatedAgent, virtual clock) or fast (vectorised path)"""
-    tasks_per_repo: int = 4
-    """tasks per repository (the paper's design: 4, i.e. 12 tasks; smaller for smoke runs)"""
-    n_resamples: int = stats.N_BOOTSTRAP
+    """Calibration report: a simulated workload family beside the published pilot."""
+
+    seeds: tuple[int, ...] = opt(tuple(range(20)), min=0)
+    """pilot-sized samples, one per seed (each: fresh tasks and branch draws); the first
+    seed also draws the large sample"""
+    families: tuple[str, ...] = opt(("swe-pilot",), choices=FAMILIES)
+    """workload families to calibrate (the published figures are the pilot's)"""
+    path: Literal["harness", "fast"] = "harness"
+    """how pilot-sized samples run: oracle.harness with the simulated agent on the virtual
+    clock, or the simulator's vectorised path (same costs)"""
+    repos: int = opt(3, min=1)
+    """repositories of a pilot-sized sample: the family's first N (the pilot: 3)"""
+    tasks_per_repo: int = opt(4, min=1)
+    """tasks per repository of a pilot-sized sample (the pilot: 4, i.e. 12 tasks)"""
+    large_sample: int = opt(1008, min=0)
+    """tasks of the large-sample check, over all the family's repositories (0: skip it)"""
+    n_resamples: int = opt(stats.N_BOOTSTRAP, min=100)
     """task-bootstrap replicates for the Table 1 intervals"""
-    boot_seed: int = stats.PAPER_SEED
+    boot_seed: int = opt(stats.PAPER_SEED, min=0)
     """seed of the task bootstrap"""
-    study_dir: str | None = None
+    study_dir: Path | None = None
     """where harness studies are written (default: a temporary folder, removed after)"""
-    mlruns: str | None = None
+    out: Path | None = None
+    """optional folder for report.txt, checks.csv and summary.csv"""
+    mlflow: bool = True
+    """log the report to MLflow"""
+    mlruns: Path | None = None
     """mlruns folder (SQLite store + artifacts); default $RIPPLECP_MLRUNS or ./mlruns"""
     experiment: str = "calibration"
     """MLflow experiment name"""
-    out: str | None = None
-    """optional folder for report.txt and checks.csv"""
-    no_mlflow: bool = False
-    """skip MLflow logging"""
 
 
-def parse_args(argv: list[str] | None = None) -> Args:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for f in fields(Args):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type in ("bool", bool):
-            p.add_argument(flag, dest=f.name, action="store_true")
-        elif f.name == "seeds":
-            p.add_argument(flag, dest=f.name, type=int, nargs="+", default=[0, 1, 2, 3, 4])
-        else:
-            typ = {"int": int, "float": float}.get(str(f.type), str)
-            p.add_argument(flag, dest=f.name, type=typ, default=f.default)
-    args = Args(**vars(p.parse_args(argv)))
-    if args.path not in ("harness", "fast"):
-        p.error(f"--path must be harness or fast, got {args.path!r}")
-    if not args.seeds:
-        p.error("--seeds needs at least one seed")
-    if args.tasks_per_repo < 1:
-        p.error(f"--tasks-per-repo must be >= 1, got {args.tasks_per_repo}")
-    return args
-
-
-def run_harness_study(family: str, seed: int, study_dir: Path, tasks_per_repo: int = 4) -> LabelSet:
-    """The pilot design through the harness, with the simulated agent on the virtual clock."""
+def run_harness_study(family: str, seed: int, study_dir: Path, tasks_per_repo: int = 4,
+                      n_repos: int | None = 3) -> LabelSet:
+    """The pilot design through the harness, with the simulated agent on the virtual clock,
+    on the family's first ``n_repos`` repositories (None: all of them)."""
     from oracle.harness import HarnessConfig
     from oracle.plan import pilot_plan
     from oracle.study import run_study
 
-    specs = task_specs(family, tasks_per_repo=tasks_per_repo, seed=seed, granularity="turn")
+    specs = task_specs(family, n_repos, tasks_per_repo=tasks_per_repo, seed=seed, granularity="turn")
     agent = SimulatedAgent(family)
     n_b = {t.task_id: len(agent.latent(t).positions("turn")) - 1 for t in specs}
     plan = pilot_plan(
         specs, n_b, seed=seed, agent="simulator", agent_options={"family": family},
         config=HarnessConfig(granularity="turn", clock="virtual"), repetitions=2,
         third_repetition=True)
-    return run_study(plan, study_dir / f"seed{seed}")
+    return run_study(plan, study_dir / f"{family}-seed{seed}")
+
+
+def pilot_sample(args: Args, family: str, seed: int, study_root: Path) -> LabelSet:
+    """One pilot-sized sample of ``family`` at ``seed`` through the chosen path."""
+    if args.path == "harness":
+        return run_harness_study(family, seed, study_root, args.tasks_per_repo, args.repos)
+    return simulate_label_set(family, args.repos, args.tasks_per_repo, design="pilot",
+                              repetitions=2, seed=seed)
+
+
+def large_sample(family: str, n_tasks: int, seed: int) -> LabelSet:
+    """At least ``n_tasks`` tasks of the paper's design over all of ``family``'s repositories
+    (the fast path: the agent's cost function, vectorised)."""
+    n_repos = len(get_family(family).repos)
+    return simulate_label_set(family, None, math.ceil(n_tasks / n_repos), design="pilot",
+                              repetitions=2, seed=seed)
 
 
 def _check(rows: list[dict], name: str, sim: float, pub: float, lo: float, hi: float,
@@ -160,8 +182,11 @@ def calibration_checks(ls: LabelSet, pilot: dict[str, Any], n_resamples: int, bo
     _check(rows, "G.5 boundaries in first turn", float(n_first), fc["items_in_first_turn_mean"],
            fc["items_in_first_turn_mean"] * 0.85, fc["items_in_first_turn_mean"] * 1.15, "+-15%", False)
     n_ver = int(ls.tasks["verified"].astype(bool).sum())
-    _check(rows, "verified tasks", n_ver, pilot["trajectories"]["verified"], 10, 10, "exact", False,
-           f"of {len(ls.tasks)}")
+    tr = pilot["trajectories"]
+    pub_share = tr["verified"] / tr["tasks"]
+    half = 0.5 / tr["tasks"]  # half a task of the pilot's: a pilot-sized sample must match exactly
+    _check(rows, "verified share", n_ver / len(ls.tasks), pub_share, pub_share - half,
+           pub_share + half, f"+-half a task of {tr['tasks']}", False, f"{n_ver} of {len(ls.tasks)}")
     return pd.DataFrame(rows), {"table1": t1, "table4": by_step, "noise": ns}
 
 
@@ -173,12 +198,12 @@ def _step_work(ls: LabelSet) -> pd.DataFrame:
 
 
 def _fmt_checks(df: pd.DataFrame) -> str:
-    lines = [f"{'check':38s} {'simulated':>10s} {'published':>10s}  {'accepted range':>20s}  tol{'':16s} ok   note"]
+    lines = [f"{'check':42s} {'simulated':>10s} {'published':>10s}  {'accepted range':>20s}  tol{'':16s} ok   note"]
     for r in df.itertuples():
         rng = f"[{r.low:.3g}, {r.high:.3g}]"
         mark = "PASS" if r.passed else "FAIL"
         star = "" if r.core else " (extra)"
-        lines.append(f"{r.check + star:38s} {r.simulated:10.3f} {r.published:10.3f}  {rng:>20s}  "
+        lines.append(f"{r.check + star:42s} {r.simulated:10.3f} {r.published:10.3f}  {rng:>20s}  "
                      f"{r.tolerance:18s} {mark} {r.note}")
     return "\n".join(lines)
 
@@ -188,43 +213,60 @@ def _fmt_checks(df: pd.DataFrame) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = parse_args(argv)
-    pilot = stats.load_pilot_tables()
-    own_dir = args.study_dir is None
-    study_root = Path(tempfile.mkdtemp(prefix="calibrate-")) if own_dir else Path(args.study_dir)
-    per_seed: dict[int, pd.DataFrame] = {}
-    report: list[str] = [f"Calibration of {args.family} against the RippleCP pilot "
-                         f"(path: {args.path}; {args.tasks_per_repo} tasks per repository; "
-                         f"seeds {args.seeds}; bootstrap {args.n_resamples} "
-                         f"task resamples, seed {args.boot_seed})"]
-    timings = {}
-    try:
-        for seed in args.seeds:
-            t0 = time.perf_counter()
-            if args.path == "harness":
-                ls = run_harness_study(args.family, seed, study_root, args.tasks_per_repo)
-            else:
-                ls = simulate_label_set(args.family, tasks_per_repo=args.tasks_per_repo,
-                                        design="pilot", repetitions=2, seed=seed)
-            checks, tables = calibration_checks(ls, pilot, args.n_resamples, args.boot_seed)
-            timings[seed] = time.perf_counter() - t0
-            per_seed[seed] = checks
-            t1 = tables["table1"][["tasks", "cells", "pairs", "cp_s", "skip_s", "advantage_s", "low",
-                                   "high", "protected_work_s", "conversion", "creation_s"]]
-            report += [
-                "", f"=== seed {seed}: {len(ls.tasks)} tasks, {len(ls.recovery)} branches, "
-                f"{len(ls.labels)} pairs, {int(ls.recovery['quarantined'].fillna(False).sum())} "
-                f"quarantined ({timings[seed]:.1f} s) ===",
-                "Table 1 (simulated, verified tasks):", t1.round(2).to_string(),
-                "Table 4 (simulated nominal work by step):", tables["table4"].round(1).to_string(),
-                "G.4 noise (simulated):", tables["noise"].round(2).to_string(),
-                "Checks:", _fmt_checks(checks),
-            ]
-    finally:
-        if own_dir:
-            shutil.rmtree(study_root, ignore_errors=True)
+def check_args(args: Args) -> None:
+    """Arguments that can only be checked against the families: one-line errors."""
+    for fam in args.families:
+        n = len(get_family(fam).repos)
+        if args.repos > n:
+            raise ValueError(f"argument --repos: {fam} has {n} repositories, got --repos {args.repos}")
 
+
+def _seed_line(family: str, seed: int, ls: LabelSet, checks: pd.DataFrame, seconds: float) -> str:
+    c = checks.set_index("check")
+    t1 = "  ".join(f"{s} {c.at[f'T1 {s} advantage (s)', 'simulated']:6.1f}" for s in STRATA + (POOLED,)
+                   if f"T1 {s} advantage (s)" in c.index)
+    core = checks[checks["core"]]
+    return (f"  {family} seed {seed:3d}: {len(ls.tasks)} tasks, {len(ls.labels)} pairs; T1 {t1}; "
+            f"core checks {int(core['passed'].sum())}/{len(core)} ({seconds:.1f} s)")
+
+
+def calibrate_family(args: Args, family: str, pilot: dict[str, Any], study_root: Path,
+                     report: list[str]) -> dict[str, Any]:
+    """The large sample and the pilot-sized samples of one family; lines go to ``report``
+    (and stdout) as each step finishes."""
+
+    def say(*lines: str) -> None:
+        for line in lines:
+            print(line, flush=True)
+            report.append(line)
+
+    out: dict[str, Any] = {"family": family}
+    if args.large_sample > 0:
+        t0 = time.perf_counter()
+        ls = large_sample(family, args.large_sample, args.seeds[0])
+        checks, tables = calibration_checks(ls, pilot, args.n_resamples, args.boot_seed)
+        core = checks[checks["core"]]
+        out["large"] = checks
+        out["large_core_ok"] = bool(core["passed"].all())
+        t1 = tables["table1"][["tasks", "cells", "pairs", "cp_s", "skip_s", "advantage_s", "low",
+                               "high", "protected_work_s", "conversion", "creation_s"]]
+        say("", f"=== {family}: large sample, {len(ls.tasks)} tasks in {ls.tasks['repo'].nunique()} "
+            f"repositories, {len(ls.labels)} pairs (fast path, seed {args.seeds[0]}; "
+            f"{time.perf_counter() - t0:.1f} s) ===",
+            "Table 1 (simulated population, verified tasks):", t1.round(2).to_string(),
+            "Table 4 (simulated nominal work by step):", tables["table4"].round(1).to_string(),
+            "G.4 noise (simulated):", tables["noise"].round(2).to_string(),
+            "Checks (the population figures against the published intervals):", _fmt_checks(checks),
+            f"Population inside the published intervals: {'yes' if out['large_core_ok'] else 'NO'} "
+            f"({int(core['passed'].sum())}/{len(core)} core checks)")
+    say("", f"=== {family}: pilot-sized samples ({args.repos} repositories x {args.tasks_per_repo} "
+        f"tasks, path {args.path}, {len(args.seeds)} seeds) ===")
+    per_seed: dict[int, pd.DataFrame] = {}
+    for seed in args.seeds:
+        t0 = time.perf_counter()
+        ls = pilot_sample(args, family, seed, study_root)
+        per_seed[seed] = calibration_checks(ls, pilot, args.n_resamples, args.boot_seed)[0]
+        say(_seed_line(family, seed, ls, per_seed[seed], time.perf_counter() - t0))
     grid = pd.DataFrame({s: c.set_index("check")["passed"] for s, c in per_seed.items()})
     core = per_seed[args.seeds[0]].set_index("check")["core"]
     summary = pd.DataFrame({"core": core, **{f"seed {s}": grid[s].map({True: "pass", False: "FAIL"})
@@ -232,50 +274,84 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary["pass rate"] = grid.mean(axis=1).round(2)
     core_ok = grid[core].all(axis=0)
     all_ok = grid.all(axis=0)
-    report += [
-        "", "=== seed x check ===", summary.to_string(), "",
-        "Seeds passing every core check: "
+    say("", f"=== {family}: seed x check ===", summary.to_string(), "",
+        f"{family}: pilot-sized samples passing every core check: "
         f"{int(core_ok.sum())}/{len(core_ok)} ({core_ok.mean():.0%}); every check: "
         f"{int(all_ok.sum())}/{len(all_ok)} ({all_ok.mean():.0%}); "
-        f"core checks passed: {grid[core].to_numpy().mean():.0%} of seed x check cells.",
-    ]
-    text = "\n".join(report)
-    print(text)
-    result = {"core_pass_rate": float(core_ok.mean()), "all_pass_rate": float(all_ok.mean()),
-              "check_pass_rate": grid.mean(axis=1).to_dict(), "per_seed": per_seed, "text": text}
+        f"core checks passed: {grid[core].to_numpy().mean():.0%} of seed x check cells.")
+    out.update(per_seed=per_seed, summary=summary, core_ok=core_ok,
+               core_pass_rate=float(core_ok.mean()), all_pass_rate=float(all_ok.mean()),
+               check_pass_rate=grid.mean(axis=1).to_dict())
+    return out
 
-    out = Path(args.out) if args.out else None
+
+def study(args: Args) -> int:
+    """Calibrate every family of ``args``; write and log the report."""
+    check_args(args)
+    pilot = stats.load_pilot_tables()
+    own_dir = args.study_dir is None
+    study_root = Path(tempfile.mkdtemp(prefix="calibrate-")) if own_dir else Path(args.study_dir)
+    report: list[str] = [f"Calibration against the RippleCP pilot (pilot-sized samples: path "
+                         f"{args.path}; {args.tasks_per_repo} tasks per repository; seeds "
+                         f"{list(args.seeds)}; large sample: {args.large_sample} tasks; bootstrap "
+                         f"{args.n_resamples} task resamples, seed {args.boot_seed})"]
+    print(report[0], flush=True)
+    try:
+        results = [calibrate_family(args, fam, pilot, study_root, report) for fam in args.families]
+    finally:
+        if own_dir:
+            shutil.rmtree(study_root, ignore_errors=True)
+    text = "\n".join(report)
+    out = args.out
     tmp_out = None
-    if out is None and not args.no_mlflow:
+    if out is None and args.mlflow:
         tmp_out = Path(tempfile.mkdtemp(prefix="calibrate-out-"))
         out = tmp_out
     try:
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             _atomic_text(out / "report.txt", text)
-            allc = pd.concat([c.assign(seed=s) for s, c in per_seed.items()], ignore_index=True)
+            allc = pd.concat([c.assign(family=r["family"], sample=f"seed {s}")
+                              for r in results for s, c in r["per_seed"].items()]
+                             + [r["large"].assign(family=r["family"], sample="large")
+                                for r in results if "large" in r], ignore_index=True)
             _atomic_text(out / "checks.csv", allc.to_csv(index=False))
-            _atomic_text(out / "summary.csv", summary.to_csv())
-        if not args.no_mlflow:
-            import mlflow
-
-            exp_id = ensure_experiment(args.experiment, args.mlruns)
-            mlflow.set_tracking_uri(tracking_uri(args.mlruns))
-            with mlflow.start_run(experiment_id=exp_id, run_name=f"calibrate-{args.family}-{args.path}") as run:
-                mlflow.log_params({k: str(v)[:250] for k, v in asdict(args).items() if v is not None})
-                mlflow.log_metrics({"core_pass_rate": result["core_pass_rate"],
-                                    "all_pass_rate": result["all_pass_rate"]})
-                for s, c in per_seed.items():
-                    mlflow.log_metrics({_metric_name(r.check): r.simulated for r in c.itertuples()
-                                        if np.isfinite(r.simulated)}, step=int(s))
-                    mlflow.log_metric("seed_core_pass", float(core_ok[s]), step=int(s))
-                mlflow.set_tags({"family": args.family, "path": args.path})
-                mlflow.log_artifacts(str(out))
-                result["run_id"] = run.info.run_id
+            summ = pd.concat([r["summary"].assign(family=r["family"]) for r in results])
+            _atomic_text(out / "summary.csv", summ.to_csv())
+        if args.mlflow:
+            _log_mlflow(args, results, out)
     finally:
         if tmp_out is not None:
             shutil.rmtree(tmp_out, ignore_errors=True)
-    return result
+    return 0
+
+
+def _log_mlflow(args: Args, results: list[dict[str, Any]], out: Path | None) -> None:
+    import mlflow
+
+    exp_id = ensure_experiment(args.experiment, args.mlruns)
+    mlflow.set_tracking_uri(tracking_uri(args.mlruns))
+    for r in results:
+        fam = r["family"]
+        with mlflow.start_run(experiment_id=exp_id, run_name=f"calibrate-{fam}-{args.path}"):
+            mlflow.log_params({k: str(v)[:250] for k, v in asdict(args).items() if v is not None})
+            metrics = {"core_pass_rate": r["core_pass_rate"], "all_pass_rate": r["all_pass_rate"]}
+            if "large" in r:
+                metrics["large_core_pass"] = float(r["large_core_ok"])
+                metrics.update({f"large/{_metric_name(c.check)}": c.simulated
+                                for c in r["large"].itertuples() if np.isfinite(c.simulated)})
+            mlflow.log_metrics(metrics)
+            for s, c in r["per_seed"].items():
+                mlflow.log_metrics({_metric_name(x.check): x.simulated for x in c.itertuples()
+                                    if np.isfinite(x.simulated)}, step=int(s))
+                mlflow.log_metric("seed_core_pass", float(r["core_ok"][s]), step=int(s))
+            mlflow.set_tags({"family": fam, "path": args.path})
+            if out is not None:
+                mlflow.log_artifacts(str(out))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(study, Args, argv, prog="python -m experiments.calibrate")
 
 
 def _metric_name(check: str) -> str:
@@ -290,4 +366,4 @@ def _atomic_text(path: Path, text: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main())

@@ -6,30 +6,62 @@ expensive each kind of lost work is to re-derive. The generative model that turn
 family into tasks, nominal trajectories and recovery costs, and the meaning of every
 parameter below, is documented in :mod:`oracle.simulator`'s module docstring.
 
-Families (paper, Section 4 and Appendix I):
+Families (paper, Section 4 and Appendix I). Every family has 8 repositories (8
+leave-one-repository-out folds). Outside ``swe-pilot`` each step's template is drawn per
+task (``FamilyConfig.step_weights``), so the valuable step may come first, later, in
+several places or nowhere, and recovery cost does not follow elapsed work by construction
+(long steps cheap to redo, short ones dear; caches; dead ends). Each entry says which
+signals observable at a boundary carry the value - what a policy could learn; the names
+are online features (``features.row``), and ``python -m experiments.family_structure``
+measures them (the boundary of the one-checkpoint optimum and its spread, Spearman of
+first-stratum advantage with elapsed work and with every feature).
 
 ``swe-pilot``
-    Calibrated to the published pilot (``paper/pilot_tables.json``): 3 repositories x 4
-    tasks, 3-4 logical steps with ~74 % of the work in step 1, ~29 tool-call boundaries per
-    task (~25 in the first turn), 10 of 12 tasks verified. Facts found in step 1 are costly
-    to rediscover; later steps are verification, which a resumed agent re-runs anyway.
+    Calibrated to the published pilot (``paper/pilot_tables.json``): 3-4 logical steps
+    with ~74 % of the work in step 1, ~29 tool-call boundaries per task (~25 in the first
+    turn), 10 of 12 tasks verified; the pilot's 3 repositories plus 5 more SWE-bench
+    Verified ones drawn alike (pilot-sized calibration samples use the first 3). Facts found
+    in step 1 are costly to rediscover; later steps are verification, which a resumed agent
+    re-runs anyway. Value: the first turn boundary in nearly every task (the first
+    checkpoint is the paper's finding); the additional checkpoint is worth about nothing
+    whatever is observed (every recovery from a checkpoint costs ~100 s).
 ``dependency-resolution``
-    A long investigation ends in a tiny decision (a one-line pin in a requirements or
-    config file) that every later install, build and test reads: few bytes, large
-    downstream fan-out, heavy-tailed rediscovery. Later steps write many bytes (vendored or
-    regenerated code) that are cheap to redo.
+    Steps drawn from: an investigation (failing ``pip install -e .`` attempts reading
+    ``pyproject.toml``/``setup.cfg``/``requirements.txt``, then a one-line pin that the
+    step's closing test verifies; rediscovering it costs ~3x the investigation, heavy
+    tailed), regenerated lock files (megabytes written, cheap to redo), a cached install
+    (long, nearly free to redo), exploration (dead ends, cheap facts) and rebuild-and-test.
+    A task holds 4-6 steps with 0, 1 or several investigations anywhere. Observable value
+    (Spearman with first-stratum advantage, default study, seeds 0-1): failing attempts
+    (``cost__retries_since_cp`` +0.69, ``cost__errors_since_cp`` +0.66), provenance edges
+    into the pin (``ripple__edges_from_past`` +0.63, ``ripple__fanout_max`` +0.35), weakly
+    the tests turning green after a pin (``progress__newly_passing_since_cp`` +0.15; tests
+    fail once per pin still ahead); bytes written carry nothing
+    (``state__bytes_modified_since_cp`` 0.00: lock files are large and worthless to keep);
+    elapsed work ``cost__busy_s_since_cp`` +0.53.
 ``multi-stage-build``
-    Build stages that write large artifacts which the next stage consumes; regenerating an
-    artifact is cheap relative to its size (cached inputs), so bytes are large and value
-    modest.
+    Stages drawn from: compile (large artifacts whose size tracks compile time; redone at
+    0.6x), a remote-cache hit (long, small stamps, free to redo), smoke tests (long, never
+    redone) and configure (failing ``cmake`` attempts, then a flag in a config file that
+    the stage's build verifies; dear to rediscover). Observable value (as above): artifact
+    bytes (``state__bytes_modified_since_cp``, ``state__artifact_bytes`` +0.67), failing
+    attempts (``cost__retries_since_cp`` +0.50); elapsed seconds rank worse
+    (``cost__busy_s_since_cp`` +0.43: cache hits and smoke tests are long and worth little).
 ``long-horizon``
-    Several expensive phases, each with its own discoveries and edits, 30-60 tool-call
-    boundaries: additional checkpoints are worth something here, unlike in the pilot.
+    5-6 expensive phases, 30-60 tool-call boundaries; each phase is drawn as one with
+    hard-won facts (rediscovery 4x) or a routine one (0.5x) that look the same to every
+    observer - the same unit kinds, commands, bytes and tests. The honest null for
+    targeting: nothing observable tells the valuable phases apart, so a policy can do no
+    better than elapsed work (``cost__busy_s_since_cp`` +0.60, ``cost__tokens_since_cp``
+    +0.61; retries and fan-out, +0.47 and +0.36, only count elapsed phases) and the rules
+    built on it; additional checkpoints are worth something here, unlike in the
+    pilot.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 UNIT_KINDS: tuple[str, ...] = ("fact", "dead_end", "edit", "build", "test", "decision")
 
@@ -68,7 +100,12 @@ class StepConfig:
     a lost edit or build per nominal second (builds < 1: cached inputs make regeneration
     cheap). ``edit_bytes``/``build_bytes``: log-uniform range of bytes written.
     ``fanout``: for a ``decision`` unit, the path it writes is read by every later unit
-    of these kinds.
+    of these kinds. ``closing``: kinds of the units placed, in this order, right before
+    the last one (e.g. a ``decision`` the step's final test then verifies). ``fail_rate``:
+    share of the step's exploration units (``fact``, ``dead_end``) that are failing
+    attempts - the command ``attempt`` reading the project's config files and exiting 1 -
+    instead of a read or a search. ``name``: what the template stands for (documentation;
+    never emitted, not hashed).
     """
 
     work_s: float
@@ -84,6 +121,10 @@ class StepConfig:
     edit_bytes: tuple[int, int] = (200, 4_000)
     build_bytes: tuple[int, int] = (1_000_000, 50_000_000)
     fanout: tuple[str, ...] = ("build", "test", "edit")
+    closing: tuple[str, ...] = ()
+    fail_rate: float = 0.0
+    attempt: tuple[str, ...] = ("pip", "install", "-e", ".")
+    name: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -91,9 +132,15 @@ class FamilyConfig:
     """A workload family: repositories, step templates and recovery/checkpoint parameters.
 
     Task shape: ``steps`` are the step templates; a task has ``steps_pattern[i %
-    len(steps_pattern)]`` steps (the first that many templates), cycled over the task's
-    index within its repository, and is verified unless its global index modulo
-    ``len(verified_pattern)`` hits a ``False`` (``None``: every task verified).
+    len(steps_pattern)]`` steps, cycled over the task's index within its repository: the
+    first that many templates in order, or, with ``step_weights`` (one weight per
+    template), each step's template drawn independently with those weights, so where a
+    family's valuable steps fall varies from task to task (in any step, in several, in
+    none). A task is verified unless its global index modulo ``len(verified_pattern)``
+    hits a ``False`` (``None``: every task verified). ``tests_track``: what a test run's
+    failures count - ``"steps"``: failing until the last step of a verified task;
+    ``"decisions"``: one failure per ``decision`` unit still ahead in the task (plus one
+    on an unverified task), so the tests go green when the last decision is made.
 
     Recovery (seconds unless noted; all noise terms are mean-one lognormals):
     ``orient_pristine_s`` re-reading the task statement after a restart from scratch;
@@ -122,7 +169,9 @@ class FamilyConfig:
     steps: tuple[StepConfig, ...]
     tasks_per_repo: int = 4
     steps_pattern: tuple[int, ...] = (3,)
+    step_weights: tuple[float, ...] | None = None
     verified_pattern: tuple[bool, ...] | None = None
+    tests_track: Literal["steps", "decisions"] = "steps"
     model_share: float = 0.75
     orient_pristine_s: float = 5.0
     orient_base_s: float = 20.0
@@ -167,19 +216,33 @@ class FamilyConfig:
             raise ValueError(f"{self.name}: needs at least one repository")
         if not self.steps:
             raise ValueError(f"{self.name}: needs at least one step template")
+        top = len(self.steps) if self.step_weights is None else 10_000
         for n in self.steps_pattern:
-            if not 1 <= n <= len(self.steps):
-                raise ValueError(f"{self.name}: steps_pattern value {n} outside 1..{len(self.steps)}")
+            if not 1 <= n <= top:
+                raise ValueError(f"{self.name}: steps_pattern value {n} outside 1..{top}")
+        if self.step_weights is not None:
+            w = self.step_weights
+            if len(w) != len(self.steps) or any(not x >= 0 for x in w) or not sum(w) > 0:
+                raise ValueError(f"{self.name}: step_weights {w} must give one weight >= 0 per "
+                                 f"template ({len(self.steps)}), not all 0")
+        if self.tests_track not in ("steps", "decisions"):
+            raise ValueError(f"{self.name}: tests_track must be 'steps' or 'decisions', got {self.tests_track!r}")
         for i, s in enumerate(self.steps, 1):
-            if s.units[0] < 1 or s.units[1] < s.units[0]:
-                raise ValueError(f"{self.name}: step {i} units range {s.units} invalid")
+            if s.units[0] < 1 + len(s.closing) or s.units[1] < s.units[0]:
+                raise ValueError(f"{self.name}: step {i} units range {s.units} invalid "
+                                 f"(at least {1 + len(s.closing)}: the closing units and the last)")
             for k, w in (*s.mix, *s.kind_weight):
                 if k not in UNIT_KINDS or w < 0:
                     raise ValueError(f"{self.name}: step {i} unknown unit kind or weight {k}={w}")
-            if s.last not in UNIT_KINDS:
-                raise ValueError(f"{self.name}: step {i} last kind {s.last!r} unknown")
+            for k in (s.last, *s.closing):
+                if k not in UNIT_KINDS:
+                    raise ValueError(f"{self.name}: step {i} last/closing kind {k!r} unknown")
             if s.work_s <= 0:
                 raise ValueError(f"{self.name}: step {i} work_s must be > 0")
+            if not 0.0 <= s.fail_rate <= 1.0:
+                raise ValueError(f"{self.name}: step {i} fail_rate {s.fail_rate} outside 0..1")
+            if s.fail_rate > 0 and not s.attempt:
+                raise ValueError(f"{self.name}: step {i} fail_rate > 0 needs an attempt command")
 
 
 # ---------------------------------------------------------------------------------------
@@ -195,6 +258,13 @@ SWE_PILOT = FamilyConfig(
         RepoConfig("django/django", workspace_mb=9.1, workspace_cv=0.01, work_scale=1.0),
         RepoConfig("scikit-learn/scikit-learn", workspace_mb=13.4, workspace_cv=0.12, work_scale=1.05),
         RepoConfig("sympy/sympy", workspace_mb=19.0, workspace_cv=0.3, work_scale=0.95),
+        # five more SWE-bench Verified repositories drawn like the pilot's three (the
+        # pilot-sized calibration samples use the first three; the study uses all eight)
+        RepoConfig("astropy/astropy", workspace_mb=17.5, workspace_cv=0.15, work_scale=1.05),
+        RepoConfig("matplotlib/matplotlib", workspace_mb=15.5, workspace_cv=0.1, work_scale=1.0),
+        RepoConfig("pytest-dev/pytest", workspace_mb=9.5, workspace_cv=0.05, work_scale=0.95),
+        RepoConfig("sphinx-doc/sphinx", workspace_mb=12.0, workspace_cv=0.1, work_scale=1.0),
+        RepoConfig("pydata/xarray", workspace_mb=13.5, workspace_cv=0.1, work_scale=1.0),
     ),
     steps=(
         StepConfig(  # issue analysis, localisation and the fix: ~74 % of the work
@@ -221,81 +291,122 @@ SWE_PILOT = FamilyConfig(
     notes="calibrated to the RippleCP pilot (paper Section 4, Tables 1, 4, 5; Appendix G)",
 )
 
+def _repos(prefix: str, specs: tuple[tuple[str, float, float, float], ...]) -> tuple[RepoConfig, ...]:
+    """Repositories ``prefix/name`` from (name, workspace MB, workspace cv, work scale)."""
+    return tuple(RepoConfig(f"{prefix}/{n}", workspace_mb=mb, workspace_cv=cv, work_scale=ws)
+                 for n, mb, cv, ws in specs)
+
+
 DEPENDENCY_RESOLUTION = FamilyConfig(
     name="dependency-resolution",
-    repos=(
-        RepoConfig("deps/torch-extension", workspace_mb=6.0, workspace_cv=0.1),
-        RepoConfig("deps/geo-stack", workspace_mb=9.0, workspace_cv=0.15),
-        RepoConfig("deps/notebook-env", workspace_mb=4.5, workspace_cv=0.2),
-    ),
+    repos=_repos("deps", (
+        ("torch-extension", 6.0, 0.1, 1.0), ("geo-stack", 9.0, 0.15, 1.1),
+        ("notebook-env", 4.5, 0.2, 0.9), ("cuda-kernels", 7.5, 0.1, 1.2),
+        ("web-backend", 5.0, 0.15, 0.85), ("bio-pipeline", 8.0, 0.2, 1.05),
+        ("cli-tooling", 3.5, 0.1, 0.8), ("data-connectors", 6.5, 0.15, 0.95),
+    )),
     steps=(
-        StepConfig(  # read the failing install log, skim the project
-            work_s=40.0, units=(4, 8), mix=(("dead_end", 0.6), ("fact", 0.2), ("test", 0.2)),
-            kind_weight=_EXPLORE_W, last="test", fact_mult=0.8, fact_sigma=0.4,
+        StepConfig(  # an investigation: failing installs, then a one-line pin the next test verifies
+            name="investigate-and-pin", work_s=110.0, work_cv=0.6, units=(5, 12),
+            mix=(("dead_end", 0.75), ("fact", 0.25)), kind_weight=_EXPLORE_W,
+            closing=("decision",), last="test", fact_mult=3.0, fact_sigma=0.7,
+            fail_rate=0.85, attempt=("pip", "install", "-e", "."), edit_bytes=(20, 120),
         ),
-        StepConfig(  # the investigation: many dead ends, one decision (a one-line pin)
-            work_s=150.0, work_cv=0.35, units=(8, 16), mix=(("dead_end", 0.75), ("fact", 0.25)),
-            kind_weight=_EXPLORE_W, last="decision", fact_mult=3.0, fact_sigma=0.9,
-            edit_bytes=(20, 120),
+        StepConfig(  # regenerate lock files / vendored code: many bytes, a tool redoes it cheaply
+            name="regenerate-lock", work_s=90.0, work_cv=0.4, units=(3, 6),
+            mix=(("edit", 0.8), ("dead_end", 0.2)), kind_weight=_EXPLORE_W, last="edit",
+            redo_edit=0.12, edit_bytes=(200_000, 4_000_000),
         ),
-        StepConfig(  # regenerate lock files / vendored code: many bytes, cheap to redo
-            work_s=50.0, units=(3, 6), mix=(("edit", 0.8), ("dead_end", 0.2)),
-            kind_weight=_EXPLORE_W, last="edit", redo_edit=0.25, edit_bytes=(200_000, 4_000_000),
+        StepConfig(  # download and install from the wheel cache: long, nearly free to redo
+            name="cached-install", work_s=120.0, work_cv=0.5, units=(2, 4),
+            mix=(("build", 1.0),), kind_weight=(("build", 3.0),), last="build",
+            redo_build=0.04, build_bytes=(5_000_000, 200_000_000),
+        ),
+        StepConfig(  # read code and docs: mostly dead ends, a few cheap facts
+            name="explore", work_s=55.0, work_cv=0.5, units=(3, 8),
+            mix=(("dead_end", 0.6), ("fact", 0.25), ("test", 0.15)), kind_weight=_EXPLORE_W,
+            last="test", fact_mult=0.8, fact_sigma=0.5, fail_rate=0.1,
         ),
         StepConfig(  # rebuild and run the tests
-            work_s=60.0, units=(2, 4), mix=(("build", 0.5), ("test", 0.5)),
-            kind_weight=_EXPLORE_W, last="test", redo_build=0.3, build_bytes=(2_000_000, 20_000_000),
+            name="rebuild-and-test", work_s=50.0, work_cv=0.4, units=(2, 4),
+            mix=(("build", 0.5), ("test", 0.5)), kind_weight=_EXPLORE_W, last="test",
+            redo_build=0.3, build_bytes=(2_000_000, 20_000_000),
         ),
     ),
+    step_weights=(0.28, 0.17, 0.17, 0.2, 0.18),
     tasks_per_repo=4,
-    steps_pattern=(4,),
+    steps_pattern=(4, 5, 6, 5),
     verified_pattern=None,
+    tests_track="decisions",
     orient_base_s=15.0, explore_s=8.0, final_verification=False, verify_s=0.0,
-    notes="Appendix I, right panel: tiny semantic decision, large ripple",
+    notes="Appendix I, right panel: tiny semantic decision, large ripple; where it falls varies",
 )
 
 MULTI_STAGE_BUILD = FamilyConfig(
     name="multi-stage-build",
-    repos=(
-        RepoConfig("build/llvm-subset", workspace_mb=30.0, workspace_cv=0.1),
-        RepoConfig("build/ml-pipeline", workspace_mb=15.0, workspace_cv=0.2),
-        RepoConfig("build/docs-site", workspace_mb=8.0, workspace_cv=0.1),
-    ),
-    steps=tuple(
-        StepConfig(  # one build stage: configure, build (large artifact), smoke test
-            work_s=w, work_cv=0.5, units=(2, 4), mix=(("build", 0.6), ("test", 0.2), ("dead_end", 0.2)),
+    repos=_repos("build", (
+        ("llvm-subset", 30.0, 0.1, 1.2), ("ml-pipeline", 15.0, 0.2, 1.0),
+        ("docs-site", 8.0, 0.1, 0.8), ("game-engine", 25.0, 0.15, 1.15),
+        ("firmware", 12.0, 0.1, 0.9), ("browser-ext", 10.0, 0.2, 0.85),
+        ("db-server", 20.0, 0.1, 1.1), ("mobile-app", 18.0, 0.15, 1.0),
+    )),
+    steps=(
+        StepConfig(  # compile from edited sources: artifact size tracks compile time, redone on loss
+            name="compile", work_s=100.0, work_cv=0.5, units=(2, 4),
+            mix=(("build", 0.7), ("test", 0.15), ("dead_end", 0.15)),
             kind_weight=(("build", 3.0), ("test", 1.0), ("dead_end", 0.6)), last="build",
-            redo_build=0.45, build_bytes=(20_000_000, 900_000_000),
-        )
-        for w in (90.0, 70.0, 110.0, 60.0, 80.0)
+            redo_build=0.6, build_bytes=(20_000_000, 900_000_000),
+        ),
+        StepConfig(  # a remote-cache hit: long download, small stamps and links, free to redo
+            name="cache-hit", work_s=90.0, work_cv=0.5, units=(2, 4),
+            mix=(("build", 0.8), ("dead_end", 0.2)), kind_weight=(("build", 3.0), ("dead_end", 0.6)),
+            last="build", redo_build=0.03, build_bytes=(20_000, 2_000_000),
+        ),
+        StepConfig(  # integration and smoke tests: long, superseded on recovery, never redone
+            name="smoke-tests", work_s=90.0, work_cv=0.5, units=(2, 4),
+            mix=(("test", 0.8), ("dead_end", 0.2)), kind_weight=(("test", 2.0), ("dead_end", 0.6)),
+            last="test",
+        ),
+        StepConfig(  # configure: failing configure runs, then a flag in a config file the build verifies
+            name="configure", work_s=35.0, work_cv=0.5, units=(4, 8),
+            mix=(("dead_end", 0.7), ("fact", 0.3)), kind_weight=_EXPLORE_W,
+            closing=("decision",), last="build", fact_mult=4.0, fact_sigma=0.6, fail_rate=0.8,
+            attempt=("cmake", "-S", ".", "-B", "build"), edit_bytes=(20, 200), redo_build=0.3,
+            build_bytes=(1_000_000, 20_000_000),
+        ),
     ),
+    step_weights=(0.36, 0.24, 0.2, 0.2),
     tasks_per_repo=4,
-    steps_pattern=(4, 5),
+    steps_pattern=(4, 5, 6, 5),
+    tests_track="decisions",
     orient_base_s=12.0, explore_s=5.0, explore_sigma=0.3, remaining_sigma=0.04, redo_sigma=0.15,
     final_verification=False, verify_s=0.0, creation_per_mb_s=0.004, restore_per_mb_s=0.006, compress_ratio=0.15,
-    notes="Appendix I, left panel: large artifacts, cheap to regenerate",
+    notes="Appendix I, left panel: large artifacts, cheap to regenerate; stages drawn per task",
 )
+
+_PHASE = dict(work_s=140.0, work_cv=0.45, units=(6, 11),
+              mix=(("fact", 0.25), ("dead_end", 0.35), ("edit", 0.25), ("test", 0.15)),
+              kind_weight=_EXPLORE_W, last="test", fact_sigma=0.8, redo_edit=0.8, fail_rate=0.15,
+              attempt=("python", "-m", "pytest", "-x", "-q"))
 
 LONG_HORIZON = FamilyConfig(
     name="long-horizon",
-    repos=(
-        RepoConfig("long/compiler-port", workspace_mb=20.0, workspace_cv=0.1),
-        RepoConfig("long/api-migration", workspace_mb=12.0, workspace_cv=0.15),
-        RepoConfig("long/data-platform", workspace_mb=16.0, workspace_cv=0.2),
+    repos=_repos("long", (
+        ("compiler-port", 20.0, 0.1, 1.1), ("api-migration", 12.0, 0.15, 1.0),
+        ("data-platform", 16.0, 0.2, 1.05), ("ui-rewrite", 10.0, 0.15, 0.9),
+        ("search-engine", 18.0, 0.1, 1.15), ("payments", 14.0, 0.2, 0.95),
+        ("sim-toolkit", 22.0, 0.1, 1.2), ("infra-as-code", 8.0, 0.15, 0.85),
+    )),
+    steps=(
+        StepConfig(name="phase-with-insight", fact_mult=4.0, **_PHASE),  # hard-won facts
+        StepConfig(name="routine-phase", fact_mult=0.5, **_PHASE),  # the same to the eye, cheap facts
     ),
-    steps=tuple(
-        StepConfig(  # one expensive phase: explore, discover, edit, test
-            work_s=w, work_cv=0.35, units=(6, 11),
-            mix=(("fact", 0.25), ("dead_end", 0.35), ("edit", 0.25), ("test", 0.15)),
-            kind_weight=_EXPLORE_W, last="test", fact_mult=1.8, fact_sigma=0.8, redo_edit=0.8,
-        )
-        for w in (150.0, 130.0, 170.0, 120.0, 140.0, 110.0)
-    ),
+    step_weights=(0.3, 0.7),
     tasks_per_repo=4,
     steps_pattern=(5, 6),
     orient_base_s=25.0, orient_per_ktok_s=0.3, explore_s=10.0, final_verification=True,
     verify_s=40.0,
-    notes="several expensive phases, 30-60 tool-call boundaries",
+    notes="several expensive phases, 30-60 tool-call boundaries; the honest null for targeting",
 )
 
 FAMILIES: dict[str, FamilyConfig] = {

@@ -11,13 +11,16 @@ Generative model
 
 **Task (hidden latent state).** A task of family ``F`` in repository ``R`` has ``S``
 logical steps (``F.steps_pattern`` cycled over the task's index in its repository; the
-first ``S`` templates of ``F.steps``). Step ``s`` carries nominal work
+first ``S`` templates of ``F.steps``, or, when ``F.step_weights`` is set, each step's
+template drawn independently with those weights, so where a family's valuable steps fall
+varies from task to task). Step ``s`` carries nominal work
 ``W_s = StepConfig.work_s x R.work_scale x LN(work_cv)`` (``LN(c)``: a mean-one lognormal
 with coefficient of variation ``c``; ``LN_sigma(s)``: mean-one lognormal with log-sd ``s``)
 split over ``n_s ~ U{units}`` tool-call *units*. A unit is one model call followed by one
-tool call; the kinds of the first ``n_s - 1`` follow the proportions of ``StepConfig.mix``
-(largest-remainder rounding, random order; the last unit has kind ``StepConfig.last``) and its share of ``W_s`` is proportional to ``kind_weight[kind] x
-LN_sigma(0.5)``. ``FamilyConfig.model_share`` of an exploration unit's seconds is the model
+tool call; the kinds of the first ``n_s - 1 - len(closing)`` follow the proportions of
+``StepConfig.mix`` (largest-remainder rounding, random order), then come the kinds of
+``StepConfig.closing`` and last one unit of kind ``StepConfig.last``; a unit's share of
+``W_s`` is proportional to ``kind_weight[kind] x LN_sigma(0.5)``. ``FamilyConfig.model_share`` of an exploration unit's seconds is the model
 call (30 % for builds and tests, whose tool dominates). Unit kinds:
 
 - ``fact``: exploration that discovers a fact the result needs. Its *rediscovery scale* is
@@ -34,8 +37,15 @@ call (30 % for builds and tests, whose tool dominates). Unit kinds:
   ``sqrt(lo x hi)`` of ``build_bytes`` times its seconds over the family's mean unit seconds
   (mean over templates of ``work_s`` / mean ``units``) times ``LN_sigma(0.3)``, clipped to the range (bigger artifacts take longer to build).
   Edits and decisions write log-uniform bytes in ``edit_bytes``.
-- ``test``: a test run (passed/failed counts; failing until the last step of a verified
-  task). Lost test runs are superseded, never redone.
+- ``test``: a test run (passed/failed counts; with ``F.tests_track="steps"`` failing
+  until the last step of a verified task; with ``"decisions"`` one failure per decision
+  still ahead in the task, plus one on an unverified task, so a run after the last
+  decision is green). Lost test runs are superseded, never redone.
+
+A share ``StepConfig.fail_rate`` of a step's exploration units (``fact``, ``dead_end``) are
+emitted as *failing attempts*: the command ``StepConfig.attempt`` reading the project's
+config files and exiting 1 (they count as retries in the online features), instead of a
+read or a search; which of them were facts stays hidden.
 
 Each task also has a verification-suite cost ``V = F.verify_s x R.work_scale x
 LN(F.verify_cv)``, a verified flag (``F.verified_pattern`` over the task's global index),
@@ -104,10 +114,12 @@ Parameters (every field of :mod:`oracle.workloads`' configs)
 ``fact_mult``, ``fact_sigma`` (rediscovery multiplier of its facts/decisions: mean and
 across-fact log-sd); ``redo_edit``, ``redo_build`` (redo seconds per nominal second);
 ``edit_bytes``, ``build_bytes`` (byte ranges); ``fanout`` (unit kinds that read a decision's
-file downstream).
+file downstream); ``closing`` (kinds placed right before the last unit); ``fail_rate``,
+``attempt`` (failing attempts among the exploration units); ``name`` (documentation only).
 
 ``FamilyConfig``: ``name``; ``repos``; ``steps``; ``tasks_per_repo`` (default study size);
-``steps_pattern``, ``verified_pattern`` (task shapes, cycled); ``model_share`` (model-call
+``steps_pattern``, ``verified_pattern`` (task shapes, cycled); ``step_weights`` (templates
+drawn per step, or None: in order); ``tests_track`` (what failing test counts follow); ``model_share`` (model-call
 share of an exploration/edit unit); ``orient_pristine_s``, ``orient_base_s``,
 ``orient_per_ktok_s``, ``orient_sigma`` (``O``); ``explore_s``, ``explore_sigma`` (``X``);
 ``final_verification``, ``verify_s``, ``verify_cv``, ``verify_sigma`` (``Vf`` and ``V``);
@@ -120,6 +132,14 @@ harder nominal runs of unverified tasks); ``cap_s`` (per-branch cap); ``creation
 (tokens a tool result adds to the transcript, which drives ``O``); ``seed_salt`` (mixed into
 every task's random stream: a different salt gives an independent family draw); ``notes``
 (free text, not hashed).
+
+What a policy could learn. Hidden state never reaches the events, but its consequences
+do: a failing attempt exits 1 and reads the config files (retries, errors), a decision is a
+tiny write that later units read (provenance edges, fan-out) and, with ``tests_track=
+"decisions"``, turns a failing test green; builds write bytes in proportion to their
+seconds; caches and tests are long and write little. Which of these carry a family's value
+(and the family where none does, ``long-horizon``) is documented per family in
+:mod:`oracle.workloads`.
 
 Calibration. ``swe-pilot``'s values were tuned by hand against the pilot (paper Section 4,
 Tables 1, 4, 5; Appendix G.4-G.5) with ``experiments.calibrate``: e.g. ``fact_mult=2.9`` in
@@ -246,6 +266,7 @@ class LatentTask:
     tokens: np.ndarray  # model tokens of each unit (input + output)
     trajectory: Trajectory
     key: int = 0
+    templates: tuple[int, ...] = ()  # the step template of each step (index into family.steps)
     _cum: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _ckpt: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
@@ -332,13 +353,14 @@ def _slug(repo: str) -> str:
 
 
 def _kinds_for_step(cfg: StepConfig, n: int, rng: np.random.Generator) -> list[str]:
-    """Kinds of a step's units: ``mix`` proportions of the first n-1 (largest remainder,
-    ties broken at random), in random order, then ``last``."""
+    """Kinds of a step's units: ``mix`` proportions of the first n-1-len(closing) (largest
+    remainder, ties broken at random), in random order, then ``closing``, then ``last``."""
     names = [k for k, _ in cfg.mix]
     w = np.array([v for _, v in cfg.mix], dtype=float)
-    m = n - 1
+    tail = [*cfg.closing, cfg.last]
+    m = n - len(tail)
     if m <= 0:
-        return [cfg.last]
+        return tail
     quota = m * w / w.sum()
     counts = np.floor(quota).astype(int)
     rest = m - int(counts.sum())
@@ -347,7 +369,7 @@ def _kinds_for_step(cfg: StepConfig, n: int, rng: np.random.Generator) -> list[s
         counts[np.argsort(-frac)[:rest]] += 1
     drawn = [k for k, c in zip(names, counts, strict=True) for _ in range(int(c))]
     order = rng.permutation(len(drawn))
-    return [str(drawn[i]) for i in order] + [cfg.last]
+    return [str(drawn[i]) for i in order] + tail
 
 
 def build_task(family: FamilyConfig | str, repo_index: int, task_index: int, seed: int) -> LatentTask:
@@ -368,12 +390,17 @@ def build_task(family: FamilyConfig | str, repo_index: int, task_index: int, see
     verify_s = fam.verify_s * repo.work_scale * _ln_cv(fam.verify_cv, rng)
     mods = [str(m) for m in rng.choice(_MODULES, size=6, replace=False)]
     unit_s = float(np.mean([c.work_s / np.mean(c.units) for c in fam.steps]))
+    if fam.step_weights is None:
+        templates = tuple(range(n_steps))
+    else:
+        w = np.asarray(fam.step_weights, dtype=float)
+        templates = tuple(int(x) for x in rng.choice(len(w), size=n_steps, p=w / w.sum()))
 
     kinds: list[str] = []
     steps: list[int] = []
     durs, facts, redo, nbytes = [], [], [], []
     for s in range(n_steps):
-        cfg = fam.steps[s]
+        cfg = fam.steps[templates[s]]
         w_s = cfg.work_s * repo.work_scale * _ln_cv(cfg.work_cv, rng)
         if not verified:
             w_s *= fam.unverified_work_scale
@@ -415,7 +442,7 @@ def build_task(family: FamilyConfig | str, repo_index: int, task_index: int, see
         redo_s=np.array(redo), fact_scale=np.array(facts), bytes_written=np.array(nbytes, dtype=np.int64),
         transcript_tokens=out_tok + fam.tool_output_tokens, tokens=in_tok + out_tok,
         trajectory=Trajectory(task_id, repo.name, "simulator", [], {}),
-        key=stable_hash(fam.name, task_id, int(seed)),
+        key=stable_hash(fam.name, task_id, int(seed)), templates=templates,
     )
     latent.trajectory = _nominal_trajectory(latent, rng, mods, in_tok, out_tok)
     return latent
@@ -451,12 +478,19 @@ def _nominal_trajectory(
     in_l, out_l = in_tok.tolist(), out_tok.tolist()
     last_of_step = {s: i for i, s in enumerate(steps)}
     test_code, build_code = KIND_CODE["test"], KIND_CODE["build"]
+    cfgs = [fam.steps[t] for t in lt.templates]
+    # decisions still ahead of each unit (tests_track="decisions")
+    ahead = np.cumsum((lt.kind == KIND_CODE["decision"])[::-1])[::-1].tolist()
     for u in range(n_units):
         k, s = kinds[u], steps[u]
         r0, r1, r2, r3 = rnd[u]
         kind = _TOOL_KIND[k]
+        cfg = cfgs[s - 1]
         extra: dict[str, Any] = {}
-        if kind == EventKind.COMMAND and k != build_code:  # exploration (fact or dead end)
+        if kind == EventKind.COMMAND and k != build_code and r3 < cfg.fail_rate:
+            # a failing attempt (install, configure, build) that reads the project config
+            extra = dict(argv=list(cfg.attempt), paths_read=list(_CONFIGS), exit_code=1)
+        elif kind == EventKind.COMMAND and k != build_code:  # exploration (fact or dead end)
             mod = mods[int(r0 * len(mods))]
             path = f"src/{slug}/{mod}.py"
             if r1 < 0.4:
@@ -484,11 +518,14 @@ def _nominal_trajectory(
         else:  # test
             mod = mods[int(r0 * 3)]
             n_pass = 5 + int(r1 * 55)
-            n_fail = 0 if (s == lt.n_steps and lt.verified) else 1 + int(r2 * 3)
+            if fam.tests_track == "decisions":
+                n_fail = int(ahead[u]) + (0 if lt.verified else 1)
+            else:
+                n_fail = 0 if (s == lt.n_steps and lt.verified) else 1 + int(r2 * 3)
             extra = dict(argv=["python", "-m", "pytest", f"tests/test_{mod}.py", "-q"],
                          paths_read=[f"tests/test_{mod}.py", *focus], tests_passed=n_pass,
                          tests_failed=n_fail, exit_code=0 if n_fail == 0 else 1)
-        if decision_paths and kind != EventKind.FILE_CHANGE and _kind_name(k) in fam.steps[s - 1].fanout:
+        if decision_paths and kind != EventKind.FILE_CHANGE and _kind_name(k) in cfg.fanout:
             extra["paths_read"] = sorted({*extra.get("paths_read", []), *decision_paths})
         if "argv" in extra:
             extra["command"] = " ".join(extra["argv"])

@@ -96,14 +96,14 @@ def test_audit_of_missing_log_is_a_clear_error(tmp_path: Path,
 
 def test_plan_refuses_a_task_count_the_agent_cannot_meet(tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """``--tasks 48`` of a 12-task simulated study is an error, never a 12-task plan."""
+    """``--tasks 48`` of a 32-task simulated study is an error, never a 32-task plan."""
     out = tmp_path / "p.json"
     assert main(["plan", "--agent", "simulator", "--tasks", "48", "--seed", "0",
                  "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and (
         "python -m oracle plan: error: --tasks 48: agent 'sim:swe-pilot': 48 tasks asked for, "
-        "the study holds 12 (3 repositories x 4 tasks); raise tasks_per_repo to at least 16") in err
+        "the study holds 32 (8 repositories x 4 tasks); raise tasks_per_repo to at least 6") in err
     assert not out.exists()
     with pytest.raises(SystemExit) as exc:
         main(["plan", "--agent", "repiar", "--tasks", "1", "--seed", "0", "--out", str(out)])

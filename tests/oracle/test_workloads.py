@@ -33,7 +33,7 @@ def test_families_cover_twelve_repositories() -> None:
 
 def test_tasks_per_repository_is_configurable() -> None:
     tasks = family_tasks("long-horizon", tasks_per_repo=3, seed=0)
-    assert len(tasks) == 9
+    assert len(tasks) == 24  # 8 repositories x 3
     assert sorted({t.repo for t in tasks}) == sorted(r.name for r in FAMILIES["long-horizon"].repos)
     assert len(family_tasks("long-horizon", n_repos=2, tasks_per_repo=5, seed=0)) == 10
 
@@ -50,7 +50,8 @@ def test_bad_config_is_refused_with_the_field() -> None:
 
 
 def test_swe_pilot_shape_matches_the_pilot() -> None:
-    tasks = family_tasks("swe-pilot", seed=0)
+    assert len(FAMILIES["swe-pilot"].repos) == 8  # the pilot's 3 first, then 5 drawn alike
+    tasks = family_tasks("swe-pilot", n_repos=3, seed=0)  # the pilot's shape
     assert len(tasks) == 12 and len({t.repo for t in tasks}) == 3
     assert sorted({t.n_steps for t in tasks}) == [3, 4]
     assert sum(t.verified for t in tasks) == 10
@@ -108,12 +109,17 @@ def test_dependency_resolution_value_is_dense_in_ripple_not_bytes() -> None:
 
 
 def test_multi_stage_build_bytes_can_rank_better_than_ripple() -> None:
+    """Stages are drawn per task (compile, cache hit, smoke tests, configure): bytes written
+    track the value of compiled artifacts; cache hits and smoke tests are long, write little
+    and are worth little; configure's flag adds some ripple value."""
     cells = _cells_with_features("multi-stage-build")
     rb, rr = _rho(cells, "additional", BYTES), _rho(cells, "additional", RIPPLE)
-    assert rb > 0.4 and rb - rr > 0.3, (rb, rr)
+    assert rb > 0.4 and rb - rr > 0.1, (rb, rr)
     add = cells[cells["stratum"] == "additional"]
-    # bytes large, value low: hundreds of MB protected per checkpoint, worth well under a minute
-    assert add[BYTES].median() > 50e6 and add["advantage"].median() < 60
+    # large artifacts are common (>50 MB in a fifth of the segments), yet a typical segment
+    # is worth well under a minute, and the least valuable quarter wrote under a megabyte
+    assert (add[BYTES] > 50e6).mean() > 0.2 and add["advantage"].median() < 60
+    assert add.nsmallest(len(add) // 4, "advantage")[BYTES].median() < 1e6
 
 
 def test_additional_checkpoints_pay_on_long_horizon_not_on_the_pilot() -> None:

@@ -190,7 +190,7 @@ def test_make_tasks_meets_the_count_or_says_which_sizes_would(tmp_path: Path) ->
     agent = SimulatedAgent("swe-pilot")
     tasks = agent.make_tasks(5, 0, tmp_path)
     assert [t.task_id for t in tasks] == [t.task_id for t in task_specs("swe-pilot", seed=0)[:5]]
-    assert len(agent.make_tasks(20, 0, tmp_path, tasks_per_repo=7)) == 20
-    with pytest.raises(ValueError, match=r"48 tasks asked for, the study holds 12 \(3 repositories x "
-                                         r"4 tasks\); raise tasks_per_repo to at least 16"):
+    assert len(agent.make_tasks(50, 0, tmp_path, tasks_per_repo=7)) == 50
+    with pytest.raises(ValueError, match=r"48 tasks asked for, the study holds 32 \(8 repositories x "
+                                         r"4 tasks\); raise tasks_per_repo to at least 6"):
         agent.make_tasks(48, 0, tmp_path)

@@ -84,7 +84,7 @@ PILOT = stats.load_pilot_tables()
 # passes these checks as often as under the old branch seeds (26 of 30 both).
 @pytest.mark.parametrize("seed", [0, 2, 3])
 def test_swe_pilot_calibration_within_tolerance(seed: int) -> None:
-    ls = simulate_label_set("swe-pilot", design="pilot", repetitions=2, seed=seed)
+    ls = simulate_label_set("swe-pilot", 3, design="pilot", repetitions=2, seed=seed)  # the pilot's 3 repositories
     t1 = stats.marginal_value(ls.labels, n_resamples=2000)
     pub = PILOT["table1_marginal_value_verified_10_tasks"]
     for stratum, key in (("first", "first_checkpoint_vs_none"), ("additional", "additional_one_step_later"),
