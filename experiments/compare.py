@@ -5,9 +5,9 @@
     python -m experiments.compare RUN_A RUN_B --filter long-horizon/optimum
 
 A study is a parent run tagged ``ripplecp.kind=study`` (``experiments.matched_budget``
-logs one per invocation, with a child run per (family, policy, budget, fold)). Run ids
+logs one per invocation, with a child run per (family, policy, budget), its folds as metric history). Run ids
 may be abbreviated to a unique prefix. Comparing two parent runs compares their summary
-metrics (``<family>/<policy>/<budget>/<metric>``); two child runs, their fold metrics.
+metrics (``<family>/<policy>/<budget>/<metric>``); two child runs, their metrics.
 """
 
 from __future__ import annotations

@@ -128,18 +128,22 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
         [exp.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'", max_results=5000)
     assert children and all(c.info.status == "FINISHED" for c in children)
     keys = {(c.data.tags["ripplecp.family"], c.data.tags["ripplecp.policy"],
-             c.data.tags["ripplecp.budget"], c.data.tags["ripplecp.split"]) for c in children}
-    assert len(keys) == len(children)  # one child per (family, policy, budget, fold)
+             c.data.tags["ripplecp.budget"]) for c in children}
+    assert len(keys) == len(children)  # one child per (family, policy, budget)
     policies = {k[1] for k in keys}
     assert {"first-boundary", "optimum", "random", "failure-risk"} <= policies
     assert {k[2] for k in keys} >= {"1ckpt", "2ckpt"}
-    assert len({k[3] for k in keys}) >= 3  # leave-one-repository-out: one split per repo
     n_budgets = len(QUICK["budgets"])
     from oracle.workloads import get_family
 
     n_folds = sum(len(get_family(f).repos) for f in families)  # one per repository
-    assert len({k[3] for k in keys}) == n_folds // len(families)
-    assert len(children) == n_folds * len(policies) * n_budgets
+    assert len(children) == len(families) * len(policies) * n_budgets
+    for c in children:  # leave-one-repository-out: every repository held out once, its history
+        splits = c.data.tags["ripplecp.splits"].split(",")
+        assert len(splits) == len(set(splits)) == n_folds // len(families)
+        assert c.data.metrics["n_folds"] == len(splits)
+        history = client.get_metric_history(c.info.run_id, "fold/total_failure_cost")
+        assert sorted(m.step for m in history) == list(range(len(splits)))
     for c in children:
         assert len(c.data.tags["ripplecp.label_set_hash"]) == 64
         assert parent.data.tags[f"ripplecp.label_set_hash.{c.data.tags['ripplecp.family']}"] == \
@@ -163,10 +167,16 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
     assert "workflowType=machine_learning" in proc.stdout and "--host 127.0.0.1" in proc.stdout
     home = (store / "artifacts").resolve().as_uri() + "/"
     assert all(e.artifact_location.startswith(home) for e in client.search_experiments())
-    by = {(c.data.tags["ripplecp.policy"], c.data.tags["ripplecp.budget"], c.data.tags["ripplecp.split"]): c
+    by = {(c.data.tags["ripplecp.policy"], c.data.tags["ripplecp.budget"], c.data.tags["ripplecp.family"]): c
           for c in children}
     for (pol, _b, _s), c in by.items():
         assert c.data.params, f"{pol}: a child run without params"
+    tuned = [c for (pol, _b, _s), c in by.items() if pol in ("fixed-k", "time-tuned")]
+    for c in tuned:  # a fitted value that differs between folds is there for every fold
+        splits = c.data.tags["ripplecp.splits"].split(",")
+        name = "k_" if "k_" in c.data.params else "interval_"
+        per_fold = [k for k in c.data.params if k.startswith(f"{name}/")]
+        assert not per_fold or sorted(per_fold) == sorted(f"{name}/{f}" for f in splits)
     fixed = [c for (pol, _b, _s), c in by.items() if pol == "fixed-k"]
     assert fixed and all(int(c.data.params["k_"]) >= 1 for c in fixed)
     timed = [c for (pol, _b, _s), c in by.items() if pol == "time-tuned"]
@@ -181,7 +191,7 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
     assert got == {(p, b) for p in learned for b in {k[2] for k in keys}}  # one per policy, budget
     assert len(models) == len(got)
     for m in models:
-        run = client.get_run(m.source_run_id)  # the child run of the fold that kept the models
+        run = client.get_run(m.source_run_id)  # the child run of that policy and budget
         assert run.data.tags["ripplecp.policy"] == m.tags["ripplecp.policy"]
         assert run.data.tags["ripplecp.budget"] == m.tags["ripplecp.budget"]
         assert m.params == run.data.params and m.params
