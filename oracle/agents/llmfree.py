@@ -24,7 +24,7 @@ __all__ = ["FAMILY_AGENTS", "LLMFreeAgent", "REPAIR_OPTIONS", "SHARES", "split"]
 FAMILY_AGENTS: dict[str, str] = {"repair": "repair", "depres": "depres", "cbuild": "cbuild",
                                  "migrate": "migrate"}
 #: share of the tasks each family gets (the costlier families per task get fewer)
-SHARES: dict[str, float] = {"repair": 0.20, "depres": 0.28, "cbuild": 0.28, "migrate": 0.24}
+SHARES: dict[str, float] = {"repair": 0.20, "depres": 0.30, "cbuild": 0.28, "migrate": 0.22}
 #: repair tasks in the suite: every 5th carries two bugs; smaller searches than the default
 REPAIR_OPTIONS: dict[str, Any] = {"two_bug_every": 5,
                                   "params": {"passing_sample": 8, "max_edits": 40}}
