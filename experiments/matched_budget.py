@@ -38,6 +38,7 @@ from tqdm.auto import tqdm
 
 from baselines import all_baselines
 from oracle.tables import LabelSet
+from ripplecp_policy.data import resolve_labels
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.learned import default_learned_policies
 from ripplecp_policy.policy import Budget, PlacementPolicy, Role, Setting
@@ -53,7 +54,7 @@ REFERENCE = "first-boundary"
 @dataclass
 class Args:
     labels: str | None = None
-    """an existing label-set directory (e.g. from a real agent) instead of the simulator"""
+    """a label-set directory (e.g. from a real agent), or a shipped set by name (shipped = llm-free), instead of the simulator"""
     families: tuple[str, ...] = FAMILIES
     """workload families to simulate (or to select from --labels by the tasks' family)"""
     budgets: tuple[str, ...] = ("count:1", "count:2", "count:3", "seconds:2x")
@@ -181,7 +182,7 @@ def load_label_sets(args: Args) -> dict[str, LabelSet]:
     """One label set per family: simulated, or the tasks of --labels grouped by family."""
     out: dict[str, LabelSet] = {}
     if args.labels:
-        full = LabelSet.load(args.labels)
+        full = LabelSet.load(resolve_labels(args.labels))
         present = sorted(str(f) for f in full.tasks["family"].unique())
         fams = [f for f in present if f in args.families]
         if not fams:  # the simulated family names do not apply to this set: take all of it
