@@ -18,60 +18,113 @@ nondeterministic reads always quarantine.
 
 from __future__ import annotations
 
-import argparse
+import inspect
 import json
+import sys
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, get_args
+
+from features.schema import Granularity
+from oracle.agents.registry import agent_names
+from oracle.labels import DESIGNS
+from ripplecp_cli import choice_error, opt, positive, progress, run
+
+PROG = "python -m experiments.collect_labels"
+#: where the branches run (oracle.executors.make_executor)
+EXECUTORS = ("inline", "local", "dask")
 
 
-@dataclass
+def check_agent(name: str) -> None:
+    """``check=`` of ``--agent``: a name the agent registry knows."""
+    known = agent_names()
+    if name not in known:
+        raise choice_error(name, known)
+
+
+@dataclass(frozen=True)
 class Args:
-    agent: str = "repair"
-    """registered agent name (repair, scripted, ...)"""
-    tasks: int = 12
+    """Collect a real label set by running an agent through the paired-recovery harness
+    (resumable: rerun the same command to continue)."""
+
+    agent: str = opt("repair", check=check_agent, metavar="NAME")
+    """registered agent name (repair, scripted, simulator, sim:<family>, ...)"""
+    tasks: int = opt(12, min=1)
     """number of tasks"""
-    repos: int = 4
+    repos: int = opt(4, min=1)
     """number of repositories (module families for the repair agent)"""
-    design: str = "pilot"
+    design: str = opt("pilot", choices=DESIGNS)
     """pilot (one early and one late cell per task), tool_call, or full (every r x f)"""
-    granularity: str = "turn"
-    """candidate boundaries: turn or tool_call"""
-    repetitions: int = 2
+    granularity: str = opt("turn", choices=get_args(Granularity))
+    """candidate boundaries"""
+    repetitions: int = opt(2, min=1)
     """repetitions per cell (a predeclared third for sign-unstable cells)"""
-    seed: int = 0
+    seed: int = opt(0, min=0)
     """study seed: tasks, mutants, pair seeds, branch order"""
-    out: str = "runs/collect"
+    out: str = opt("runs/collect", metavar="PATH")
     """study directory (plan.json, audit.jsonl, labelset/)"""
-    workers: int = 2
-    """parallel branches"""
-    executor: str = "local"
+    jobs: int = opt(2, min=1)
+    """parallel branches (worker processes)"""
+    executor: str = opt("local", choices=EXECUTORS)
     """local (process pool), inline, or dask"""
-    cap: float = 600.0
+    scheduler: str | None = opt(None, metavar="ADDR")
+    """a Dask scheduler address (--executor dask; default: a local cluster of --jobs workers)"""
+    cap: float = opt(600.0, check=positive)
     """per-branch cap, seconds"""
     require_determinism: bool = False
     """quarantine pairs whose observations diverge from the nominal run"""
     progress: bool = True
-    """show progress bars"""
+    """show the progress of every step (tasks, nominal runs, branches)"""
+
+    def __post_init__(self) -> None:
+        if self.scheduler is not None and self.executor != "dask":
+            raise ValueError(f"argument --scheduler: needs --executor dask, not {self.executor}")
 
 
-def parse_args(argv: list[str] | None = None) -> Args:
-    ap = argparse.ArgumentParser(prog="python -m experiments.collect_labels", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    for f in fields(Args):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type == "bool":
-            ap.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
-        else:
-            typ = {"int": int, "float": float}.get(str(f.type), str)
-            ap.add_argument(flag, type=typ, default=f.default)
-    return Args(**vars(ap.parse_args(argv)))
+def task_options(agent: Any, repos: int) -> dict[str, int]:
+    """``--repos`` in the keyword the agent's ``make_tasks`` takes (``n_repos`` or ``repos``);
+    ValueError when it takes neither."""
+    params = inspect.signature(agent.make_tasks).parameters if hasattr(agent, "make_tasks") else {}
+    for key in ("n_repos", "repos"):
+        if key in params:
+            return {key: repos}
+    name = getattr(agent, "name", type(agent).__name__)
+    raise ValueError(f"argument --repos: agent {name!r} does not take a repository count")
+
+
+def _bar(enabled: bool) -> Any:
+    """A callback for :func:`oracle.study.run_study`'s ``progress`` that draws the branches
+    with :func:`ripplecp_cli.progress` (plain lines where stderr is not a terminal)."""
+    state: dict[str, Any] = {}
+
+    def update(info: dict) -> None:
+        bar = state.get("bar")
+        if bar is None:
+            bar = state["bar"] = progress(desc="branches", unit="branch", total=info["total"],
+                                          initial=info["done"] - 1, enabled=enabled)
+        if info["total"] != bar.total:
+            bar.set_total(info["total"])
+        bar.set_postfix(quarantined=info["quarantined"])
+        bar.update()
+
+    def close() -> None:
+        if "bar" in state:
+            state["bar"].close()
+
+    update.close = close  # type: ignore[attr-defined]
+    return update
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    """``python -m experiments.collect_labels``: check every argument, then collect."""
+    return run(collect, Args, argv, prog=PROG)
+
+
+def collect(args: Args) -> int:
+    """Phases 1-3 (the module docstring) for checked arguments."""
     from oracle.agents import get_agent
-    from oracle.agents.protocol import clock_kind
+    from oracle.agents.protocol import clock_kind, make_tasks
     from oracle.executors import close_executor, make_executor
     from oracle.harness import HarnessConfig, StudyContext
     from oracle.plan import Plan
@@ -86,34 +139,46 @@ def main(argv: list[str] | None = None) -> int:
                                              "repetitions", "seed", "cap", "require_determinism")}
     req_path = out / "request.json"
     if req_path.exists() and json.loads(req_path.read_text()) != request:
-        raise SystemExit(f"{out}: holds a study made with other arguments "
+        raise ValueError(f"argument --out: {out} holds a study made with other arguments "
                          f"({req_path}); use another --out")
     req_path.write_text(json.dumps(request, indent=2, sort_keys=True))
 
     gran = "tool_call" if args.design == "tool_call" else args.granularity
     agent_opts = {"granularity": gran}
     agent = get_agent(args.agent, **agent_opts)
-    ex = make_executor(args.executor, args.workers)
+    task_opts = task_options(agent, args.repos)
+    ex = make_executor(args.executor, args.jobs, args.scheduler)
+    bar = _bar(args.progress)
     try:
         # --- phase 1 and 2: tasks, nominal runs, frozen plan (skipped when already frozen)
         if plan_path.exists():
             plan = Plan.load(plan_path)
             print(f"plan {plan_path} (sha256 {plan.hash[:16]}) already frozen: resuming")
         else:
-            task_opts = {"n_repos": args.repos} if args.agent == "repair" else {"repos": args.repos}
-            tasks = agent.make_tasks(args.tasks, args.seed, study / "tasks", **task_opts)
+            with progress(desc=f"tasks ({args.agent})", total=args.tasks, unit="task",
+                          enabled=args.progress) as step:
+                try:
+                    tasks = make_tasks(agent, args.tasks, args.seed, study / "tasks", **task_opts)
+                except ValueError as exc:
+                    raise ValueError(f"--tasks {args.tasks} --repos {args.repos}: {exc}") from None
+                step.update(len(tasks))
             config = HarnessConfig(granularity=gran, branch_cap_s=args.cap,
                                    require_obs_determinism=args.require_determinism,
                                    clock=clock_kind(agent))
             ctx = StudyContext(args.agent, agent_opts, {t.task_id: t for t in tasks}, config, study)
-            plan = freeze_plan(ctx, tasks, args.design, seed=args.seed,
-                               repetitions=args.repetitions, executor=ex)
+            # oracle.study.freeze_plan reports no progress per run: the step as a whole
+            with progress(desc="nominal runs (a checkpoint at every boundary)", total=len(tasks),
+                          unit="run", enabled=args.progress) as step:
+                plan = freeze_plan(ctx, tasks, args.design, seed=args.seed,
+                                   repetitions=args.repetitions, executor=ex)
+                step.update(len(tasks))
             plan.save(plan_path)
             print(f"plan {plan_path} (sha256 {plan.hash[:16]}): {len(tasks)} tasks, "
                   f"{len(plan.cells)} cells, {plan.n_branches()} branches before third repetitions")
         # --- phase 3: paired branches (resumable from the audit log)
-        ls = run_study(plan, study, executor=ex, out=out / "labelset", progress=args.progress)
+        ls = run_study(plan, study, executor=ex, out=out / "labelset", progress=bar)
     finally:
+        bar.close()
         close_executor(ex)
     n_q = int(ls.recovery["quarantined"].fillna(False).sum())
     print(f"label set {out / 'labelset'}: {len(ls.tasks)} tasks in {len(ls.repos)} repositories, "
@@ -123,4 +188,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

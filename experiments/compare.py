@@ -12,34 +12,59 @@ metrics (``<family>/<policy>/<budget>/<metric>``); two child runs, their fold me
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ripplecp_cli import CommandLineError, opt, run
 
-@dataclass
+PROG = "python -m experiments.compare"
+
+
+def zero_or_two(runs: tuple[str, ...]) -> None:
+    """``check=`` of the run ids: none (list the studies) or two (compare them)."""
+    if len(runs) not in (0, 2):
+        raise ValueError(f"give zero run ids (list studies) or exactly two (compare them), "
+                         f"got {len(runs)}")
+
+
+@dataclass(frozen=True)
 class Args:
-    runs: tuple[str, ...] = ()
+    """List the studies in an MLflow store and compare runs, without opening the MLflow UI."""
+
+    runs: tuple[str, ...] = opt((), positional=True, check=zero_or_two, metavar="RUN")
     """zero run ids: list the studies; two run ids (or unique prefixes): compare them"""
-    mlruns: str | None = None
-    """MLflow store root (default: $RIPPLECP_MLRUNS or ./mlruns)"""
+    mlruns: str | None = opt(None, metavar="DIR")
+    """an existing MLflow store root (default: $RIPPLECP_MLRUNS or ./mlruns); never created"""
     filter: str = ""
     """only metrics whose name contains this text"""
-    limit: int = 50
+    limit: int = opt(50, min=1)
     """at most this many studies listed"""
 
 
-def _client(root: str | None) -> Any:
+def existing_store(root: str | Path | None) -> Path:
+    """The store root ``root`` (default: :func:`~ripplecp_policy.tracking.mlruns_root`) if it
+    holds an MLflow store; FileNotFoundError otherwise (reading never creates one)."""
+    from ripplecp_policy.tracking import mlruns_root
+
+    path = Path(root).expanduser().resolve() if root is not None else mlruns_root()
+    if not (path / "mlflow.db").is_file():
+        raise FileNotFoundError(f"no MLflow store at {path} (no mlflow.db); run a study first "
+                                "or give --mlruns")
+    return path
+
+
+def _client(root: str | Path | None) -> Any:
     from mlflow.tracking import MlflowClient
 
     from ripplecp_policy.tracking import tracking_uri
 
-    return MlflowClient(tracking_uri=tracking_uri(root))
+    return MlflowClient(tracking_uri=tracking_uri(existing_store(root)))
 
 
 def list_studies(root: str | None = None, limit: int = 50) -> pd.DataFrame:
@@ -70,7 +95,7 @@ def list_studies(root: str | None = None, limit: int = 50) -> pd.DataFrame:
 
 
 def resolve_run(client: Any, run_id: str) -> Any:
-    """A run by full id or unique prefix; SystemExit naming the candidates otherwise."""
+    """A run by full id or unique prefix; LookupError naming the candidates otherwise."""
     from mlflow.exceptions import MlflowException
 
     try:
@@ -84,7 +109,7 @@ def resolve_run(client: Any, run_id: str) -> Any:
                 matches.append(r)
     if len(matches) != 1:
         found = ", ".join(m.info.run_id for m in matches[:5]) or "none"
-        raise SystemExit(f"run {run_id!r}: {len(matches)} runs match (found: {found})")
+        raise LookupError(f"run {run_id!r}: {len(matches)} runs match (found: {found})")
     return matches[0]
 
 
@@ -105,13 +130,16 @@ def compare_runs(run_a: str, run_b: str, root: str | None = None, contains: str 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.compare", description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="*", help="zero run ids (list studies) or two (compare them)")
-    parser.add_argument("--mlruns", default=None, help="MLflow store root (default: $RIPPLECP_MLRUNS or ./mlruns)")
-    parser.add_argument("--filter", default="", help="only metrics whose name contains this text")
-    parser.add_argument("--limit", type=int, default=50, help="at most this many studies listed")
-    ns = parser.parse_args(argv)
-    args = Args(tuple(ns.runs), ns.mlruns, ns.filter, ns.limit)
+    """``python -m experiments.compare``: check the arguments and the store, then list or compare."""
+    return run(command, Args, argv, prog=PROG)
+
+
+def command(args: Args) -> int:
+    """List the studies (no run ids) or compare two runs, printing a table."""
+    try:
+        existing_store(args.mlruns)
+    except FileNotFoundError as exc:
+        raise CommandLineError(f"argument --mlruns: {exc}") from None
     pd.set_option("display.width", 200)
     pd.set_option("display.max_rows", 10_000)
     pd.set_option("display.max_colwidth", 60)
@@ -122,8 +150,6 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print(studies.to_string(index=False))
         return 0
-    if len(args.runs) != 2:
-        parser.error("give zero run ids (list studies) or exactly two (compare them)")
     table = compare_runs(args.runs[0], args.runs[1], args.mlruns, args.filter)
     ta, tb = table.attrs["tags_a"], table.attrs["tags_b"]
     print(f"A = {table.attrs['a']}  ({ta.get('ripplecp.families') or ta.get('mlflow.runName', '')})")

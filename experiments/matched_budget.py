@@ -19,7 +19,6 @@ logs the study to MLflow: one parent run, one child run per (family, policy, bud
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -34,59 +33,93 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn.base import clone
-from tqdm.auto import tqdm
 
 from baselines import all_baselines
 from oracle.tables import LabelSet
+from oracle.workloads import family_names
+from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, parse, progress, run
 from ripplecp_policy.data import resolve_labels
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.learned import default_learned_policies
-from ripplecp_policy.policy import Budget, PlacementPolicy, Role, Setting
+from ripplecp_policy.policy import HAZARDS, BudgetSpec, PlacementPolicy, Role, Setting
 from ripplecp_policy.registry import entry
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.stats import task_bootstrap
+from ripplecp_policy.tracking import check_experiment_name
 from ripplecp_policy.verdicts import Verdict, compare, paired_contrast
 
+PROG = "python -m experiments.matched_budget"
+#: the simulated families the default study runs (every registered one is accepted)
 FAMILIES = ("swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon")
 REFERENCE = "first-boundary"
 
 
-@dataclass
+def check_budgets(specs: tuple[str, ...]) -> None:
+    """``check=`` of ``--budgets``: every spec parses (:meth:`BudgetSpec.parse`)."""
+    for spec in specs:
+        BudgetSpec.parse(spec)
+
+
+def check_labels(spec: str) -> None:
+    """``check=`` of ``--labels``: a shipped label set's name or an existing directory."""
+    try:
+        path = resolve_labels(spec)
+    except LookupError as exc:
+        raise ValueError(str(exc)) from None
+    existing_dir(path)
+
+
+@dataclass(frozen=True)
 class Args:
-    labels: str | None = None
-    """a label-set directory (e.g. from a real agent), or a shipped set by name (shipped = llm-free), instead of the simulator"""
-    families: tuple[str, ...] = FAMILIES
-    """workload families to simulate (or to select from --labels by the tasks' family)"""
-    budgets: tuple[str, ...] = ("count:1", "count:2", "count:3", "seconds:2x")
-    """budgets: count:N, seconds:S or seconds:Kx (K x mean creation s), bytes:B or bytes:Kx"""
-    seed: int = 0
+    """Every placement policy at matched budgets, against first-boundary and the clairvoyant
+    optimum (paper, Section 6 and Appendices D and F)."""
+
+    labels: str | None = opt(None, check=check_labels, metavar="DIR|NAME")
+    """an existing label-set directory (e.g. from a real agent), or a label set shipped with
+    the toolkit by name (``shipped`` = llm-free), instead of the simulator"""
+    families: tuple[str, ...] = opt(FAMILIES, metavar="F")
+    """workload families to simulate; with --labels, the set's families to study (left at
+    the default: every family of the set)"""
+    budgets: tuple[str, ...] = opt(("count:1", "count:2", "count:3", "seconds:2x"),
+                                   check=check_budgets, metavar="SPEC")
+    """budgets: count:N (N >= 1), seconds:S or seconds:Kx (K x mean creation s), bytes:B or
+    bytes:Kx (S, B, K > 0)"""
+    seed: int = opt(0, min=0)
     """one seed for the simulator, the policies and the random baseline's seeds"""
     quick: bool = False
-    """a CI-sized study: fewer tasks, families, budgets, resamples and smaller learned models"""
-    out: str = "out/matched_budget"
+    """a CI-sized study: fewer tasks, families, budgets, resamples and smaller learned models
+    (options given explicitly win)"""
+    out: str = opt("out/matched_budget", metavar="PATH")
     """where the PNG curves, per-task CSV and summary go"""
-    mlruns: str | None = None
+    mlruns: str | None = opt(None, metavar="DIR")
     """MLflow store root (default: $RIPPLECP_MLRUNS or ./mlruns)"""
-    no_mlflow: bool = False
-    """do not log to MLflow"""
-    tasks_per_repo: int | None = None
+    mlflow: bool = True
+    """log the study to MLflow"""
+    tasks_per_repo: int | None = opt(None, min=1)
     """simulated tasks per repository (default: the family's own; --quick: 2)"""
-    repetitions: int = 2
+    repetitions: int = opt(2, min=1)
     """repetitions of every recovery branch in the simulated tables"""
-    hazard: str = "uniform"
+    hazard: str = opt("uniform", choices=HAZARDS)
     """failure distribution: uniform over measured failures, or duration (per nominal second)"""
-    random_seeds: int = 10
+    random_seeds: int = opt(10, min=1)
     """seeds the random baseline is averaged over (>= 10 in a full study)"""
-    tolerance: float = 0.05
+    tolerance: float = opt(0.05, min=0.0)
     """a verdict is refused when a policy outspends first-boundary by more than this x budget"""
-    n_resamples: int = 10_000
+    n_resamples: int = opt(10_000, min=1)
     """task-bootstrap resamples for every interval"""
     learned: bool = True
     """include the learned policies (ripplecp_policy.learned.default_learned_policies)"""
-    experiment: str = "matched-budget"
+    experiment: str = opt("matched-budget", check=check_experiment_name)
     """MLflow experiment name"""
-    jobs: int = 2
+    jobs: int = opt(2, min=1)
     """worker processes for the folds (results do not depend on it)"""
+
+    def __post_init__(self) -> None:
+        if self.labels is None:  # simulated: registered names (a label set's are checked on loading)
+            known = family_names()
+            for fam in self.families:
+                if fam not in known:
+                    raise choice_error(fam, known, "--families")
 
 
 #: --quick: the same study on one family (the one with the most boundaries), 2 tasks per
@@ -97,80 +130,21 @@ QUICK = dict(
 )
 
 
+def sized(args: Args) -> Args:
+    """``args`` with --quick's sizes for every option left at its default (with --labels the
+    families stay the set's own)."""
+    if not args.quick:
+        return args
+    default = Args()
+    return dataclasses.replace(args, **{
+        k: v for k, v in QUICK.items()
+        if getattr(args, k) == getattr(default, k) and not (k == "families" and args.labels)
+    })
+
+
 def parse_args(argv: list[str] | None = None) -> Args:
-    """argparse built from :class:`Args` (field docstrings are the help)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m experiments.matched_budget", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    docs = _field_docs()
-    for f in dataclasses.fields(Args):
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default
-        if f.type in ("bool", bool):
-            if default:
-                parser.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name,
-                                    action="store_false", help=docs.get(f.name, ""))
-            else:
-                parser.add_argument(flag, action="store_true", help=docs.get(f.name, ""))
-        elif str(f.type).startswith("tuple"):
-            parser.add_argument(flag, nargs="+", default=argparse.SUPPRESS,
-                                help=f"{docs.get(f.name, '')} (default: {' '.join(default)})")
-        elif f.name == "hazard":
-            parser.add_argument(flag, choices=("uniform", "duration"), default=default,
-                                help=docs.get(f.name, ""))
-        else:
-            kind = {"int": int, "float": float, "int | None": int}.get(str(f.type), str)
-            parser.add_argument(flag, type=kind, default=default, help=docs.get(f.name, ""))
-    ns = parser.parse_args(argv)
-    values = vars(ns)
-    explicit = {k for k, v in values.items() if v is not None and v != getattr(Args, k, None)}
-    for f in dataclasses.fields(Args):
-        if str(f.type).startswith("tuple"):
-            v = values.get(f.name)
-            values[f.name] = tuple(x for item in v for x in item.split(",") if x) if v else f.default
-    args = Args(**values)
-    if args.quick:
-        for k, v in QUICK.items():
-            if k not in explicit:
-                setattr(args, k, v)
-    return args
-
-
-def _field_docs() -> dict[str, str]:
-    """The string under each field of Args, used as argparse help."""
-    import inspect
-
-    src = inspect.getsource(Args).splitlines()
-    out, last = {}, None
-    for line in src:
-        m = re.match(r"\s+(\w+): ", line)
-        if m:
-            last = m.group(1)
-            continue
-        m = re.match(r'\s+"""(.*)"""', line)
-        if m and last:
-            out[last] = m.group(1)
-    return out
-
-
-def resolve_budget(spec: str, data: LabelSet) -> Budget:
-    """``count:2`` | ``seconds:9.5`` | ``seconds:2x`` (2 x mean creation s) | ``bytes:...``; a
-    bare number is a count. Relative budgets use the family's mean checkpoint cost."""
-    kind, _, amount = spec.partition(":") if ":" in spec else ("count", "", spec)
-    if kind not in ("count", "seconds", "bytes"):
-        raise SystemExit(f"--budgets: {spec!r}: kind must be count, seconds or bytes")
-    try:
-        if amount.endswith("x"):
-            if kind == "count":
-                raise ValueError
-            col = "creation_s" if kind == "seconds" else "size_bytes"
-            value = float(amount[:-1]) * float(data.checkpoints[col].astype(float).mean())
-        else:
-            value = float(amount)
-    except ValueError:
-        raise SystemExit(f"--budgets: {spec!r}: amount must be a number (or Kx for seconds/bytes)") from None
-    return Budget(kind, round(value, 3) if kind != "count" else value)
+    """The study's arguments from ``argv`` (checked; errors exit 2 in one line), sized."""
+    return sized(parse(Args, argv, prog=PROG))
 
 
 def safe_key(s: str) -> str:
@@ -179,21 +153,29 @@ def safe_key(s: str) -> str:
 
 
 def load_label_sets(args: Args) -> dict[str, LabelSet]:
-    """One label set per family: simulated, or the tasks of --labels grouped by family."""
+    """One label set per family: simulated, or the tasks of --labels grouped by family (every
+    family of the set unless --families names some; a name the set lacks is an error)."""
     out: dict[str, LabelSet] = {}
     if args.labels:
-        full = LabelSet.load(resolve_labels(args.labels))
+        try:
+            full = LabelSet.load(resolve_labels(args.labels))
+        except (ValueError, OSError) as exc:
+            raise CommandLineError(f"argument --labels: {exc}") from None
         present = sorted(str(f) for f in full.tasks["family"].unique())
-        fams = [f for f in present if f in args.families]
-        if not fams:  # the simulated family names do not apply to this set: take all of it
+        if args.families == FAMILIES:  # left at the default: the whole set
             fams = present
+        else:
+            for fam in args.families:
+                if fam not in present:
+                    raise choice_error(fam, present, "--families")
+            fams = [f for f in present if f in args.families]
         for fam in fams:
             ids = full.tasks.loc[full.tasks["family"] == fam, "task_id"]
             out[str(fam)] = full.subset(ids)
         return out
     from oracle.simulator import simulate_label_set
 
-    for fam in tqdm(args.families, desc="simulate", leave=False):
+    for fam in progress(args.families, desc="simulate", leave=False):
         out[fam] = simulate_label_set(
             fam, tasks_per_repo=args.tasks_per_repo, design="full",
             repetitions=args.repetitions, seed=args.seed,
@@ -422,14 +404,20 @@ def _fast_sqlite() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    """``python -m experiments.matched_budget``: check every argument, then run the study."""
+    return run(study, Args, argv, prog=PROG)
+
+
+def study(args: Args) -> int:
+    """The study (the module docstring) for checked arguments; --quick sizes apply here."""
+    args = sized(args)
     t0 = time.perf_counter()
     warnings.filterwarnings("ignore", category=FutureWarning)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
 
     # 1. Label sets (simulated families or --labels), restricted to priceable tasks.
     data = load_label_sets(args)
+    out.mkdir(parents=True, exist_ok=True)  # once the inputs are known good
     hashes: dict[str, str] = {}
     for fam in list(data):
         data[fam], dropped = priceable(data[fam], args.hazard)
@@ -441,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         hashes[fam] = data[fam].content_hash()
     if not data:
-        raise SystemExit(
+        raise ValueError(
             "no family has >= 2 repositories whose tasks have full recovery tables (every J(r, f), "
             "r < f); a pilot-design label set prices only some placements"
         )
@@ -455,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     #    MLflow log are deterministic; a family is reported once its last fold is back.
     #    Each budget is one setting (budget, failure model, default features), given once to
     #    every fit and to the evaluation.
-    settings = {fam: [Setting(resolve_budget(s, ls), args.hazard) for s in args.budgets]
+    settings = {fam: [Setting(BudgetSpec.parse(s).resolve(ls), args.hazard) for s in args.budgets]
                 for fam, ls in data.items()}
     jobs = [(fam, fold) for fam, ls in data.items() for fold in leave_one_repo_out(ls)]
     results_iter = _run_jobs(jobs, data, protos, settings, args)  # workers start now
@@ -463,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     # 4. MLflow (initialised while the workers run): one parent run for the study.
     client = parent_id = None
     exp_id = ""
-    if not args.no_mlflow:
+    if args.mlflow:
         from mlflow.tracking import MlflowClient
 
         from ripplecp_policy.tracking import ensure_experiment, tracking_uri
@@ -507,8 +495,8 @@ def _study(
     n_folds = {fam: sum(1 for f, _ in jobs if f == fam) for fam in data}
     done: dict[str, list[pd.DataFrame]] = {fam: [] for fam in data}
     all_results, all_summaries, all_verdicts, lines = [], [], [], []
-    for (fam, _fold), fold_res in tqdm(zip(jobs, results_iter, strict=True), total=len(jobs),
-                                       desc="folds (family x held-out repo)"):
+    for (fam, _fold), fold_res in progress(zip(jobs, results_iter, strict=True), total=len(jobs),
+                                           desc="folds (family x held-out repo)"):
         done[fam].append(fold_res)
         if len(done[fam]) < n_folds[fam]:
             continue
@@ -636,7 +624,7 @@ def _log_children(client: Any, exp_id: str, parent_id: str, res: pd.DataFrame, f
     from mlflow.entities import Metric
 
     groups = list(res.groupby(["policy", "budget", "fold"], sort=False))
-    for (policy, budget, fold), g in tqdm(groups, desc=f"mlflow {fam}", leave=False):
+    for (policy, budget, fold), g in progress(groups, desc=f"mlflow {fam}", leave=False):
         run = client.create_run(exp_id, run_name=f"{fam}/{policy}/{budget}/{fold}", tags={
             "mlflow.parentRunId": parent_id, "ripplecp.kind": "fold",
             "ripplecp.family": fam, "ripplecp.policy": str(policy), "ripplecp.budget": str(budget),

@@ -13,12 +13,11 @@ hollow markers for unverified tasks) as PNG; logs tables and figures to MLflow.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,55 +29,63 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from oracle.labels import ADDITIONAL, FIRST, POOLED, STRATA  # noqa: E402
+from ripplecp_cli import (  # noqa: E402
+    CommandLineError,
+    choice_error,
+    existing_file,
+    existing_path,
+    opt,
+    positive,
+    run,
+)
 from ripplecp_policy import stats  # noqa: E402
-from ripplecp_policy.tracking import ensure_experiment, mlruns_root, tracking_uri  # noqa: E402
+from ripplecp_policy.tracking import (  # noqa: E402
+    check_experiment_name,
+    ensure_experiment,
+    mlruns_root,
+    tracking_uri,
+)
+
+PROG = "python -m experiments.pilot_analysis"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Args:
-    labels: str | None = None
+    """The RippleCP paper's pilot analysis (Section 4, Appendix G) for any label set, or for
+    the paper's published Table 7 figures (--pilot)."""
+
+    labels: str | None = opt(None, check=existing_path, metavar="PATH")
     """label-set directory (with labels.parquet) or a labels.parquet file"""
     pilot: bool = False
     """analyse the paper's published Table 7 per-task figures instead of a label set"""
-    out: str = "out/pilot_analysis"
+    out: str = opt("out/pilot_analysis", metavar="PATH")
     """folder for the PNG figures and CSV/JSON tables"""
-    features: str | None = None
+    features: str | None = opt(None, check=existing_file, metavar="PATH")
     """optional parquet of per-cell proxies (keyed by cell_id, or task_id + candidate)"""
-    proxies: str | None = None
-    """comma-separated proxy columns for Table 2 (default: every numeric proxy found)"""
-    seed: int = stats.PAPER_SEED
+    proxies: tuple[str, ...] = opt((), metavar="COLUMN")
+    """proxy columns for Table 2 (default: every numeric proxy found)"""
+    seed: int = opt(stats.PAPER_SEED, min=0)
     """seed of the task bootstrap and the permutation tests"""
-    n_resamples: int = stats.N_BOOTSTRAP
+    n_resamples: int = opt(stats.N_BOOTSTRAP, min=1)
     """task-bootstrap replicates"""
-    n_permutations: int = stats.N_PERMUTATIONS
+    n_permutations: int = opt(stats.N_PERMUTATIONS, min=1)
     """permutation-test relabelings"""
-    method: str = "percentile"
-    """bootstrap interval: percentile or bca"""
-    minutes_per_label: float = stats.AGENT_MINUTES_PER_LABEL
+    method: str = opt("percentile", choices=("percentile", "bca"))
+    """bootstrap interval method"""
+    minutes_per_label: float = opt(stats.AGENT_MINUTES_PER_LABEL, check=positive)
     """agent minutes one label costs, for the budget plan"""
-    mlruns: str | None = None
+    mlruns: str | None = opt(None, metavar="DIR")
     """mlruns folder (SQLite store + artifacts); default $RIPPLECP_MLRUNS or ./mlruns"""
-    experiment: str = "pilot_analysis"
+    experiment: str = opt("pilot_analysis", check=check_experiment_name)
     """MLflow experiment name"""
-    no_mlflow: bool = False
-    """skip MLflow logging"""
+    mlflow: bool = True
+    """log the tables and figures to MLflow"""
 
-
-def parse_args(argv: list[str] | None = None) -> Args:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for f in fields(Args):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type in ("bool", bool):
-            p.add_argument(flag, dest=f.name, action="store_true")
-        else:
-            typ = {"int": int, "float": float}.get(str(f.type), str)
-            p.add_argument(flag, dest=f.name, type=typ, default=f.default)
-    args = Args(**vars(p.parse_args(argv)))
-    if bool(args.labels) == bool(args.pilot):
-        p.error("give exactly one of --labels PATH or --pilot")
-    if args.method not in ("percentile", "bca"):
-        p.error(f"--method must be percentile or bca, got {args.method!r}")
-    return args
+    def __post_init__(self) -> None:
+        if (self.labels is None) == (not self.pilot):
+            raise ValueError("give exactly one of --labels PATH or --pilot")
+        if self.pilot and (self.features or self.proxies):
+            raise ValueError("--features and --proxies need --labels (Table 7 has no cells)")
 
 
 def _atomic_write(path: Path, write: Any) -> None:
@@ -97,16 +104,25 @@ def _fmt(df: pd.DataFrame) -> str:
     return df.to_string(float_format=lambda v: f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}")
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = parse_args(argv)
+def main(argv: list[str] | None = None) -> int:
+    """``python -m experiments.pilot_analysis``: check every argument, then analyse."""
+    def command(args: Args) -> int:
+        analyse(args)
+        return 0
+
+    return run(command, Args, argv, prog=PROG)
+
+
+def analyse(args: Args) -> dict[str, Any]:
+    """The analysis (the module docstring) for checked arguments; returns the output folder,
+    the MLflow run id, the summary and the tables."""
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     boot = dict(n_resamples=args.n_resamples, seed=args.seed, method=args.method)
     published = stats.load_pilot_tables()
     tables: dict[str, pd.DataFrame] = {}
     summary: dict[str, Any] = {"seed": args.seed, "n_resamples": args.n_resamples,
                                "n_permutations": args.n_permutations, "method": args.method}
-    params: dict[str, Any] = {k: v for k, v in asdict(args).items() if v is not None}
+    params: dict[str, Any] = {k: v for k, v in asdict(args).items() if v is not None and v != ()}
 
     # ---- load: a label set, or the paper's Table 7 --------------------------------------
     if args.pilot:
@@ -119,7 +135,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         path = Path(args.labels)
         lpath = path / "labels.parquet" if path.is_dir() else path
-        labels = read_table(lpath, "labels")
+        try:
+            labels = read_table(lpath, "labels")
+        except (ValueError, OSError) as exc:
+            raise CommandLineError(f"argument --labels: {exc}") from None
         source = str(lpath)
         manifest = lpath.parent / "label_set.json"
         if manifest.exists():
@@ -129,6 +148,38 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"permutations: {args.n_permutations}\n")
 
     if labels is not None:
+        # ---- the per-cell table with its proxies (--features, --proxies checked here) ---
+        cells = stats.cell_table(labels)
+        lset = lpath.parent
+        ck = lset / "checkpoints.parquet"
+        if ck.exists():
+            cp = pd.read_parquet(ck, columns=["task_id", "boundary", "size_bytes"])
+            cp = cp.rename(columns={"boundary": "candidate", "size_bytes": "checkpoint_bytes"})
+            cells = cells.merge(cp, on=["task_id", "candidate"], how="left")
+        if args.features:
+            try:
+                feats = pd.read_parquet(args.features)
+            except (ValueError, OSError) as exc:
+                raise CommandLineError(f"argument --features: {args.features}: {exc}") from None
+            keys = ["cell_id"] if "cell_id" in feats else ["task_id", "candidate"]
+            missing = [k for k in keys if k not in feats.columns]
+            if missing:
+                raise CommandLineError(f"argument --features: {args.features}: needs cell_id or "
+                                       f"task_id + candidate, missing {missing}")
+            new = [c for c in feats.columns if c not in cells.columns or c in keys]
+            cells = cells.merge(feats[new], on=keys, how="left")
+        core = {"candidate", "fallback", "failure", "n_reps", "j_cp", "j_skip", "advantage",
+                "advantage_sd", "creation_s", "tokens_cp", "tokens_skip", "tool_calls_cp",
+                "tool_calls_skip", "repetition"}
+        if args.proxies:
+            proxies = list(args.proxies)
+            for c in proxies:
+                if c not in cells.columns:
+                    raise choice_error(c, sorted(cells.columns), "--proxies")
+        else:
+            proxies = [c for c in cells.columns if c not in core
+                       and pd.api.types.is_numeric_dtype(cells[c]) and not pd.api.types.is_bool_dtype(cells[c])]
+
         # ---- Table 1: marginal value by stratum (verified-endpoint tasks) --------------
         q = stats.quarantine_summary(labels)
         summary["quarantine"] = q
@@ -153,32 +204,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(_fmt(g11) + "\n")
 
         # ---- Table 2: within-stratum Spearman of cheap proxies -----------------------
-        cells = stats.cell_table(labels)
-        lset = lpath.parent
-        ck = lset / "checkpoints.parquet"
-        if ck.exists():
-            cp = pd.read_parquet(ck, columns=["task_id", "boundary", "size_bytes"])
-            cp = cp.rename(columns={"boundary": "candidate", "size_bytes": "checkpoint_bytes"})
-            cells = cells.merge(cp, on=["task_id", "candidate"], how="left")
-        if args.features:
-            feats = pd.read_parquet(args.features)
-            keys = ["cell_id"] if "cell_id" in feats else ["task_id", "candidate"]
-            missing = [k for k in keys if k not in feats.columns]
-            if missing:
-                raise SystemExit(f"{args.features}: needs cell_id or task_id + candidate, missing {missing}")
-            new = [c for c in feats.columns if c not in cells.columns or c in keys]
-            cells = cells.merge(feats[new], on=keys, how="left")
-        core = {"candidate", "fallback", "failure", "n_reps", "j_cp", "j_skip", "advantage",
-                "advantage_sd", "creation_s", "tokens_cp", "tokens_skip", "tool_calls_cp",
-                "tool_calls_skip", "repetition"}
-        if args.proxies:
-            proxies = [c.strip() for c in args.proxies.split(",") if c.strip()]
-            unknown = [c for c in proxies if c not in cells.columns]
-            if unknown:
-                raise SystemExit(f"--proxies: unknown columns {unknown}; have {sorted(cells.columns)}")
-        else:
-            proxies = [c for c in cells.columns if c not in core
-                       and pd.api.types.is_numeric_dtype(cells[c]) and not pd.api.types.is_bool_dtype(cells[c])]
         t2 = stats.spearman_table(cells, proxies, n_permutations=args.n_permutations, seed=args.seed)
         tables["table2_spearman"] = t2
         print("Table 2: Spearman rho of proxy vs advantage, within stratum (verified cells; "
@@ -267,6 +292,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   f"(10^{np.log10(ratio):.2f})\n")
 
     # ---- Figure 2: marginal value by stratum ------------------------------------------
+    out.mkdir(parents=True, exist_ok=True)  # once the inputs are known good
     fig, ax = plt.subplots(figsize=(5.0, 3.6), dpi=120)
     xs = np.arange(len(fig2_rows))
     est = fig2_rows["advantage_s"].to_numpy(float)
@@ -320,7 +346,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     # ---- MLflow -------------------------------------------------------------------------
     run_id = None
-    if not args.no_mlflow:
+    if args.mlflow:
         import mlflow
 
         root = Path(args.mlruns) if args.mlruns else mlruns_root()
@@ -337,8 +363,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+    sys.exit(main())

@@ -1,7 +1,7 @@
 """Train the learned placement policies under leave-one-repository-out, tuned, tracked, exported.
 
-    python -m experiments.train_policies [--family F] [--labels PATH] [--quick]
-        [--mlruns PATH] [--device cpu|cuda] [--budget-kind count] [--budget-amount 2]
+    python -m experiments.train_policies [--families F ...] [--labels DIR] [--quick]
+        [--mlruns DIR] [--device cpu|cuda] [--budget-kind count] [--budget-amount 2]
 
 For every learned policy kind and every held-out repository: Optuna tunes on validation
 repositories inside the training fold, the policy is refitted on the fold (its threshold
@@ -16,12 +16,14 @@ lowest held-out cost is refitted on every repository and exported as an MLflow p
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import math
 import sys
+import tempfile
 import time
-from dataclasses import asdict, dataclass, fields
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,70 +34,114 @@ import pandas as pd
 from baselines import FirstBoundary
 from oracle.labels import STRATA
 from oracle.tables import LabelSet
+from oracle.workloads import family_names
+from ripplecp_cli import (
+    CommandLineError,
+    choice_error,
+    existing_dir,
+    opt,
+    parse,
+    positive,
+    progress,
+    run,
+)
 from ripplecp_policy.datasets import replays
 from ripplecp_policy.evaluation import Evaluator
 from ripplecp_policy.export import example_frame, log_policy_model
-from ripplecp_policy.learned import LEARNED
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting
+from ripplecp_policy.learned import DEVICES, LEARNED, check_device
+from ripplecp_policy.policy import (
+    BUDGET_KINDS,
+    BoundaryObservation,
+    Budget,
+    BudgetSpec,
+    PlacementPolicy,
+    Setting,
+)
 from ripplecp_policy.registry import entry
 from ripplecp_policy.splits import SplitAudit, leave_one_repo_out
-from ripplecp_policy.tracking import ensure_experiment, tracking_uri
+from ripplecp_policy.tracking import check_experiment_name, ensure_experiment, tracking_uri
 from ripplecp_policy.tuning import tune
 from ripplecp_policy.verdicts import compare
 
+PROG = "python -m experiments.train_policies"
 #: the registered learned policy kinds
 KINDS = tuple(e.key for e in LEARNED)
+#: the family trained on by default
+FAMILIES = ("long-horizon",)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Args:
-    family: str = "long-horizon"
-    """simulated workload family (ignored with --labels)"""
-    labels: str | None = None
+    """Train the learned placement policies under leave-one-repository-out, tuned, tracked,
+    exported (one study per family)."""
+
+    families: tuple[str, ...] = opt(FAMILIES, metavar="F")
+    """simulated workload families, one study each; with --labels, the set's families to
+    train on, one study each (left at the default: the whole set, one study)"""
+    labels: str | None = opt(None, check=existing_dir, metavar="DIR")
     """a saved label set directory to train on instead of simulating"""
-    tasks_per_repo: int = 4
+    tasks_per_repo: int = opt(4, min=1)
     """simulated tasks per repository"""
-    repetitions: int = 2
+    repetitions: int = opt(2, min=1)
     """simulated repetitions per recovery cell"""
     quick: bool = False
-    """CI-sized run: 3 trials, small ensembles, 2 simulated tasks per repository"""
-    mlruns: str | None = None
+    """CI-sized run: 3 trials, small ensembles, 2 simulated tasks per repository, 1 repetition"""
+    mlruns: str | None = opt(None, metavar="DIR")
     """MLflow root (default: $RIPPLECP_MLRUNS or ./mlruns)"""
-    experiment: str = "train_policies"
-    device: str = "cpu"
-    """xgboost device: cpu, or cuda where a GPU exists"""
-    seed: int = 0
-    budget_kind: str = "count"
-    budget_amount: float = 2.0
-    n_trials: int = 10
-    kinds: str = "xgboost,ridge,fqi-extratrees"
-    """comma-separated policy kinds (see KINDS)"""
+    mlflow: bool = True
+    """keep the runs in the MLflow store (off: they go to a temporary store deleted at the
+    end, and no model is exported)"""
+    experiment: str = opt("train_policies", check=check_experiment_name)
+    """MLflow experiment name"""
+    device: str = opt("cpu", choices=DEVICES, check=check_device)
+    """xgboost device (cuda: only where xgboost finds a GPU)"""
+    seed: int = opt(0, min=0)
+    """one seed for the simulator, the tuning and the policies"""
+    budget_kind: str = opt("count", choices=BUDGET_KINDS)
+    """the budget every policy is fitted and evaluated at: its kind"""
+    budget_amount: float = opt(2.0, check=positive)
+    """the budget's amount: checkpoints (a positive integer), creation seconds or bytes"""
+    n_trials: int = opt(10, min=1)
+    """Optuna trials per fold (validation repositories inside the training fold)"""
+    kinds: tuple[str, ...] = opt(("xgboost", "ridge", "fqi-extratrees"), choices=KINDS,
+                                 metavar="KIND")
+    """learned policy kinds to train"""
     export: bool = True
     """refit the best kind on every repository and export it as an MLflow pyfunc model"""
-    out: str | None = None
+    out: str | None = opt(None, metavar="PATH")
     """optional directory for the per-fold CSV and verdict text"""
+
+    def __post_init__(self) -> None:
+        try:
+            BudgetSpec(self.budget_kind, self.budget_amount)  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise CommandLineError(f"argument --budget-amount: {exc}") from None
+        if self.labels is None:  # simulated: registered names (a label set's are checked on loading)
+            known = family_names()
+            for fam in self.families:
+                if fam not in known:
+                    raise choice_error(fam, known, "--families")
+
+
+def sized(args: Args) -> Args:
+    """``args`` under --quick: at most 3 trials and 2 simulated tasks per repository, 1
+    repetition."""
+    if not args.quick:
+        return args
+    return dataclasses.replace(args, n_trials=min(args.n_trials, 3),
+                               tasks_per_repo=min(args.tasks_per_repo, 2), repetitions=1)
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
-    """Command-line flags from the :class:`Args` fields (``--tasks-per-repo`` style)."""
-    p = argparse.ArgumentParser(prog="python -m experiments.train_policies", description=__doc__.split("\n")[0])
-    for f in fields(Args):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type in ("bool", bool):
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
-        else:
-            typ = {"int": int, "float": float}.get(str(f.type), str)
-            p.add_argument(flag, type=typ, default=f.default)
-    ns = p.parse_args(argv)
-    args = Args(**vars(ns))
-    if args.quick:
-        args.n_trials = min(args.n_trials, 3)
-        args.tasks_per_repo = min(args.tasks_per_repo, 2)
-        args.repetitions = 1
-    bad = [k for k in args.kinds.split(",") if k not in KINDS]
-    if bad:
-        p.error(f"unknown policy kinds {bad}; choose among {', '.join(KINDS)}")
-    return args
+    """The study's arguments from ``argv`` (checked; errors exit 2 in one line), sized."""
+    return sized(parse(Args, argv, prog=PROG))
+
+
+def studies(args: Args) -> list[str | None]:
+    """The families to train on, one study each; None: the whole of --labels."""
+    if args.labels and args.families == FAMILIES:
+        return [None]
+    return list(args.families)
 
 
 def make_policy(kind: str, args: Args) -> PlacementPolicy:
@@ -103,14 +149,28 @@ def make_policy(kind: str, args: Args) -> PlacementPolicy:
     return entry(kind).make(seed=args.seed, quick=args.quick, device=args.device)
 
 
-def load_data(args: Args) -> LabelSet:
-    """The label set: loaded from ``--labels`` or simulated (full design: every placement priced)."""
+def load_data(args: Args, family: str | None = None) -> LabelSet:
+    """The label set: loaded from ``--labels`` (``family``'s tasks of it, a family the set
+    lacks being an error; None: all of it) or ``family`` simulated (full design: every
+    placement priced)."""
     if args.labels:
-        return LabelSet.load(args.labels)
+        try:
+            data = LabelSet.load(args.labels)
+        except (ValueError, OSError) as exc:
+            raise CommandLineError(f"argument --labels: {exc}") from None
+        if family is None:
+            return data
+        present = sorted(str(f) for f in data.tasks["family"].unique())
+        if family not in present:
+            raise choice_error(family, present, "--families")
+        return data.subset(data.tasks.loc[data.tasks["family"] == family, "task_id"])
     from oracle.simulator import simulate_label_set
 
-    return simulate_label_set(args.family, tasks_per_repo=args.tasks_per_repo, design="full",
-                              repetitions=args.repetitions, seed=args.seed)
+    with progress(desc=f"simulate {family or args.families[0]}", total=1) as bar:
+        data = simulate_label_set(family or args.families[0], tasks_per_repo=args.tasks_per_repo,
+                                  design="full", repetitions=args.repetitions, seed=args.seed)
+        bar.update()
+    return data
 
 
 def _finite(d: dict[str, Any]) -> dict[str, float]:
@@ -174,14 +234,17 @@ def verdict_lines(results: pd.DataFrame, reference_kind: str | None, names: dict
     return lines
 
 
-def run_study(args: Args) -> dict[str, Any]:
-    """The leave-one-repository-out study; returns per-fold metrics, verdicts and run ids."""
+def run_study(args: Args, family: str | None = None, data: LabelSet | None = None) -> dict[str, Any]:
+    """The leave-one-repository-out study of ``family`` (None: the whole of --labels, or the
+    first of --families) on ``data`` (default: :func:`load_data`); returns per-fold metrics,
+    verdicts and run ids."""
     t_start = time.perf_counter()
     budget = Budget(args.budget_kind, args.budget_amount)  # type: ignore[arg-type]
     setting = Setting(budget)  # given once to every fit and to the held-out evaluation
-    data = load_data(args)
+    data = load_data(args, family) if data is None else data
     folds = leave_one_repo_out(data)
-    kinds = args.kinds.split(",")
+    kinds = list(args.kinds)
+    name = family or ("labels" if args.labels else args.families[0])
     mlflow.set_tracking_uri(tracking_uri(args.mlruns))
     exp_id = ensure_experiment(args.experiment, args.mlruns)
     mlflow.set_experiment(experiment_id=exp_id)  # nested runs inherit the active experiment
@@ -189,13 +252,16 @@ def run_study(args: Args) -> dict[str, Any]:
     evals: list[pd.DataFrame] = []
     names: dict[str, str] = {}
     ev_all = Evaluator(data)
-    with mlflow.start_run(experiment_id=exp_id, run_name=f"train_policies-{args.family if not args.labels else 'labels'}") as parent:
-        mlflow.log_params({**{k: v for k, v in asdict(args).items() if v is not None},
+    with mlflow.start_run(experiment_id=exp_id, run_name=f"train_policies-{name}") as parent:
+        mlflow.log_params({**{k: ",".join(v) if isinstance(v, tuple) else v
+                              for k, v in asdict(args).items() if v is not None},
+                           "family": name,
                            "label_set_hash": data.content_hash(), "n_tasks": len(data.tasks),
                            "n_repos": len(data.repos), "budget": budget.label()})
         first = FirstBoundary()
         ref_eval = ev_all.evaluate(first, data.task_ids, setting)
         evals.append(ref_eval)
+        bar = progress(desc=f"folds {name} (kind x held-out repo)", total=len(kinds) * len(folds))
         for kind in kinds:
             with mlflow.start_run(run_name=kind, nested=True):
                 for fold in folds:
@@ -231,6 +297,8 @@ def run_study(args: Args) -> dict[str, Any]:
                             for row in policy.convergence_.itertuples():
                                 mlflow.log_metric("fqi_max_abs_delta", row.max_abs_delta, step=int(row.iteration))
                         per_fold.append({"kind": kind, "fold": fold.index, "held_out": fold.held_out, **m})
+                        bar.update()
+        bar.close()
         results = pd.concat(evals, ignore_index=True)
         table = pd.DataFrame(per_fold)
         lines = verdict_lines(results, "xgboost" if "xgboost" in kinds else None, names)
@@ -241,8 +309,11 @@ def run_study(args: Args) -> dict[str, Any]:
         mlflow.log_metrics({f"heldout_cost_{k}": float(summary[n]) for k, n in names.items()})
         model_uri = None
         best_kind = min(names, key=lambda k: float(summary[names[k]])) if names else None
-        if args.export and best_kind is not None:
+        if args.export and args.mlflow and best_kind is not None:
+            bar = progress(desc=f"export {best_kind} (refit on every repository)", total=1)
             final, audit, _ = fit_tuned(best_kind, args, data, setting, log_trials=False)
+            bar.update()
+            bar.close()
             task = next(iter(replays(data, setting).values()))
             trace: list[BoundaryObservation] = []
             final.reset(task.task_id, 0)
@@ -288,8 +359,28 @@ def _default_cost(data: LabelSet, budget: Budget) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    out = run_study(args)
+    """``python -m experiments.train_policies``: check every argument, then train."""
+    return run(train, Args, argv, prog=PROG)
+
+
+def train(args: Args) -> int:
+    """One study per family (:func:`studies`), each reported as it ends; with --no-mlflow the
+    runs go to a temporary store that is deleted at the end."""
+    args = sized(args)
+    keep = nullcontext(args.mlruns) if args.mlflow else tempfile.TemporaryDirectory(prefix="ripplecp-mlruns-")
+    with keep as root:
+        args = dataclasses.replace(args, mlruns=root)
+        data = {family: load_data(args, family) for family in studies(args)}  # all checked first
+        for family, ls in data.items():
+            sub = args
+            if args.out and len(data) > 1:
+                sub = dataclasses.replace(args, out=str(Path(args.out) / str(family)))
+            report(run_study(sub, family, ls), args)
+    return 0
+
+
+def report(out: dict[str, Any], args: Args) -> None:
+    """Print a study's per-fold table, held-out means and verdicts."""
     pd.set_option("display.width", 200)
     cols = [c for c in ("kind", "held_out", "heldout_cost_s", "first_boundary_cost_s", "heldout_minus_first_s",
                         "n_checkpoints", "rmse", *(f"spearman_{s}" for s in STRATA), "threshold",
@@ -299,8 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     print("held-out mean objective (s):", json.dumps({k: round(float(v), 2) for k, v in out["summary"].items()}))
     for line in out["verdicts"]:
         print(line)
-    print(f"run {out['run_id']}; exported {out['best_kind']} -> {out['model_uri']}; {out['seconds']:.1f} s")
-    return 0
+    run_id = out["run_id"] if args.mlflow else "not kept (--no-mlflow)"
+    print(f"run {run_id}; exported {out['best_kind']} -> {out['model_uri']}; {out['seconds']:.1f} s")
 
 
 if __name__ == "__main__":

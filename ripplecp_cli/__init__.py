@@ -23,8 +23,13 @@ means one flag in every tool; booleans get ``--x`` / ``--no-x``; ``Literal`` typ
 
 Errors are one line, ``PROG: error: argument --x: what it accepts``, exit status 2, and a
 mistyped choice suggests the nearest valid one. :func:`run` validates every option before the
-study starts, and turns an error the study raises on bad input (``ValueError``, ``OSError``,
-``LookupError``) into the same one line; ``--debug`` shows the traceback instead.
+study starts (``opt`` bounds and checks; a ``ValueError`` from the dataclass's
+``__post_init__`` for rules between options), and turns an error the study raises on bad
+input (``ValueError``, ``OSError``, ``LookupError``) into the same one line; ``--debug`` shows
+the traceback instead. Checks shared by every command (:func:`existing_dir`,
+:func:`existing_file`, :func:`existing_path`, :func:`positive`, :func:`choice_error`) and the
+progress of long steps (:func:`progress`: a bar on a terminal, plain lines elsewhere) live
+here too.
 
 Written by hand rather than taken from tyro or simple-parsing, which would give the help
 and flags: both print parse errors as multi-line panels and usage blocks, and neither wraps
@@ -47,7 +52,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CommandLineError", "opt", "parse", "run", "run_subcommands", "suggest"]
+from ripplecp_cli.progress import Progress, progress
+
+__all__ = [
+    "CommandLineError", "Progress", "choice_error", "existing_dir", "existing_file",
+    "existing_path", "opt", "parse", "positive", "progress", "run", "run_subcommands", "suggest",
+]
 
 #: metadata key of :func:`opt`'s settings on a dataclass field
 _META = "ripplecp_cli"
@@ -90,6 +100,50 @@ def suggest(value: str, valid: Sequence[str]) -> str:
     """`` (did you mean 'x'?)`` for the nearest valid name, or ''."""
     near = difflib.get_close_matches(str(value), [str(v) for v in valid], n=1, cutoff=0.6)
     return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def choice_error(value: Any, valid: Sequence[Any], name: str | None = None) -> CommandLineError:
+    """The one message for a value outside ``valid``: ``invalid choice 'x' (did you mean
+    'y'?); choose from a, b``, prefixed ``argument NAME: `` when ``name`` is given (for
+    choices only known after parsing, such as the families of a loaded label set)."""
+    text = (f"invalid choice {str(value)!r}{suggest(str(value), [str(v) for v in valid])}; "
+            f"choose from {', '.join(map(str, valid))}")
+    return CommandLineError(f"argument {name}: {text}" if name else text)
+
+
+# ---------------------------------------------------------------------------------------
+# checks for opt(check=...): raise ValueError with what the argument accepts
+# ---------------------------------------------------------------------------------------
+
+
+def existing_dir(path: str | Path) -> None:
+    """``check=``: ``path`` must be an existing directory."""
+    p = Path(path)
+    if not p.exists():
+        raise ValueError(f"{path}: no such directory")
+    if not p.is_dir():
+        raise ValueError(f"{path}: not a directory")
+
+
+def existing_file(path: str | Path) -> None:
+    """``check=``: ``path`` must be an existing file."""
+    p = Path(path)
+    if not p.exists():
+        raise ValueError(f"{path}: no such file")
+    if p.is_dir():
+        raise ValueError(f"{path}: a directory, expected a file")
+
+
+def existing_path(path: str | Path) -> None:
+    """``check=``: ``path`` must exist (a file or a directory)."""
+    if not Path(path).exists():
+        raise ValueError(f"{path}: no such file or directory")
+
+
+def positive(value: float) -> None:
+    """``check=``: a number > 0."""
+    if not value > 0:
+        raise ValueError(f"must be > 0, got {value:g}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -174,9 +228,7 @@ def _converter(name: str, elem: Any, cfg: Mapping[str, Any]) -> Callable[[str], 
         else:
             value = base(text)
         if choices is not None and value not in choices:
-            raise argparse.ArgumentTypeError(
-                f"invalid choice {text!r}{suggest(text, [str(c) for c in choices])}; choose from "
-                + ", ".join(map(str, choices)))
+            raise argparse.ArgumentTypeError(str(choice_error(text, choices)))
         if lo is not None and value < lo:
             raise argparse.ArgumentTypeError(f"must be >= {lo:g}, got {text}")
         if hi is not None and value > hi:
@@ -188,10 +240,29 @@ def _converter(name: str, elem: Any, cfg: Mapping[str, Any]) -> Callable[[str], 
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``PROG: error: MESSAGE (see PROG --help)``, exit 2."""
+    """argparse with one-line errors: ``PROG: error: MESSAGE (see PROG --help)``, exit 2.
+
+    Abbreviated options are refused (``--no-progres`` is an error suggesting
+    ``--no-progress``, never a silent prefix match that starts hours of work)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> typing.NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        """argparse's, with the nearest option suggested for a mistyped one."""
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            owner = getattr(ns, "_parser", self)  # a subcommand's words are its parser's
+            flags = [f for f in owner._option_string_actions if f.startswith("--")]
+            typo = next((w.split("=")[0] for w in extras if w.startswith("--")), None)
+            hint = suggest(typo, flags) if typo else ""
+            owner.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return ns
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -260,7 +331,11 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             else:
                 kwargs["required"] = True
         if kwargs["metavar"] is None:
-            kwargs.pop("metavar")
+            number = {int: "N", float: "X"}.get(elem)
+            if number is not None and choices is None and not cfg.get("positional"):
+                kwargs["metavar"] = number  # --seed N, --tolerance X
+            else:
+                kwargs.pop("metavar")
         parser.add_argument(*names, **kwargs)
 
 
@@ -295,7 +370,12 @@ def _build(ns: argparse.Namespace, cls: type, prog: str) -> Any:
                 raise CommandLineError(f"argument {name}: {exc}") from None
             v = v if out is None else out
         values[f.name] = v
-    return cls(**values)
+    try:
+        return cls(**values)
+    except CommandLineError:
+        raise
+    except ValueError as exc:  # a rule between options, from the dataclass's __post_init__
+        raise CommandLineError(_one_line(exc)) from None
 
 
 def _parser(cls: type | None, prog: str, description: str | None) -> _Parser:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -62,6 +62,64 @@ class Budget:
     def label(self) -> str:
         unit = {"count": "ckpt", "seconds": "s", "bytes": "B"}[self.kind]
         return f"{self.amount:g}{unit}"
+
+
+#: the budget kinds, in the order they are listed
+BUDGET_KINDS: tuple[str, ...] = get_args(BudgetKind)
+
+
+@dataclass(frozen=True)
+class BudgetSpec:
+    """A budget as a study asks for it (``--budgets``): ``count:N`` (N a positive integer; a
+    bare ``N`` is a count too), ``seconds:S`` or ``bytes:B`` (> 0), or ``seconds:Kx`` /
+    ``bytes:Kx`` — K > 0 times a label set's mean checkpoint creation seconds / bytes, so
+    the same spec fits every family. :meth:`parse` checks the text before any work;
+    :meth:`resolve` turns it into the :class:`Budget` of one label set."""
+
+    kind: BudgetKind
+    amount: float
+    relative: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in BUDGET_KINDS:
+            raise ValueError(f"budget kind must be count, seconds or bytes, got {self.kind!r}")
+        finite = bool(np.isfinite(self.amount))
+        if self.kind == "count":
+            if self.relative or not (finite and self.amount >= 1 and self.amount == int(self.amount)):
+                raise ValueError(f"a count budget takes a positive integer, got "
+                                 f"{self.amount:g}{'x' if self.relative else ''}")
+        elif not (finite and self.amount > 0):
+            what = "K in Kx" if self.relative else "the amount"
+            raise ValueError(f"{what} must be a finite number > 0, got {self.amount:g}")
+
+    @classmethod
+    def parse(cls, text: str) -> BudgetSpec:
+        """``count:2`` | ``3`` | ``seconds:9.5`` | ``seconds:2x`` | ``bytes:1e6`` |
+        ``bytes:1.5x``; ValueError naming the spec and what it accepts."""
+        kind, _, amount = text.partition(":") if ":" in text else ("count", "", text)
+        relative = amount.endswith("x")
+        number = amount[:-1] if relative else amount
+        try:
+            if kind not in BUDGET_KINDS:
+                raise ValueError(f"the kind must be count, seconds or bytes, got {kind!r}")
+            try:
+                value = float(number)
+            except ValueError:
+                raise ValueError(f"the amount must be a number (or Kx for seconds/bytes), "
+                                 f"got {amount!r}") from None
+            return cls(kind, value, relative)  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise ValueError(f"{text!r}: {exc} (count:N, seconds:S, seconds:Kx, bytes:B or "
+                             "bytes:Kx)") from None
+
+    def resolve(self, data: LabelSet) -> Budget:
+        """The budget for ``data``: a relative amount scales its mean checkpoint cost;
+        seconds and bytes are rounded to 3 decimals."""
+        value = self.amount
+        if self.relative:
+            col = "creation_s" if self.kind == "seconds" else "size_bytes"
+            value = self.amount * float(data.checkpoints[col].astype(float).mean())
+        return Budget(self.kind, round(value, 3) if self.kind != "count" else value)
 
 
 def canonical_hazard(hazard: HazardSpec) -> HazardSpec:

@@ -36,10 +36,16 @@ def tracking_uri(root: Path | str | None = None) -> str:
     return f"sqlite:///{_root(root) / 'mlflow.db'}"
 
 
-def artifact_location(name: str, root: Path | str | None = None) -> str:
-    """Absolute file URI of ``<root>/artifacts/<name>``, the experiment's artifact location."""
+def check_experiment_name(name: str) -> None:
+    """An experiment name is a plain, non-empty name (it names its artifact folder);
+    ValueError otherwise. Commands check ``--experiment`` with it before any work."""
     if not name or "/" in name or name in (".", ".."):
         raise ValueError(f"experiment name must be a plain, non-empty name, got {name!r}")
+
+
+def artifact_location(name: str, root: Path | str | None = None) -> str:
+    """Absolute file URI of ``<root>/artifacts/<name>``, the experiment's artifact location."""
+    check_experiment_name(name)
     path = _root(root) / "artifacts" / name
     path.mkdir(parents=True, exist_ok=True)
     return path.as_uri()

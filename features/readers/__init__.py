@@ -6,13 +6,19 @@ and dispatches to one reader per format. Every format is registered once, in
 ``format`` argument, :data:`FORMATS` and the command line's ``--format`` choices all read
 that table:
 
-=================  ==========================================================
-``codex-exec``     ``codex exec --json`` JSONL (:mod:`.codex_exec`)
-``codex-rollout``  Codex session rollout JSONL (:mod:`.codex_rollout`)
-``mini-swe-agent`` mini-SWE-agent ``.traj.json`` v1 and v1.1 (:mod:`.mini_swe_agent`)
-``swe-agent``      SWE-agent ``.traj`` v1 and 0.x (:mod:`.swe_agent`)
-``openhands``      OpenHands V0 event list (:mod:`.openhands`)
-=================  ==========================================================
+=======================  ====================================================
+``codex-exec``           ``codex exec --json`` JSONL (:mod:`.codex_exec`)
+``codex-rollout``        Codex session rollout JSONL (:mod:`.codex_rollout`)
+``claude-code-stream``   Claude Code ``--output-format stream-json`` (:mod:`.claude_code`)
+``claude-code-session``  Claude Code session file (:mod:`.claude_code`)
+``mini-swe-agent``       mini-SWE-agent ``.traj.json`` v1 and v1.1 (:mod:`.mini_swe_agent`)
+``swe-agent``            SWE-agent ``.traj`` v1 and 0.x (:mod:`.swe_agent`)
+``openhands``            OpenHands V0 event list (:mod:`.openhands`)
+=======================  ====================================================
+
+The line-oriented formats have a streaming parser each (``ReaderSpec.parser``, a
+:class:`~features.readers.stream.StreamParser`): their ``read`` feeds it every line of the
+file, and a live harness feeds it lines as they arrive (:func:`stream_parser`).
 
 Bad input (empty, binary, non-JSON or torn lines, wrong field types, unknown format)
 raises :class:`TrajectoryFormatError` naming the file and the line or field. Unknown
@@ -22,18 +28,26 @@ event types are kept as ``other`` events with an :class:`UnknownEventWarning`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from features.readers import codex_exec, codex_rollout, mini_swe_agent, openhands, swe_agent
+from features.readers import (
+    claude_code,
+    codex_exec,
+    codex_rollout,
+    mini_swe_agent,
+    openhands,
+    swe_agent,
+)
 from features.readers.common import (
     TrajectoryFormatError,
     UnknownEventWarning,
     parse_test_counts,
     read_text,
 )
+from features.readers.stream import StreamParser
 from features.schema import Trajectory
 from features.shell import is_git_commit, is_test_command
 
@@ -41,6 +55,7 @@ __all__ = [
     "FORMATS",
     "READERS",
     "ReaderSpec",
+    "StreamParser",
     "TrajectoryFormatError",
     "UnknownEventWarning",
     "detect_format",
@@ -49,13 +64,14 @@ __all__ = [
     "is_test_command",
     "parse_test_counts",
     "read_trajectory",
+    "stream_parser",
 ]
 
 
 @dataclass(frozen=True)
 class ReaderSpec:
     """One log format: its name, how its files are laid out, how to recognise one, how to
-    read one. A streaming line parser per format (for live logs) is to join these fields."""
+    read one, and (line-oriented formats) its streaming parser for live logs."""
 
     name: str
     layout: Literal["json", "jsonl"]  # one JSON document, or one JSON object per line
@@ -63,15 +79,24 @@ class ReaderSpec:
     read: Callable[..., Trajectory]  # read(path, *, task_id, repo, **options)
     aliases: tuple[str, ...] = ()
     options: frozenset[str] = frozenset()  # keyword options read() takes beyond task_id/repo
+    parser: type[StreamParser] | None = None  # parser(source=, task_id=, repo=): feed/finish
 
 
 _JSONL_OPTIONS = frozenset({"allow_truncated_tail"})
 
 READERS: tuple[ReaderSpec, ...] = (
     ReaderSpec(codex_exec.FORMAT, "jsonl", codex_exec.looks_like, codex_exec.read_codex_exec,
-               ("codex", "codex-exec-json"), _JSONL_OPTIONS | {"arrival_times"}),
+               ("codex", "codex-exec-json"), _JSONL_OPTIONS | {"arrival_times", "usage_base"},
+               codex_exec.CodexExecParser),
     ReaderSpec(codex_rollout.FORMAT, "jsonl", codex_rollout.looks_like,
-               codex_rollout.read_codex_rollout, ("rollout",), _JSONL_OPTIONS),
+               codex_rollout.read_codex_rollout, ("rollout",), _JSONL_OPTIONS,
+               codex_rollout.CodexRolloutParser),
+    ReaderSpec(claude_code.STREAM_FORMAT, "jsonl", claude_code.looks_like_stream,
+               claude_code.read_claude_stream, ("claude-stream-json", "stream-json"),
+               _JSONL_OPTIONS | {"arrival_times"}, claude_code.ClaudeStreamParser),
+    ReaderSpec(claude_code.SESSION_FORMAT, "jsonl", claude_code.looks_like_session,
+               claude_code.read_claude_session, ("claude-code", "claude-session"),
+               _JSONL_OPTIONS, claude_code.ClaudeSessionParser),
     ReaderSpec(mini_swe_agent.FORMAT, "json", mini_swe_agent.looks_like,
                mini_swe_agent.read_mini_swe_agent, mini_swe_agent.VERSIONS),
     ReaderSpec(swe_agent.FORMAT, "json", swe_agent.looks_like, swe_agent.read_swe_agent,
@@ -153,17 +178,20 @@ def read_trajectory(
     repo: str | None = None,
     arrival_times: Sequence[float] | None = None,
     allow_truncated_tail: bool = False,
+    usage_base: Mapping[str, Any] | None = None,
 ) -> Trajectory:
     """Read one agent log into a :class:`Trajectory`.
 
     ``format`` is one of :data:`FORMATS` (or None to detect it from the content).
     ``task_id`` defaults to the log's own id (thread/session/instance id) else the file
     stem; ``repo`` to the repository named in the log, else ``"unknown"``.
-    ``arrival_times`` (codex-exec only): one epoch-seconds float per non-blank line, the
-    times the harness received each line; streams stamped as
-    ``{"arrival": t, "line": {...}}`` carry them inline instead.
+    ``arrival_times`` (formats without times of their own: codex-exec, claude-code-stream):
+    one epoch-seconds float per non-blank line, the times the harness received each line;
+    streams stamped as ``{"arrival": t, "line": {...}}`` carry them inline instead.
     ``allow_truncated_tail`` (JSONL formats): skip a torn last line (stream cut
     mid-write) with a warning instead of raising.
+    ``usage_base`` (codex-exec only): the thread's running token total before this stream
+    (a resumed or forked thread); see :mod:`features.readers.codex_exec`.
     """
     path = Path(path)
     if format is None:
@@ -174,13 +202,32 @@ def read_trajectory(
             raise ValueError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
         spec = found
     if arrival_times is not None and "arrival_times" not in spec.options:
+        which = ", ".join(r.name for r in READERS if "arrival_times" in r.options)
         raise ValueError(
-            f"arrival_times applies to the codex-exec format only ({path} is {spec.name}, "
+            f"arrival_times applies to the {which} formats only ({path} is {spec.name}, "
             "which records its own times)"
         )
+    if usage_base is not None and "usage_base" not in spec.options:
+        raise ValueError(f"usage_base applies to the codex-exec format only ({path} is "
+                         f"{spec.name})")
     options: dict[str, Any] = {}
     if arrival_times is not None:
         options["arrival_times"] = arrival_times
+    if usage_base is not None:
+        options["usage_base"] = usage_base
     if "allow_truncated_tail" in spec.options:
         options["allow_truncated_tail"] = allow_truncated_tail
     return spec.read(path, task_id=task_id, repo=repo, **options)
+
+
+def stream_parser(format: str, **options: Any) -> StreamParser:
+    """A fresh streaming parser of a line-oriented format (a name or alias of
+    :data:`FORMATS`); ``options`` go to the parser (``source``, ``task_id``, ``repo``, ...)."""
+    spec = _BY_NAME.get(format)
+    if spec is None:
+        raise ValueError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
+    if spec.parser is None:
+        streams = ", ".join(r.name for r in READERS if r.parser is not None)
+        raise ValueError(f"format {spec.name!r} is one JSON document, read whole; the "
+                         f"line-oriented formats are {streams}")
+    return spec.parser(**options)

@@ -1,14 +1,16 @@
-"""Reader for Codex CLI ``codex exec --json`` streams (JSONL on stdout).
+"""Reader for Codex CLI ``codex exec --json`` streams (JSONL on stdout): the streaming parser
+:class:`CodexExecParser` (a line in, final events out; see :mod:`features.readers.stream`) and
+:func:`read_codex_exec`, which feeds it a whole file.
 
 Mapping (one :class:`~features.schema.Event` per thread item, lifecycle lines merged):
 
-* ``turn.started`` opens logical step *k* (the k-th ``turn.started``); events before the
-  first one belong to step 1.
+* ``turn.started`` opens logical step *k* (the k-th ``turn.started``); lines before the first
+  one, or between a finished turn and the next ``turn.started``, belong to the next step.
 * ``item.started`` / ``item.updated`` / ``item.completed`` of one item id become one event,
-  placed where the item completed (when what it did is known: a prefix of the trajectory
-  never holds an item's final state early; an item that never completes stays at its
-  first line, marked ``extra["incomplete"]``); the last line seen wins for its fields and
-  the step is the turn in which it completed.
+  released where the item completed (when what it did is known: a prefix of the trajectory
+  never holds an item's final state early); the last line seen wins for its fields and the
+  step is the turn in which it completed. An item that never completes is released at the
+  end of the stream, marked ``extra["incomplete"]`` (``extra["line"]`` keeps its first line).
   ``command_execution`` → ``command`` (or ``test``), ``file_change`` → ``file_change``
   (``paths_written`` from ``changes[].path`` as published; ``kind: delete`` paths go to
   ``extra["paths_deleted"]``), ``agent_message`` (and the
@@ -16,19 +18,25 @@ Mapping (one :class:`~features.schema.Event` per thread item, lifecycle lines me
   ``mcp_tool_call``, ``web_search``, ``plan`` … → ``other``; a command's
   ``aggregated_output`` is kept as ``extra["output"]``; ``error`` items → ``other``
   with ``is_error``. Both the ``type`` and the early ``item_type`` spellings are read.
-* ``turn.completed`` → a ``model_call`` event carrying that turn's tokens. Its ``usage``
-  is the thread's RUNNING TOTAL, so per-turn tokens are the deltas from the previous
-  ``turn.completed`` of the same thread (the raw total stays in ``extra["usage_total"]``;
-  a second ``thread.started`` in one file restarts the total).
+* ``turn.completed`` → a ``model_call`` event carrying that turn's tokens, with ``turn_end``.
+  Its ``usage`` is the thread's RUNNING TOTAL, so per-turn tokens are the deltas from the
+  previous ``turn.completed`` of the same thread (the raw total stays in
+  ``extra["usage_total"]``; a second ``thread.started`` of another thread restarts the
+  total). A resumed or forked thread (``codex exec resume`` / ``fork``) reports the total
+  of its whole history, earlier runs included: pass ``usage_base`` (the thread's total
+  before this stream, e.g. the resumed rollout's ``meta["total_token_usage"]``), else the
+  first turn is charged with the history too.
 * ``error`` lines (``Re-connecting... 1/5``) and ``turn.failed`` → ``other`` events with
-  ``is_error=True``; they are non-fatal and kept in place.
+  ``is_error=True``; they are non-fatal and kept in place. ``turn.failed`` ends its turn.
 * A completed command, file change, MCP call or web search is a safe boundary.
 * ``exit_code`` is None when the item has none (still running, or omitted).
+* Nothing is held: every event's ``turn_end`` is known on its own line (a turn cut by the
+  end of the stream stays open).
 
 Timing: this format has no timestamps, so start/end/duration stay None — unless the
-caller supplies arrival times, either as ``arrival_times`` (one float per non-blank line,
-in file order) or by feeding the harness's stamped form where each line is wrapped as
-``{"arrival": <epoch seconds float>, "line": {<original event>}}``. With arrival times an
+caller supplies arrival times (``arrival_s`` per fed line; ``arrival_times``, one float per
+non-blank line, for a file; or the harness's stamped form where each line is wrapped as
+``{"arrival": <epoch seconds float>, "line": {<original event>}}``). With arrival times an
 item's ``start`` is the arrival of its first line and ``end`` the arrival of its last line
 when it spans several lines; a single-line item only gets ``end`` (when it was observed).
 ``meta["turns"]`` lists each turn's start/end arrival and usage; ``meta["exit_status"]``
@@ -37,25 +45,21 @@ is ``completed`` (every turn completed), ``failed`` (a ``turn.failed``) or ``inc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from features.readers.common import (
-    JsonlLine,
     Loc,
     apply_test_counts,
     classify_command,
-    finish,
     get,
-    iter_jsonl,
     mark_tool_return,
-    stem,
-    to_float,
     to_int,
     utf8_len,
     warn_unknown,
 )
+from features.readers.stream import StreamParser, read_with
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
 
@@ -82,28 +86,166 @@ def looks_like(first: dict[str, Any]) -> bool:
     return isinstance(t, str) and (t in TOP_TYPES or t.startswith(("thread.", "turn.", "item.")))
 
 
-def _unwrap(lines: list[JsonlLine], path: Path, arrival_times: Sequence[float] | None) -> None:
-    wrapped = [ln for ln in lines if set(ln.obj) == {"arrival", "line"}]
-    if wrapped and arrival_times is not None:
-        raise ValueError(
-            f"{path}: lines carry their own arrival times; do not also pass arrival_times"
+class CodexExecParser(StreamParser):
+    """Streaming parser of ``codex exec --json`` (see the module docstring for the mapping).
+
+    ``usage_base``: the thread's running token total before this stream (``input_tokens``,
+    ``cached_input_tokens``, ``output_tokens``), for a resumed or forked thread whose first
+    ``turn.completed`` counts the history too; None takes the thread as fresh.
+    """
+
+    FORMAT = FORMAT
+    ARRIVAL_TIMES = True
+
+    def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
+                 repo: str | None = None, usage_base: Mapping[str, Any] | None = None) -> None:
+        super().__init__(source=source, task_id=task_id, repo=repo)
+        self._open: dict[str, Event] = {}
+        self._turn = 0
+        self._in_turn = False
+        base = _usage_counts(usage_base or {}, Loc(self.source, None, "usage_base"))
+        self._base = {k: base.get(k, 0) for k in _USAGE_KEYS}
+        self._prev_total = dict(self._base)
+        self._turns: list[dict[str, Any]] = []
+        self._spellings: set[str] = set()
+        self.meta["usage_base"] = dict(usage_base) if usage_base is not None else None
+
+    @property
+    def thread_id(self) -> str | None:
+        """The thread (session) id, once ``thread.started`` was seen: the resume id."""
+        return self.meta.get("thread_id")
+
+    def _step(self) -> int:
+        # a turn's events are its step; lines between turns belong to the next one
+        return self._turn if self._in_turn else self._turn + 1
+
+    def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
+        loc = Loc(self.source, lineno)
+        meta = self.meta
+        t = get(obj, "type", str, loc, required=True)
+        if t == "thread.started":
+            tid = get(obj, "thread_id", str, loc)
+            if "thread_id" in meta and tid != meta["thread_id"]:
+                meta.setdefault("other_thread_ids", []).append(tid)
+                self._prev_total = {k: 0 for k in _USAGE_KEYS}  # a new thread restarts
+            else:
+                meta["thread_id"] = tid
+            meta["thread_started"] = obj
+        elif t == "turn.started":
+            self._turn += 1
+            self._in_turn = True
+            self._turns.append({"step": self._turn, "start": arrival, "end": None,
+                                "usage": None,
+                                "extra": {k: v for k, v in obj.items() if k != "type"}})
+        elif t == "turn.completed":
+            usage = get(obj, "usage", dict, loc, required=True)
+            uloc = loc / "usage"
+            total = _usage_counts(usage, uloc)  # a count not reported stays missing, never 0
+            delta: dict[str, int | None] = {k: None for k in _USAGE_KEYS}
+            delta.update({k: total[k] - self._prev_total[k] for k in total})
+            if any(v is not None and v < 0 for v in delta.values()):
+                raise uloc.error(
+                    f"running token total decreased ({self._prev_total} -> {total}); "
+                    "turn.completed.usage must be a running total")
+            self._prev_total = {**self._prev_total, **total}
+            extra_usage = {k: v for k, v in usage.items() if k not in _USAGE_KEYS}
+            step = self._step()
+            if self._turns:
+                self._turns[-1].update(end=arrival, usage=usage, completed=True)
+            self._in_turn = False
+            self.emit(Event(
+                index=0, kind=EventKind.MODEL_CALL, step=step, end=arrival,
+                input_tokens=delta["input_tokens"], cached_tokens=delta["cached_input_tokens"],
+                output_tokens=delta["output_tokens"],
+                extra={"line": lineno, "event_type": t, "usage_total": usage,
+                       **({"usage_other": extra_usage} if extra_usage else {}),
+                       **{k: v for k, v in obj.items() if k not in ("type", "usage")}},
+            ), turn_end=True)
+        elif t in ("turn.failed", "error"):
+            if t == "error":
+                msg = get(obj, "message", str, loc)
+            else:
+                err = get(obj, "error", (dict, str), loc)
+                msg = err.get("message") if isinstance(err, dict) else err
+            step = self._step()
+            ends = t == "turn.failed"
+            if ends:
+                if self._turns:
+                    self._turns[-1].update(end=arrival, failed=True)
+                self._in_turn = False
+            self.emit(Event(
+                index=0, kind=EventKind.OTHER, step=step, end=arrival, is_error=True,
+                text=msg, extra={"line": lineno, "event_type": t,
+                                 **{k: v for k, v in obj.items() if k != "type"}},
+            ), turn_end=ends)
+        elif t in ("item.started", "item.updated", "item.completed"):
+            self._item(t, obj, loc, lineno, arrival)
+        else:
+            if t not in TOP_TYPES:
+                warn_unknown(self.source, f"line {lineno}", f"event type {t!r}")
+            self.emit(Event(
+                index=0, kind=EventKind.OTHER, step=self._step(), end=arrival,
+                extra={"line": lineno, "event_type": t,
+                       **{k: v for k, v in obj.items() if k != "type"}},
+            ), turn_end=False)
+
+    def _item(self, t: str, obj: dict[str, Any], loc: Loc, lineno: int,
+              arrival: float | None) -> None:
+        item = get(obj, "item", dict, loc, required=True)
+        iloc = loc / "item"
+        if "type" in item:
+            itype = get(item, "type", str, iloc)
+            self._spellings.add("type")
+        else:
+            itype = get(item, "item_type", str, iloc, required=True)
+            self._spellings.add("item_type")
+        iid = get(item, "id", (str, int), iloc)
+        key = str(iid) if iid is not None else f"line{lineno}"
+        ev = self._open.get(key)
+        if ev is None:
+            ev = _new_item_event(itype, self._step(), lineno, self.source)
+            if t != "item.completed":
+                self._open[key] = ev
+                if arrival is not None:
+                    ev.start = arrival
+        _update_item(ev, itype, item, iloc, t, lineno)
+        if t == "item.completed":
+            self._open.pop(key, None)
+            ev.step = self._step()
+            if ev.start is not None or arrival is not None:
+                ev.end = arrival
+            if itype in _TOOL_ITEMS:
+                mark_tool_return(ev)
+            self.emit(ev, turn_end=False)
+
+    def on_end(self) -> None:
+        for ev in self._open.values():  # started, never completed: what is known of them
+            ev.extra["incomplete"] = True
+            ev.step = self._step()
+            self.emit(ev, turn_end=False)
+        self._open.clear()
+        turns = self._turns
+        if any(tr.get("failed") for tr in turns):
+            status = "failed"
+        elif turns and all(tr.get("completed") for tr in turns):
+            status = "completed"
+        else:
+            status = "incomplete"
+        self.meta.update(
+            exit_status=status,
+            turns=turns,
+            n_turns=self._turn,
+            item_type_spelling=sorted(self._spellings),
+            usage_total=dict(self._prev_total),
         )
-    if arrival_times is not None:
-        if len(arrival_times) != len(lines):
-            raise ValueError(
-                f"{path}: arrival_times has {len(arrival_times)} entries but the file has "
-                f"{len(lines)} non-blank lines"
-            )
-        for ln, t in zip(lines, arrival_times, strict=True):
-            ln.arrival = to_float(t, Loc(path, ln.lineno, "arrival_times"))
-        return
-    for ln in wrapped:
-        loc = Loc(path, ln.lineno)
-        ln.arrival = to_float(ln.obj["arrival"], loc / "arrival")
-        inner = ln.obj["line"]
-        if not isinstance(inner, dict):
-            raise (loc / "line").error("expected object")
-        ln.obj = inner
+
+    def task_default(self) -> str:
+        return self.meta.get("thread_id") or super().task_default()
+
+
+def _usage_counts(usage: Mapping[str, Any], loc: Loc) -> dict[str, int]:
+    """The usage keys a ``usage`` object reports (as ints), missing ones left out."""
+    return {k: v for k in _USAGE_KEYS if (v := to_int(usage.get(k), loc / k)) is not None}
 
 
 def read_codex_exec(
@@ -113,137 +255,15 @@ def read_codex_exec(
     repo: str | None = None,
     arrival_times: Sequence[float] | None = None,
     allow_truncated_tail: bool = False,
+    usage_base: Mapping[str, Any] | None = None,
 ) -> Trajectory:
     """Read a ``codex exec --json`` stream into a :class:`Trajectory` (see module doc)."""
-    path = Path(path)
-    meta: dict[str, Any] = {}
-    lines = list(iter_jsonl(path, allow_truncated_tail=allow_truncated_tail, meta=meta))
-    _unwrap(lines, path, arrival_times)
-
-    keyed: list[tuple[int, Event]] = []  # (line that fixes the position, event)
-    open_items: dict[str, tuple[Event, int]] = {}
-    turn = 0
-    prev_total = {k: 0 for k in _USAGE_KEYS}
-    turns: list[dict[str, Any]] = []
-    spellings: set[str] = set()
-
-    def step() -> int:
-        return max(turn, 1)
-
-    for ln in lines:
-        loc = Loc(path, ln.lineno)
-        obj = ln.obj
-        t = get(obj, "type", str, loc, required=True)
-        if t == "thread.started":
-            tid = get(obj, "thread_id", str, loc)
-            if "thread_id" in meta and tid != meta["thread_id"]:
-                meta.setdefault("other_thread_ids", []).append(tid)
-            else:
-                meta["thread_id"] = tid
-            meta["thread_started"] = obj
-            prev_total = {k: 0 for k in _USAGE_KEYS}  # a new thread restarts its total
-        elif t == "turn.started":
-            turn += 1
-            turns.append({"step": turn, "start": ln.arrival, "end": None, "usage": None,
-                          "extra": {k: v for k, v in obj.items() if k != "type"}})
-        elif t == "turn.completed":
-            usage = get(obj, "usage", dict, loc, required=True)
-            uloc = loc / "usage"
-            # a count the usage does not report stays missing (None), never 0
-            total = {k: v for k in _USAGE_KEYS
-                     if (v := to_int(usage.get(k), uloc / k)) is not None}
-            delta: dict[str, int | None] = {k: None for k in _USAGE_KEYS}
-            delta.update({k: total[k] - prev_total[k] for k in total})
-            if any(v is not None and v < 0 for v in delta.values()):
-                raise uloc.error(
-                    f"running token total decreased ({prev_total} -> {total}); "
-                    "turn.completed.usage must be a running total"
-                )
-            prev_total = {**prev_total, **total}
-            extra_usage = {k: v for k, v in usage.items() if k not in _USAGE_KEYS}
-            keyed.append((ln.lineno, Event(
-                index=0, kind=EventKind.MODEL_CALL, step=step(), end=ln.arrival,
-                input_tokens=delta["input_tokens"], cached_tokens=delta["cached_input_tokens"],
-                output_tokens=delta["output_tokens"],
-                extra={"line": ln.lineno, "event_type": t, "usage_total": usage,
-                       **({"usage_other": extra_usage} if extra_usage else {}),
-                       **{k: v for k, v in obj.items() if k not in ("type", "usage")}},
-            )))
-            if turns:
-                turns[-1].update(end=ln.arrival, usage=usage, completed=True)
-        elif t in ("turn.failed", "error"):
-            if t == "error":
-                msg = get(obj, "message", str, loc)
-            else:
-                err = get(obj, "error", (dict, str), loc)
-                msg = err.get("message") if isinstance(err, dict) else err
-            keyed.append((ln.lineno, Event(
-                index=0, kind=EventKind.OTHER, step=step(), end=ln.arrival, is_error=True,
-                text=msg, extra={"line": ln.lineno, "event_type": t,
-                                 **{k: v for k, v in obj.items() if k != "type"}},
-            )))
-            if t == "turn.failed" and turns:
-                turns[-1].update(end=ln.arrival, failed=True)
-        elif t in ("item.started", "item.updated", "item.completed"):
-            item = get(obj, "item", dict, loc, required=True)
-            iloc = loc / "item"
-            if "type" in item:
-                itype = get(item, "type", str, iloc)
-                spellings.add("type")
-            else:
-                itype = get(item, "item_type", str, iloc, required=True)
-                spellings.add("item_type")
-            iid = get(item, "id", (str, int), iloc)
-            key = str(iid) if iid is not None else f"line{ln.lineno}"
-            if key in open_items:
-                ev, first_line = open_items[key]
-            else:
-                ev, first_line = _new_item_event(itype, step(), ln, path), ln.lineno
-                open_items[key] = (ev, first_line)
-                if ln.arrival is not None and t != "item.completed":
-                    ev.start = ln.arrival
-            _update_item(ev, itype, item, iloc, t, ln)
-            if t == "item.completed":
-                del open_items[key]
-                ev.step = step()
-                keyed.append((ln.lineno, ev))
-                if ev.start is not None or ln.arrival is not None:
-                    ev.end = ln.arrival
-                if itype in _TOOL_ITEMS:
-                    mark_tool_return(ev)
-        else:
-            if t not in TOP_TYPES:
-                warn_unknown(path, f"line {ln.lineno}", f"event type {t!r}")
-            keyed.append((ln.lineno, Event(
-                index=0, kind=EventKind.OTHER, step=step(), end=ln.arrival,
-                extra={"line": ln.lineno, "event_type": t,
-                       **{k: v for k, v in obj.items() if k != "type"}},
-            )))
-
-    for ev, first_line in open_items.values():
-        ev.extra["incomplete"] = True
-        keyed.append((first_line, ev))
-    keyed.sort(key=lambda x: x[0])
-    events = [ev for _, ev in keyed]
-    if any(tr.get("failed") for tr in turns):
-        status = "failed"
-    elif turns and all(tr.get("completed") for tr in turns):
-        status = "completed"
-    else:
-        status = "incomplete"
-    meta.update(
-        exit_status=status,
-        turns=turns,
-        n_turns=turn,
-        item_type_spelling=sorted(spellings),
-        usage_total=dict(prev_total),
-        has_arrival_times=any(ln.arrival is not None for ln in lines),
-    )
-    tid = task_id or meta.get("thread_id") or stem(path)
-    return finish(tid, repo or "unknown", FORMAT, events, meta)
+    parser = CodexExecParser(source=path, task_id=task_id, repo=repo, usage_base=usage_base)
+    return read_with(parser, path, allow_truncated_tail=allow_truncated_tail,
+                     arrival_times=arrival_times)
 
 
-def _new_item_event(itype: str, step: int, ln: JsonlLine, path: Path) -> Event:
+def _new_item_event(itype: str, step: int, lineno: int, path: Path) -> Event:
     if itype == "command_execution":
         kind = EventKind.COMMAND
     elif itype == "file_change":
@@ -252,16 +272,16 @@ def _new_item_event(itype: str, step: int, ln: JsonlLine, path: Path) -> Event:
         kind = EventKind.MESSAGE
     else:
         if itype not in ITEM_TYPES:
-            warn_unknown(path, f"line {ln.lineno}", f"item type {itype!r}")
+            warn_unknown(path, f"line {lineno}", f"item type {itype!r}")
         kind = EventKind.OTHER
     return Event(index=0, kind=kind, step=step,
-                 extra={"line": ln.lineno, "item_type": itype, "lifecycle": []})
+                 extra={"line": lineno, "item_type": itype, "lifecycle": []})
 
 
 def _update_item(ev: Event, itype: str, item: dict[str, Any], loc: Loc, lifecycle: str,
-                 ln: JsonlLine) -> None:
+                 lineno: int) -> None:
     ev.extra["lifecycle"].append(lifecycle.split(".", 1)[1])
-    ev.extra["last_line"] = ln.lineno
+    ev.extra["last_line"] = lineno
     skip = {"type", "item_type"}
     if itype == "command_execution":
         cmd = get(item, "command", str, loc)

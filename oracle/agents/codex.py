@@ -1,10 +1,10 @@
 """Codex CLI behind the command-line adapter (:class:`~oracle.agents.command_line.CommandLineAgent`).
 
-``codex_agent()``: ``codex exec --json`` JSONL events map to reports with a
-minimal per-line mapping written here (``features.readers.codex_exec`` reads whole files
-only): a completed ``command_execution``/``file_change``/``mcp_tool_call``/``web_search``
-is an event followed by a boundary (tool-call granularity); ``turn.completed`` is a
-``model_call`` event carrying the turn's token delta, with ``turn_end``. Resume restores
+``codex_agent()``: ``codex exec --json`` JSONL lines map to reports through the streaming
+parser of :mod:`features.readers.codex_exec` (the same mapping as reading the file): a
+completed ``command_execution``/``file_change``/``mcp_tool_call``/``web_search`` is an event
+followed by a boundary (tool-call granularity); ``turn.completed`` is a ``model_call`` event
+carrying the turn's token delta, with ``turn_end``. Resume restores
 the session rollout file captured at the boundary into a private ``CODEX_HOME`` and runs
 ``codex exec --json resume <session_id> <prompt>``.
 """
@@ -17,110 +17,58 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
-    apply_test_counts,
-    classify_command,
-    mark_tool_return,
-)
-from features.schema import Event, EventKind
-from features.shell import split_command
+from features.readers.codex_exec import CodexExecParser
+from features.schema import Event
 from oracle.agents.command_line import CommandLineAgent
 from oracle.agents.protocol import AgentReport, RestorePoint
 
 __all__ = ["CODEX_CONFIG", "CodexLineParser", "codex_agent", "codex_capture_state", "codex_update_state"]
 
-_TOOL_ITEMS = {"command_execution", "file_change", "mcp_tool_call", "web_search", "collab_tool_call"}
-_USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens")
-
-
 class CodexLineParser:
-    """Map ``codex exec --json`` lines to reports, one line at a time (stateful per run).
+    """``codex exec --json`` lines to reports, one line at a time (stateful per run): a thin
+    adapter over :class:`~features.readers.codex_exec.CodexExecParser`, the one mapping.
 
-    Items become one event at ``item.completed`` (``start`` = arrival of the item's first
-    line when it had an ``item.started``); tool items are safe boundaries followed by a
-    boundary report; ``turn.completed`` → a ``model_call`` event with the token delta of
-    the running total and ``turn_end``; ``error``/``turn.failed`` → ``other`` with
-    ``is_error``. The thread id is kept as ``self.thread_id`` (the resume session id).
+    Every event the parser makes final becomes an event report; a safe boundary (a completed
+    command, file change, MCP call or web search) is followed by a boundary report. Command
+    events carry ``extra["source"] = "command"`` and ``extra["payload_digest"]`` (SHA-256 of
+    the output) for the harness's replay check. ``usage_base``: the thread's token total
+    before this run (a resumed thread reports its running total); see the parser.
     """
 
-    def __init__(self) -> None:
-        self.started: dict[str, float] = {}
-        self.prev_total = dict.fromkeys(_USAGE_KEYS, 0)
-        self.thread_id: str | None = None
+    def __init__(self, usage_base: Mapping[str, Any] | None = None) -> None:
+        self._parser = CodexExecParser(source="codex exec --json", usage_base=usage_base)
+
+    @property
+    def thread_id(self) -> str | None:
+        """The thread id (the resume session id), once ``thread.started`` was seen."""
+        return self._parser.thread_id
 
     def __call__(self, obj: dict, arrival: float) -> list[AgentReport]:
-        t = obj.get("type")
-        if t == "thread.started":
-            self.thread_id = obj.get("thread_id")
-            return []
-        if t in ("turn.started", "item.plan.delta"):
-            return []
-        if t == "turn.completed":
-            usage = obj.get("usage") or {}
-            total = {k: int(usage.get(k, 0) or 0) for k in _USAGE_KEYS}
-            delta = {k: max(0, total[k] - self.prev_total[k]) for k in _USAGE_KEYS}
-            self.prev_total = total
-            ev = Event(index=0, kind=EventKind.MODEL_CALL, end=arrival, turn_end=True,
-                       input_tokens=delta["input_tokens"], cached_tokens=delta["cached_input_tokens"],
-                       output_tokens=delta["output_tokens"],
-                       extra={"event_type": t, "usage_total": usage})
-            return [AgentReport("event", event=ev)]
-        if t in ("error", "turn.failed"):
-            err = obj.get("message") if t == "error" else obj.get("error")
-            msg = err.get("message") if isinstance(err, dict) else err
-            ev = Event(index=0, kind=EventKind.OTHER, end=arrival, is_error=True,
-                       text=None if msg is None else str(msg), extra={"event_type": t})
-            return [AgentReport("event", event=ev)]
-        if t in ("item.started", "item.updated", "item.completed"):
-            item = obj.get("item") or {}
-            iid = str(item.get("id"))
-            if t != "item.completed":
-                self.started.setdefault(iid, arrival)
-                return []
-            itype = item.get("type", item.get("item_type"))
-            ev = self._item_event(str(itype), item)
-            ev.start = self.started.pop(iid, None)
-            ev.end = arrival
-            out = [AgentReport("event", event=ev)]
-            if itype in _TOOL_ITEMS and not ev.is_error:
-                mark_tool_return(ev)
-                out.append(AgentReport("boundary", boundary=None))
-            return out
-        ev = Event(index=0, kind=EventKind.OTHER, end=arrival, extra={"event_type": str(t)})
-        return [AgentReport("event", event=ev)]
+        return self._reports(self._parser.feed(obj, arrival))
+
+    def close(self) -> list[AgentReport]:
+        """End of the stream: reports of the items still open (incomplete)."""
+        return self._reports(self._parser.flush())
 
     @staticmethod
-    def _item_event(itype: str, item: dict) -> Event:
-        extra = {"item_type": itype, "item_id": item.get("id")}
-        if itype == "command_execution":
-            cmd = item.get("command")
-            argv = split_command(cmd) if isinstance(cmd, str) else None
-            out = item.get("aggregated_output")
-            ev = Event(index=0, kind=classify_command(cmd, argv), command=cmd, argv=argv,
-                       exit_code=item.get("exit_code"), is_error=item.get("status") == "declined",
-                       extra={**extra, "output": out, "status": item.get("status"),
-                              "source": "command",
-                              "payload_digest": hashlib.sha256(str(out).encode()).hexdigest()})
-            apply_test_counts(ev, out)
-            return ev
-        if itype == "file_change":
-            changes = item.get("changes") or []
-            failed = item.get("status") in ("failed", "declined")
-            paths = [str(c.get("path")) for c in changes if isinstance(c, dict)]
-            return Event(index=0, kind=EventKind.FILE_CHANGE, is_error=failed,
-                         paths_written=[] if failed else paths,
-                         extra={**extra, "changes": changes, "status": item.get("status")})
-        if itype in ("agent_message", "assistant_message", "reasoning"):
-            return Event(index=0, kind=EventKind.MESSAGE, text=item.get("text"), extra=extra)
-        if itype == "error":
-            return Event(index=0, kind=EventKind.OTHER, is_error=True, text=item.get("message"),
-                         extra=extra)
-        is_err = bool(item.get("error")) or item.get("status") == "failed"
-        payload = {k: v for k, v in item.items() if k not in ("id", "type", "item_type")}
-        return Event(index=0, kind=EventKind.OTHER, is_error=is_err, extra={**extra, **payload})
+    def _reports(events: list[Event]) -> list[AgentReport]:
+        out: list[AgentReport] = []
+        for ev in events:
+            # a copy: the run renumbers and stamps its events, the parser's stay final
+            extra = dict(ev.extra)
+            if ev.command is not None:
+                extra["source"] = "command"
+                extra["payload_digest"] = hashlib.sha256(
+                    str(extra.get("output")).encode()).hexdigest()
+            ev = replace(ev, extra=extra)
+            out.append(AgentReport("event", event=ev))
+            if ev.safe_boundary:
+                out.append(AgentReport("boundary", boundary=None))
+        return out
 
 
 def codex_update_state(obj: dict, transcript: list[dict], facts: dict[str, Any]) -> None:

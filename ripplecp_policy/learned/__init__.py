@@ -27,7 +27,9 @@ __all__ = [
     "AdvantageClassifierPolicy",
     "AdvantageRegressorPolicy",
     "FittedQPolicy",
+    "DEVICES",
     "LEARNED",
+    "check_device",
     "default_learned_policies",
     "rank_report",
     "value_error_summary",
@@ -113,3 +115,37 @@ def default_learned_policies(seed: int = 0, quick: bool = False) -> list[Placeme
     the registered learned kinds marked for the study. The study's setting (budget,
     failure model, features) reaches them through ``fit``."""
     return [e.make(seed=seed, quick=quick) for e in LEARNED if e.in_study]
+
+
+#: the devices the xgboost-based learned policies run on
+DEVICES: tuple[str, ...] = ("cpu", "cuda")
+
+
+def check_device(device: str) -> None:
+    """ValueError unless ``device`` is there as xgboost sees it: ``cuda`` needs an xgboost
+    built with CUDA that finds a GPU (a tiny booster trained on ``cuda`` keeps it, where
+    xgboost would otherwise fall back to the CPU with a warning)."""
+    if device == "cpu":
+        return
+    if device not in DEVICES:
+        raise ValueError(f"device must be {' or '.join(DEVICES)}, got {device!r}")
+    import json
+    import warnings
+
+    import numpy as np
+    import xgboost
+
+    if not xgboost.build_info().get("USE_CUDA"):
+        raise ValueError(f"{device}: this xgboost {xgboost.__version__} is built without CUDA; "
+                         "use --device cpu")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the fall-back warning; read the config instead
+            booster = xgboost.train({"device": device, "tree_method": "hist", "verbosity": 0},
+                                    xgboost.DMatrix(np.zeros((2, 1)), label=[0.0, 1.0]),
+                                    num_boost_round=1)
+        seen = json.loads(booster.save_config())["learner"]["generic_param"]["device"]
+    except xgboost.core.XGBoostError as exc:
+        raise ValueError(f"{device}: xgboost cannot use it: {exc}") from None
+    if not str(seen).startswith("cuda"):
+        raise ValueError(f"{device}: xgboost finds no GPU on this machine; use --device cpu")

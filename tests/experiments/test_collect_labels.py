@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _collect(out: Path) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "experiments.collect_labels", "--agent", "repair", "--tasks", "1",
            "--repos", "1", "--design", "pilot", "--repetitions", "1", "--seed", "0",
-           "--out", str(out), "--workers", "2", "--no-progress"]
+           "--out", str(out), "--jobs", "2", "--no-progress"]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
@@ -39,5 +39,6 @@ def test_collect_labels_repair_one_task_and_resume(tmp_path):
     other = subprocess.run(
         [sys.executable, "-m", "experiments.collect_labels", "--tasks", "2", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert other.returncode != 0 and "other arguments" in other.stderr
+    assert other.returncode == 2 and "other arguments" in other.stderr
+    assert other.stderr.count("\n") == 1 and "argument --out: " in other.stderr
     assert json.loads((out / "request.json").read_text())["tasks"] == 1

@@ -54,5 +54,11 @@ def test_compares_two_runs_by_prefix(store, capsys):
 
 def test_unknown_run_is_a_clear_error(store):
     root, _ = store
-    with pytest.raises(SystemExit, match="0 runs match"):
+    with pytest.raises(LookupError, match="0 runs match"):
         compare_runs("zzzz", "yyyy", str(root))
+
+
+def test_reading_never_creates_a_store(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no MLflow store at"):
+        list_studies(str(tmp_path / "none"))
+    assert not (tmp_path / "none").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +18,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))  # this checkout, whatever cwd
     return subprocess.run(
         [sys.executable, "-m", "experiments.pilot_analysis", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=300,
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
     )
 
 
@@ -91,5 +93,10 @@ def test_synthetic_label_set(tmp_path: Path, mlruns: Path, synthetic_labels) -> 
 def test_bad_labels_path_is_a_clear_error(tmp_path: Path) -> None:
     res = _run(["--labels", str(tmp_path / "nope"), "--out", str(tmp_path / "o"), "--no-mlflow"],
                cwd=tmp_path)
-    assert res.returncode == 2
-    assert "nope" in res.stderr and "missing" in res.stderr
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert "argument --labels: " in res.stderr and "nope: no such file or directory" in res.stderr
+    (tmp_path / "empty").mkdir()
+    res = _run(["--labels", str(tmp_path / "empty"), "--out", str(tmp_path / "o"), "--no-mlflow"],
+               cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert "empty" in res.stderr and "missing" in res.stderr

@@ -30,8 +30,15 @@ def test_quick_study_logs_runs_trials_and_model(labels: Path, tmp_path: Path, ca
     rc = main(["--labels", str(labels), "--quick", "--mlruns", str(root),
                "--kinds", "ridge,fqi-xgboost", "--n-trials", "2", "--out", str(tmp_path / "out")])
     assert rc == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "first-boundary" in printed and "VERDICT" in printed
+    # long steps show their progress (stderr is no terminal here: plain lines; MLflow's own
+    # artifact bars are tqdm's)
+    ours = [line for line in captured.err.split("\n") if line.startswith(("folds ", "export "))]
+    assert any(line.startswith("folds labels (kind x held-out repo): 6/6 done in ") for line in ours)
+    assert any(line.startswith("export ") and " done in " in line for line in ours)
+    assert not any("\r" in line for line in ours)
     assert (tmp_path / "out" / "per_fold.csv").exists()
 
     client = MlflowClient(tracking_uri(root))

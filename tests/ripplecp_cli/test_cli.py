@@ -164,3 +164,109 @@ def test_real_process_exit_status(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, str(script), "--n", "0"], capture_output=True, text=True)
     assert bad.returncode == 2
     assert bad.stderr == "python -m tool: error: argument --n: must be >= 1, got 0 (see python -m tool --help)\n"
+
+
+@dataclass(frozen=True)
+class Either:
+    """A tool taking one of two inputs."""
+
+    labels: str | None = None
+    """a label set"""
+    pilot: bool = False
+    """the published figures"""
+    n: int = opt(3, min=1)
+    """how many"""
+    rate: float = opt(0.5, check=None)
+    """a rate"""
+
+    def __post_init__(self) -> None:
+        if (self.labels is None) == (not self.pilot):
+            raise ValueError("give exactly one of --labels or --pilot")
+
+
+def test_a_rule_between_options_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse(Either, ["--pilot"], prog="t").pilot
+    for argv in ([], ["--pilot", "--labels", "x"]):
+        with pytest.raises(SystemExit) as exc:
+            parse(Either, argv, prog="t")
+        assert exc.value.code == 2
+        assert capsys.readouterr().err == ("t: error: give exactly one of --labels or --pilot "
+                                           "(see t --help)\n")
+
+
+def test_a_mistyped_option_suggests_the_nearest(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse(Args, ["--no-learnd"], prog="t")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err == "t: error: unrecognized arguments: --no-learnd (did you mean '--no-learned'?) (see t --help)\n"
+    with pytest.raises(SystemExit):
+        parse(Args, ["--tolerence=0.1"], prog="t")
+    assert "(did you mean '--tolerance'?)" in capsys.readouterr().err
+
+
+def test_a_mistyped_subcommand_option_suggests_from_that_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    table = {"plan": (PlanArgs, lambda a: 0)}
+    with pytest.raises(SystemExit) as exc:
+        run_subcommands(table, ["plan", "repair", "--taks", "2"], prog="python -m oracle")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m oracle plan: error: unrecognized arguments: --taks 2 "
+                          "(did you mean '--tasks'?)")
+
+
+def test_numbers_show_a_plain_metavar(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse(Either, ["--help"], prog="t")
+    out = capsys.readouterr().out
+    assert "--n N" in out and "--rate X" in out
+
+
+def test_shared_checks(tmp_path: Path) -> None:
+    from ripplecp_cli import choice_error, existing_dir, existing_file, existing_path, positive
+
+    f = tmp_path / "f.txt"
+    f.write_text("x")
+    existing_dir(tmp_path)
+    existing_file(f)
+    existing_path(f)
+    existing_path(tmp_path)
+    positive(0.1)
+    for check, value, needle in [
+        (existing_dir, tmp_path / "nope", "nope: no such directory"),
+        (existing_dir, f, "f.txt: not a directory"),
+        (existing_file, tmp_path / "nope", "nope: no such file"),
+        (existing_file, tmp_path, "a directory, expected a file"),
+        (existing_path, tmp_path / "nope", "nope: no such file or directory"),
+        (positive, 0.0, "must be > 0, got 0"),
+        (positive, -2.5, "must be > 0, got -2.5"),
+    ]:
+        with pytest.raises(ValueError, match=needle):
+            check(value)
+    err = choice_error("swe-pilto", ["swe-pilot", "long-horizon"], "--families")
+    assert str(err) == ("argument --families: invalid choice 'swe-pilto' (did you mean 'swe-pilot'?); "
+                        "choose from swe-pilot, long-horizon")
+    assert str(choice_error("zzz", ["a"])) == "invalid choice 'zzz'; choose from a"
+
+
+def test_a_check_on_a_path_runs_before_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ripplecp_cli import existing_dir
+
+    @dataclass(frozen=True)
+    class A:
+        labels: str = opt(".", check=existing_dir)
+        """a folder"""
+
+    ran = []
+    with pytest.raises(SystemExit) as exc:
+        run(lambda a: ran.append(a) or 0, A, ["--labels", str(tmp_path / "nope")], prog="t")
+    assert exc.value.code == 2 and not ran
+    assert f"t: error: argument --labels: {tmp_path / 'nope'}: no such directory" in capsys.readouterr().err
+
+
+def test_abbreviated_options_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """A prefix is no option: ``--no-learn`` must not silently mean ``--no-learned``."""
+    with pytest.raises(SystemExit) as exc:
+        parse(Args, ["--no-learn"], prog="t")
+    assert exc.value.code == 2
+    assert "unrecognized arguments: --no-learn (did you mean '--no-learned'?)" in capsys.readouterr().err

@@ -7,6 +7,7 @@ import pytest
 from features.online import FeatureConfig
 from ripplecp_policy.policy import (
     Budget,
+    BudgetSpec,
     PlacementPolicy,
     Setting,
     SettingMismatchError,
@@ -25,6 +26,39 @@ def test_budget_charges_in_its_unit_and_rejects_bad_values():
         Budget("joules", 1)
     with pytest.raises(ValueError, match="finite and >= 0"):
         Budget("count", -1)
+
+
+def test_budget_specs_parse_and_resolve_against_a_label_set(make_label_set):
+    ls = make_label_set(n_repos=2, tasks_per_repo=1, seed=1)
+    assert BudgetSpec.parse("count:2").resolve(ls).amount == 2
+    assert BudgetSpec.parse("3").resolve(ls).kind == "count"
+    mean_c = float(ls.checkpoints["creation_s"].mean())
+    b = BudgetSpec.parse("seconds:2x").resolve(ls)
+    assert b.kind == "seconds" and b.amount == pytest.approx(2 * mean_c, abs=1e-3)
+    mean_b = float(ls.checkpoints["size_bytes"].mean())
+    assert BudgetSpec.parse("bytes:1.5x").resolve(ls).amount == pytest.approx(1.5 * mean_b, abs=1e-3)
+    assert BudgetSpec.parse("bytes:1000").resolve(ls).amount == 1000
+    assert BudgetSpec.parse("seconds:9.5").resolve(ls) == Budget("seconds", 9.5)
+
+
+@pytest.mark.parametrize("bad, needle", [
+    ("joules:3", "the kind must be count, seconds or bytes, got 'joules'"),
+    ("count:2x", "a count budget takes a positive integer, got 2x"),
+    ("count:-1", "a count budget takes a positive integer, got -1"),
+    ("count:0", "a count budget takes a positive integer, got 0"),
+    ("count:1.5", "a count budget takes a positive integer, got 1.5"),
+    ("seconds:abc", "the amount must be a number"),
+    ("seconds:0", "the amount must be a finite number > 0, got 0"),
+    ("seconds:0x", "K in Kx must be a finite number > 0, got 0"),
+    ("bytes:-2x", "K in Kx must be a finite number > 0, got -2"),
+    ("seconds:nan", "finite number > 0"),
+    ("seconds:", "the amount must be a number"),
+])
+def test_bad_budget_specs_name_the_spec_and_what_it_accepts(bad, needle):
+    with pytest.raises(ValueError) as exc:
+        BudgetSpec.parse(bad)
+    assert str(exc.value).startswith(repr(bad)) and needle in str(exc.value)
+    assert "count:N, seconds:S, seconds:Kx, bytes:B or bytes:Kx" in str(exc.value)
 
 
 def test_setting_is_frozen_hashable_and_normalised():

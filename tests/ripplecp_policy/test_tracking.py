@@ -27,6 +27,13 @@ def test_artifact_location_is_an_absolute_file_uri(tmp_path: Path) -> None:
         tracking.artifact_location("a/b", tmp_path)
 
 
+@pytest.mark.parametrize("name", ["", "a/b", ".", ".."])
+def test_experiment_names_are_plain(name: str) -> None:
+    with pytest.raises(ValueError, match="plain, non-empty name"):
+        tracking.check_experiment_name(name)
+    tracking.check_experiment_name("matched-budget")
+
+
 def test_ensure_experiment_creates_once(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 

@@ -208,7 +208,7 @@ def test_codex_exec_arrival_times(fixture_path: Callable[[str], Path], write_jso
         read_trajectory(src, arrival_times=times[:3])
     with pytest.raises(ValueError, match="do not also pass"):
         read_trajectory(wrapped, arrival_times=times)
-    with pytest.raises(ValueError, match="codex-exec format only"):
+    with pytest.raises(ValueError, match=r"applies to the codex-exec, .* formats only"):
         read_trajectory(fixture_path(OH_BASIC), arrival_times=[0.0])
 
 
@@ -242,3 +242,74 @@ def test_codex_exec_file_change_kinds(write_jsonl: Callable[..., Path], kinds: C
     assert ok.extra["paths_deleted"] == ["/r/old.py"]
     assert failed.is_error and failed.paths_written == [] and failed.safe_boundary
     assert t.meta["exit_status"] == "incomplete"  # no turn.completed
+
+
+RECORDED = Path(__file__).resolve().parents[2] / "data" / "recordings" / "codex-0.171.0"
+# Codex CLI 0.171.0's own stdout (tests/data/recordings/README.md): per run, lines (wc -l),
+# completed commands / file changes / agent messages (jq on item.completed), the last
+# turn.completed usage (input, output) and the per-turn tokens once the thread's history
+# before the run is taken off (usage_base: the rollout's last token_count total before it:
+# killed 910/56, resumed 4515/168; grep token_count F | tail -1)
+EXEC_RECORDED = {
+    "task": (13, 3, 1, 2, (4614, 319), None, (4614, 319)),
+    "killed": (5, 1, 0, 0, None, None, None),
+    "resumed": (6, 0, 1, 1, (4515, 168), (910, 56), (1740 + 1865, 64 + 48)),
+    "forked": (8, 2, 0, 1, (9802, 319), (4515, 168), (2527 + 2760, 106 + 45)),
+}
+
+
+@pytest.mark.parametrize("run", sorted(EXEC_RECORDED))
+def test_codex_exec_recordings(run: str, kinds: Callable[..., list], tokens: Callable[..., tuple]) -> None:
+    n_lines, n_cmd, n_fc, n_msg, total, base, turn = EXEC_RECORDED[run]
+    path = RECORDED / f"{run}.exec.jsonl"
+    assert len(path.read_text().splitlines()) == n_lines
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownEventWarning)
+        t = read_trajectory(path)
+    done = [e for e in kinds(t, EventKind.COMMAND) if not e.extra.get("incomplete")]
+    assert len(done) == n_cmd and all(e.exit_code == 0 for e in done)
+    assert len(kinds(t, EventKind.FILE_CHANGE)) == n_fc
+    assert len(kinds(t, EventKind.MESSAGE)) == n_msg
+    assert len(t.boundaries("tool_call")) == n_cmd + n_fc
+    if total is None:  # killed mid-`sleep`: no turn.completed, the sleep never completed
+        assert t.meta["exit_status"] == "incomplete" and not kinds(t, EventKind.MODEL_CALL)
+        cut = t.events[-1]
+        assert cut.extra["incomplete"] and cut.command.endswith("'touch started && sleep 30'")
+        assert not cut.safe_boundary and cut.exit_code is None and not cut.turn_end
+        return
+    (mc,) = kinds(t, EventKind.MODEL_CALL)
+    assert (mc.input_tokens, mc.output_tokens) == total  # the thread's running total ...
+    if base is not None:  # ... which after a resume or fork counts the history too
+        tb = read_trajectory(path, usage_base={"input_tokens": base[0], "cached_input_tokens": 0,
+                                               "output_tokens": base[1]})
+        (mcb,) = kinds(tb, EventKind.MODEL_CALL)
+        assert (mcb.input_tokens, mcb.output_tokens) == turn
+        assert tb.meta["usage_total"]["input_tokens"] == total[0]
+    assert t.meta["exit_status"] == "completed" and t.events[-1].turn_end
+    assert t.task_id == t.meta["thread_id"]
+
+
+def test_codex_exec_resume_keeps_the_thread_and_the_fork_is_new() -> None:
+    ids = {r: read_trajectory(RECORDED / f"{r}.exec.jsonl").task_id for r in EXEC_RECORDED}
+    assert ids["killed"] == ids["resumed"] != ids["forked"]
+    with pytest.raises(ValueError, match="usage_base applies to the codex-exec format only"):
+        read_trajectory(RECORDED / "task.rollout.jsonl", usage_base={})
+
+
+def test_codex_exec_lines_between_turns_open_the_next_step(write_jsonl: Callable[..., Path]) -> None:
+    p = write_jsonl("between.jsonl", [
+        {"type": "thread.started", "thread_id": "t"},
+        {"type": "turn.started"},
+        {"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 1}},
+        {"type": "error", "message": "Re-connecting... 1/5"},
+        {"type": "turn.started"},
+        {"type": "item.started", "item": {"id": "i", "type": "command_execution",
+                                          "command": "sleep 9", "status": "in_progress"}},
+        {"type": "item.completed", "item": {"id": "j", "type": "agent_message", "text": "x"}},
+    ])
+    t = read_trajectory(p)
+    assert [(e.kind, e.step, e.turn_end) for e in t.events] == [
+        (EventKind.MODEL_CALL, 1, True), (EventKind.OTHER, 2, False),
+        (EventKind.MESSAGE, 2, False), (EventKind.COMMAND, 2, False)]
+    # the item that never completed comes last, where the stream ended
+    assert t.events[-1].extra["incomplete"] and t.events[-1].extra["line"] == 6

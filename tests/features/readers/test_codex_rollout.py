@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from features.readers import read_trajectory
+from features.readers import UnknownEventWarning, read_trajectory
 from features.schema import BoundaryKind, EventKind, Trajectory
 
 ROLLOUT_FILE = "codex_rollout/agentcmd_rollout-2025-09-24T19-22-20-01997e76.jsonl"
@@ -122,3 +123,170 @@ def test_rollout_argv_apply_patch_and_custom_tool(write_jsonl: Callable[..., Pat
     assert fcs[0].end - fcs[0].start == pytest.approx(1.0) and fcs[0].duration == 0.1
     assert [e.step for e in t.events] == [1, 1, 1, 2, 2]
     assert t.events[-1].is_error and t.task_id == "s1"
+
+
+RECORDED = Path(__file__).resolve().parents[2] / "data" / "recordings" / "codex-0.171.0"
+HANDMADE = Path(__file__).resolve().parents[2] / "data" / "readers" / "codex"
+
+# Codex CLI 0.171.0's rollouts (tests/data/recordings/README.md), per run: lines (wc -l);
+# shell calls (exec_command function_calls) and apply_patch custom calls; their outputs;
+# model calls = token_usage_record lines (one per response; the README's count per run,
+# the resumed file holding the killed run's 2 as well); tokens = the records' usage
+# summed; the last token_count total (grep token_count F | tail -1)
+ROLLOUT_RECORDED = {
+    "task": (34, 3, 1, 4, 4, (4614, 319), (4614, 319), 1),
+    # the sleep's call has no output; its response's count was never written as a
+    # token_count, but its token_usage_record was (1028 / 54)
+    "killed": (16, 2, 0, 1, 2, (910 + 1028, 56 + 54), (910, 56), 1),
+    "resumed": (33, 2, 1, 2, 4, (910 + 1028 + 1740 + 1865, 56 + 54 + 64 + 48), (4515, 168), 2),
+    # the fork's file does not copy the parent's history (forked_from_id)
+    "forked": (22, 2, 0, 2, 2, (2527 + 2760, 106 + 45), (9802, 319), 1),
+}
+
+
+@pytest.mark.parametrize("run", sorted(ROLLOUT_RECORDED))
+def test_codex_rollout_recordings(run: str, kinds: Callable[..., list], tokens: Callable[..., tuple]) -> None:
+    n_lines, n_shell, n_patch, n_out, n_calls, toks, total, turns = ROLLOUT_RECORDED[run]
+    path = RECORDED / f"{run}.rollout.jsonl"
+    assert len(path.read_text().splitlines()) == n_lines
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownEventWarning)  # world_state, records: known
+        t = read_trajectory(path)
+    shell = [e for e in t.events if e.extra.get("name") == "exec_command"]
+    assert len(shell) == n_shell and all(e.kind == EventKind.COMMAND for e in shell)
+    # every shell call that returned says "Process exited with code 0" in plain text
+    done = [e for e in shell if not e.extra.get("incomplete")]
+    assert all(e.exit_code == 0 and not e.is_error for e in done)
+    assert all(e.duration is not None and e.duration < 1e-3 for e in done)  # the item's own
+    fcs = kinds(t, EventKind.FILE_CHANGE)
+    assert len(fcs) == n_patch and all(e.exit_code == 0 and e.paths_written for e in fcs)
+    assert len(t.boundaries("tool_call")) == n_out
+    calls = kinds(t, EventKind.MODEL_CALL)
+    assert len(calls) == n_calls
+    assert (tokens(t)[0], tokens(t)[2]) == toks
+    tt = t.meta["total_token_usage"]
+    assert (tt["input_tokens"], tt["output_tokens"]) == total
+    assert len({e.step for e in t.events}) == turns == t.meta["n_user_turns"]
+    # the cwd-relative reads and writes the provenance graph needs
+    assert all(e.extra["cwd"].startswith("/tmp/ripplecp-recordings/codex/ws") for e in shell)
+
+
+def test_codex_rollout_killed_and_resumed_calls() -> None:
+    killed = read_trajectory(RECORDED / "killed.rollout.jsonl")
+    cut = killed.events[-1]
+    assert cut.command == "touch started && sleep 30" and cut.extra["incomplete"]
+    assert not cut.safe_boundary and cut.turn_end
+    t = read_trajectory(RECORDED / "resumed.rollout.jsonl")
+    (sleep,) = [e for e in t.events if e.command == "touch started && sleep 30"]
+    # released where the resumed turn started (task_started, line 18), before its work
+    assert sleep.extra["abandoned"] and sleep.extra["incomplete"]
+    assert t.events[sleep.index + 1].extra["line"] == 18 and sleep.step == 1
+    assert t.task_id == killed.task_id  # the thread id stays on resume
+    fork = read_trajectory(RECORDED / "forked.rollout.jsonl")
+    assert fork.meta["forked_from_id"] == t.task_id != fork.task_id
+
+
+def test_codex_rollout_usage_base_for_the_exec_stream() -> None:
+    """The resumed exec stream's first turn is charged its own tokens once the rollout's
+    running total before the resume is taken off (what a harness does)."""
+    base = read_trajectory(RECORDED / "killed.rollout.jsonl").meta["total_token_usage"]
+    t = read_trajectory(RECORDED / "resumed.exec.jsonl", usage_base=base)
+    (mc,) = [e for e in t.events if e.kind == EventKind.MODEL_CALL]
+    assert (mc.input_tokens, mc.output_tokens) == (1740 + 1865, 64 + 48)
+
+
+def test_rollout_shell_command_and_older_shell_forms(kinds: Callable[..., list]) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownEventWarning)
+        t = read_trajectory(HANDMADE / "shell-command.rollout.jsonl")
+    by_name = {}
+    for e in t.events:
+        if e.kind in (EventKind.COMMAND, EventKind.TEST, EventKind.FILE_CHANGE):
+            by_name.setdefault(e.extra.get("name") or e.extra["payload_type"], []).append(e)
+    pytest_, sleep, commit = by_name["shell_command"]
+    # plain text "Exit code: 1 / Wall time: 2.5 seconds / Output:" parsed from the header
+    assert pytest_.kind == EventKind.TEST and (pytest_.exit_code, pytest_.duration) == (1, 2.5)
+    assert (pytest_.tests_passed, pytest_.tests_failed) == (2, 1)
+    assert pytest_.extra["output"].startswith("..F") and not pytest_.is_error
+    assert commit.boundary_kind == BoundaryKind.COMMIT and commit.exit_code == 0
+    assert sleep.extra["incomplete"] and sleep.extra["aborted"] and not sleep.safe_boundary
+    (cexec,) = by_name["container.exec"]
+    assert cexec.argv == ["bash", "-lc", "cat src/a.py"] and cexec.extra["cwd"] == "/repo/src"
+    (local,) = by_name["local_shell_call"]
+    assert local.argv == ["ls", "-a"] and local.exit_code == 0 and local.duration == 0.01
+    (patch,) = by_name["apply_patch"]  # a function_call with `input`, a bare Success reply
+    assert patch.kind == EventKind.FILE_CHANGE and patch.paths_written == ["docs/notes.md"]
+    (denied,) = by_name["shell"]
+    assert denied.is_error and denied.exit_code is None  # "failed in sandbox ..."
+    # the repeated token_count (same running total, after the next turn_context) is no call
+    calls = kinds(t, EventKind.MODEL_CALL)
+    assert [c.input_tokens for c in calls] == [1000, 1200, 1300, 900]
+    assert sum(c.input_tokens for c in calls) == t.meta["total_token_usage"]["input_tokens"]
+    assert sum(1 for e in t.events if e.extra.get("duplicate")) == 1
+    # ghost snapshot and compaction are kept as other, the compaction's history only counted
+    (ghost,) = [e for e in t.events if e.extra.get("payload_type") == "ghost_snapshot"]
+    assert ghost.kind == EventKind.OTHER
+    (comp,) = [e for e in t.events if e.extra["line_type"] == "compacted"]
+    assert comp.extra["payload"]["replacement_history"] == 1
+    # two prompts (each with its user_message mirror); injected context opens no step
+    assert [e.step for e in t.events if e.text == "Now commit."] == [2, 2]
+    assert t.meta["n_user_turns"] == 2 and t.meta["n_turns_aborted"] == 1
+    assert t.repo == "acme/widgets"
+
+
+def test_rollout_unified_exec_polls_and_subagent_thread(kinds: Callable[..., list]) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownEventWarning)
+        t = read_trajectory(HANDMADE / "unified-exec.rollout.jsonl")
+    cmds = kinds(t, EventKind.COMMAND)
+    build, curl, server = cmds
+    # "Process running with session ID 17": pending; released by the write_stdin poll that
+    # says "Process exited with code 0", with every chunk of output
+    assert build.command == "make build" and build.exit_code == 0 and build.extra["polls"] == 2
+    assert build.extra["output"] == "cc -c a.c\ncc -c b.c\nok\n" and build.safe_boundary
+    polls = [e for e in t.events if e.extra.get("name") == "write_stdin"]
+    assert len(polls) == 2 and all(p.kind == EventKind.OTHER and not p.safe_boundary
+                                   and p.exit_code is None for p in polls)
+    assert build.index == polls[1].index + 1 and build.duration is None
+    assert build.end - build.start == pytest.approx(8.0)  # call line 7, exit seen line 15
+    assert curl.is_error and curl.extra["output"] == "aborted"
+    # still running when the file ends: released last, incomplete
+    assert server.extra["incomplete"] and server.extra["running"] and server == t.events[-1]
+    # token_usage_record lines are the model calls, once per response id
+    assert [c.input_tokens for c in kinds(t, EventKind.MODEL_CALL)] == [800, 900, 950, 1000]
+    assert t.meta["thread_token_usage"]["input_tokens"] == 3650
+    # CLI >= 0.148: the prompt only as a user item; the environment context is not one
+    assert t.meta["n_user_turns"] == 1
+    assert t.meta["parent_thread_id"] == "T1" and t.meta["subagent"]["thread_spawn"]["depth"] == 1
+
+
+def test_rollout_code_mode_cells(kinds: Callable[..., list]) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnknownEventWarning)
+        t = read_trajectory(HANDMADE / "code-mode.rollout.jsonl")
+    cells = [e for e in t.events if e.extra.get("name") == "exec"]
+    ok, failed = cells
+    # "Script running with cell ID 3": pending until the wait poll sees "Script completed"
+    assert ok.safe_boundary and not ok.is_error and ok.extra["polls"] == 1
+    assert ok.extra["output"] == "src/a.py\n" and "tools.exec_command" in ok.extra["code"]
+    assert failed.is_error and failed.safe_boundary
+    # the command and patch the cell ran, from the CLI's own items: events, not boundaries
+    (grep,) = kinds(t, EventKind.COMMAND)
+    (edit,) = kinds(t, EventKind.FILE_CHANGE)
+    assert grep.argv == ["/bin/bash", "-lc", "grep -rl foo src"] and grep.exit_code == 0
+    assert grep.duration == pytest.approx(0.04) and grep.extra["nested_in"] == "exec"
+    assert edit.paths_written == ["/repo/src/a.py"] and not edit.safe_boundary
+    assert grep.index < edit.index < ok.index
+
+
+def test_rollout_output_header_parsing() -> None:
+    from features.readers.codex_rollout import parse_output_header
+
+    assert parse_output_header("Exit code: 2\nWall time: 0.3 seconds\nOutput:\nboom\n") == {
+        "exit": "2", "wall": "0.3", "body": "boom\n"}
+    h = parse_output_header("Chunk ID: 1\nWall time: 1.0 seconds\nProcess running with "
+                            "session ID 9\nOriginal token count: 0\nOutput:\n")
+    assert h == {"wall": "1.0", "session": "9", "body": ""}
+    assert parse_output_header("Process exited with code 0") == {"pexit": "0", "body": ""}
+    assert parse_output_header("hello\nOutput:\n") is None
+    assert parse_output_header("Success. Updated the following files:\nM a") is None

@@ -38,6 +38,29 @@ def test_codex_parser_matches_the_whole_file_reader(codex_stream) -> None:
     assert mc and mc[-1].turn_end and mc[-1].input_tokens == traj.events[-1].input_tokens
 
 
+def test_codex_parser_reports_are_the_readers_events_on_recordings() -> None:
+    """On Codex 0.171.0's recorded stdout the adapter's events are the reader's (times from
+    the arrival stamps), each safe boundary followed by one boundary report."""
+    rec = Path(__file__).resolve().parents[2] / "data" / "recordings" / "codex-0.171.0"
+    for run in ("task", "killed", "resumed", "forked"):
+        path = rec / f"{run}.exec.jsonl"
+        lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+        times = [float(i) for i in range(len(lines))]
+        traj = read_codex_exec(path, arrival_times=times)
+        parser = CodexLineParser()
+        reps = [r for obj, t in zip(lines, times, strict=True) for r in parser(obj, t)]
+        reps += parser.close()
+        events = [r.event for r in reps if r.kind == "event"]
+        for ev in events:  # the adapter's own keys come on top of the reader's event
+            if ev.command is not None:
+                assert ev.extra.pop("source") == "command" and ev.extra.pop("payload_digest")
+        assert events == traj.events, run
+        kinds_after = [reps[i - 1].event.safe_boundary for i, r in enumerate(reps)
+                       if r.kind == "boundary"]
+        assert len(kinds_after) == len(traj.boundaries("tool_call")) and all(kinds_after)
+        assert parser.thread_id == traj.meta["thread_id"]
+
+
 def test_fake_codex_stream_arrives_live_and_counts_boundaries(tmp_path: Path, task_spec, codex_stream) -> None:
     stream = codex_stream
     lines = [json.loads(x) for x in stream.read_text().splitlines() if x.strip()]

@@ -1,0 +1,687 @@
+"""Readers for Claude Code logs: the headless ``stream-json`` output
+(``claude -p --output-format stream-json --verbose``) and the session file the CLI keeps
+(``<config>/projects/<cwd slug>/<session id>.jsonl``). One streaming parser each
+(:class:`ClaudeStreamParser`, :class:`ClaudeSessionParser`; see :mod:`features.readers.stream`)
+and a file reader each (:func:`read_claude_stream`, :func:`read_claude_session`).
+
+Both formats carry the same messages (Anthropic Messages API content blocks), mapped alike:
+
+* One ``assistant`` line per content block; the blocks of one model response share
+  ``message.id``. Each response is one ``model_call`` event (once per ``message.id``, never
+  once per line: the lines repeat the response's usage). Tokens: ``input_tokens`` = the
+  prompt's tokens (``input_tokens`` + ``cache_creation_input_tokens`` +
+  ``cache_read_input_tokens``, as Codex counts cached tokens inside its input),
+  ``cached_tokens`` = ``cache_read_input_tokens``, ``output_tokens`` only from a final usage
+  (a line whose ``stop_reason`` is set); a usage snapshot taken at the first block
+  (``stop_reason`` null, output 1) leaves it None and is kept in ``extra["usage"]``.
+  Synthetic responses (``model: "<synthetic>"``, e.g. "No response requested.") are no model
+  call. ``text`` and ``thinking`` blocks → ``message`` events.
+* A ``tool_use`` block and its ``tool_result`` (in a later ``user`` line, matched by id) are
+  one event, released where the result arrived: ``Bash`` → ``command``/``test`` (exit code
+  from an error result's ``Exit code N``; a result that is not an error is exit 0 unless it
+  carries a ``returnCodeInterpretation``, ran in the background or was interrupted), ``Edit``,
+  ``MultiEdit``, ``Write``, ``NotebookEdit`` → ``file_change`` (``paths_written`` = the file,
+  ``bytes_written`` = the new text; nothing written when the result is an error), ``Read``,
+  ``Grep``, ``Glob`` → ``other`` with ``paths_read`` (the file or the searched path),
+  ``Task``/``Agent`` (a subagent; its summary from the result in ``extra["result"]``),
+  ``TodoWrite`` and every other tool → ``other``. Every tool result is a safe boundary; a
+  ``tool_use`` that never gets a result is released at the end of the stream (or when its
+  branch is abandoned, below) marked ``extra["incomplete"]``. The result's text is
+  ``extra["output"]``; the structured result (``toolUseResult``) is kept in ``extra["result"]``
+  without the file contents it repeats.
+* Logical steps: a user prompt (a ``user`` line with text, not a tool result, not
+  ``isMeta``/``isCompactSummary``, not an interruption notice, not a subagent's) opens a new
+  step when the agent acted since the previous one.
+* A subagent's lines are kept as events marked ``extra["subagent"]`` (its ``agentId``, or
+  the ``parent_tool_use_id`` of the ``Task`` call in stream-json).
+
+**stream-json** (:class:`ClaudeStreamParser`): ``system``/``init`` → ``meta["init"]``
+(session id, cwd, model, tools, ``claude_code_version``); other ``system`` lines → ``other``.
+``result`` → an ``other`` event ending the turn (``turn_end``): cost, duration, turns and
+usage in ``extra`` and in ``meta["result"]``; only it is authoritative for output tokens
+(``meta["usage"]``); a stream may end without one (``meta["exit_status"]`` is then
+``incomplete``). Assistant lines have no timestamps: with ``arrival_s`` every event time is an
+arrival time, else tool results carry their line's ``timestamp`` as ``end``. Nothing is held.
+
+**Session file** (:class:`ClaudeSessionParser`): lines form a tree through
+``uuid``/``parentUuid`` (a ``compact_boundary`` restarts the chain with ``parentUuid`` null
+and ``logicalParentUuid`` pointing back); bookkeeping lines (``queue-operation``,
+``permission-mode``, ``mode``, ``last-prompt``, ``ai-title``, ``custom-title``, ``summary``,
+``file-history-snapshot``) have no ``uuid`` and only feed ``meta``; ``progress`` lines are
+dead-end leaves, counted in ``meta["n_progress"]``. ``attachment`` and ``system`` lines →
+``other``. Times: each line's ``timestamp``; ``arrival_s`` is ignored.
+
+*The trajectory* is the live chain: the ancestors of the file's last conversation line,
+plus the tool results hung off them (parallel tool calls hang each ``tool_result`` off its
+own ``tool_use`` line, so walking back from the last line alone misses them). Dead branches
+(a killed run's unanswered call, a rewound conversation) are **kept** as events: what they
+did may have changed the workspace (the killed ``touch started && sleep 30`` did create
+``started``), so the provenance graph must see them. Which events lie off the live chain is
+known only once the stream ends, and released events never change, so the verdict is in
+``meta["dead_branch"]`` (``events``: their indices, ``n_events``, ``n_records``); a pending
+``tool_use`` on a branch is released, incomplete and ``extra["abandoned"]``, as soon as a
+later line forks off an earlier point. A killed-then-resumed session appended to the same
+file keeps its id; ``meta["versions"]`` lists the CLI versions seen, in order. Subagents:
+inline ``isSidechain`` lines (older versions) are read as they come; the newer separate files
+(``<session id>/subagents/agent-<id>.jsonl`` or ``agent-<id>.jsonl`` beside the session) are
+read, when ``read_claude_session`` finds them, right before the ``Task`` result that names
+their ``agentId``. A step's last event is only known at the next prompt, so the event before
+each prompt is held one event (see :mod:`features.readers.stream`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from features.readers.common import (
+    Loc,
+    apply_test_counts,
+    classify_command,
+    get,
+    iter_jsonl,
+    mark_tool_return,
+    new_step_on_user_input,
+    parse_iso,
+    to_int,
+    utf8_len,
+    warn_unknown,
+)
+from features.readers.stream import StreamParser, read_with
+from features.schema import Event, EventKind, Trajectory
+from features.shell import split_command
+
+STREAM_FORMAT = "claude-code-stream"
+SESSION_FORMAT = "claude-code-session"
+
+STREAM_TYPES = {"system", "assistant", "user", "result", "stream_event"}
+SESSION_TYPES = {"user", "assistant", "system", "attachment", "progress"}
+BOOKKEEPING = {"queue-operation", "permission-mode", "mode", "last-prompt", "ai-title",
+               "custom-title", "summary", "file-history-snapshot", "tag", "agent-name"}
+BLOCK_TYPES = {"text", "thinking", "redacted_thinking", "tool_use", "tool_result",
+               "server_tool_use", "web_search_tool_result", "image", "document"}
+FILE_TOOLS = {"Edit", "MultiEdit", "Write", "NotebookEdit"}
+READ_TOOLS = {"Read", "Grep", "Glob"}
+SUBAGENT_TOOLS = {"Task", "Agent"}
+# structured-result keys that repeat file contents or output already kept elsewhere
+_BULKY = {"originalFile", "file", "content", "stdout", "stderr", "structuredPatch",
+          "oldString", "newString", "edits", "filenames"}
+_EXIT = re.compile(r"^(?:Error: )?Exit code (-?\d+)")
+_AGENT_ID = re.compile(r"\bagentId: (\w+)")
+
+
+def looks_like_stream(first: dict[str, Any]) -> bool:
+    """Whether a first JSONL object is a Claude Code ``stream-json`` line."""
+    return first.get("type") in STREAM_TYPES and "session_id" in first
+
+
+def looks_like_session(first: dict[str, Any]) -> bool:
+    """Whether a first JSONL object is a Claude Code session-file line."""
+    t = first.get("type")
+    if not isinstance(t, str) or "payload" in first or "session_id" in first:
+        return False
+    return t in BOOKKEEPING or (t in SESSION_TYPES and ("sessionId" in first
+                                                        or "parentUuid" in first))
+
+
+def _text_of(content: Any) -> str | None:
+    """The text of a message or tool-result content (a string or a list of blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [b["text"] for b in content if isinstance(b, dict)
+                 and isinstance(b.get("text"), str)]
+        return "\n".join(parts) if parts else None
+    return None
+
+
+class _ClaudeParser(StreamParser):
+    """What both Claude Code formats share: content blocks, tools, model calls, steps."""
+
+    FINAL_USAGE_WAIT = False  # hold a response's model call until its final usage arrives
+
+    def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
+                 repo: str | None = None) -> None:
+        super().__init__(source=source, task_id=task_id, repo=repo)
+        self._pending: dict[str, Event] = {}  # tool_use id -> its event, awaiting the result
+        self._calls_seen: set[str] = set()  # message ids with a model_call
+        self._open_call: tuple[str, Event] | None = None  # a response awaiting final usage
+        self._state = {"step": 1, "agent_acted": False}
+        self.meta.update(n_model_calls=0, n_tool_calls=0, n_prompts=0)
+
+    # -- assistant lines ----------------------------------------------------------------
+    def _assistant(self, obj: dict[str, Any], loc: Loc, ts: float | None,
+                   extra: dict[str, Any]) -> None:
+        msg = get(obj, "message", dict, loc, required=True)
+        mloc = loc / "message"
+        mid = get(msg, "id", str, mloc)
+        synthetic = msg.get("model") == "<synthetic>"
+        self._close_call(mid)
+        if mid is not None and not synthetic and mid not in self._calls_seen:
+            self._calls_seen.add(mid)
+            self.meta["n_model_calls"] += 1
+            self._model_call(mid, msg, mloc, ts, extra)
+        elif self._open_call is not None and self._open_call[0] == mid:
+            if self._update_call(self._open_call[1], msg, mloc):  # its final usage: release
+                self._close_call(None)
+        content = msg.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if not isinstance(blocks, list):
+            raise (mloc / "content").error("expected array or string")
+        self._state["agent_acted"] = True
+        step = self._state["step"]
+        for j, b in enumerate(blocks):
+            btype = b.get("type") if isinstance(b, dict) else None
+            if not isinstance(btype, str):  # the location is only built for the error
+                bloc = mloc / "content" / j
+                if not isinstance(b, dict):
+                    raise bloc.error("expected object")
+                get(b, "type", str, bloc, required=True)
+            bextra = {**extra, "message_id": mid, "block": btype}
+            if btype == "tool_use":
+                bloc = mloc / "content" / j
+                ev = _tool_event(b, bloc, step, ts, bextra)
+                tid = get(b, "id", str, bloc, required=True)
+                self._pending[tid] = ev
+                self.meta["n_tool_calls"] += 1
+            elif btype in ("text", "thinking", "redacted_thinking"):
+                text = b.get("text") if btype == "text" else b.get("thinking")
+                if synthetic:
+                    bextra["synthetic"] = True
+                if obj.get("isApiErrorMessage"):
+                    bextra["api_error"] = True
+                self.emit(Event(index=0, kind=EventKind.MESSAGE, step=step, start=ts,
+                                text=text if isinstance(text, str) else None,
+                                is_error=bool(obj.get("isApiErrorMessage")),
+                                extra={**bextra, "role": "assistant"}), self._turn_end())
+            else:
+                if btype not in BLOCK_TYPES:
+                    warn_unknown(self.source, str(mloc / "content" / j),
+                                 f"content block type {btype!r}")
+                self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
+                                extra={**bextra, **{k: v for k, v in b.items() if k != "type"}}),
+                          self._turn_end())
+
+    def _model_call(self, mid: str, msg: dict[str, Any], loc: Loc, ts: float | None,
+                    extra: dict[str, Any]) -> None:
+        ev = Event(index=0, kind=EventKind.MODEL_CALL, step=self._state["step"], end=ts,
+                   extra={**extra, "message_id": mid, "model": msg.get("model")})
+        final = self._update_call(ev, msg, loc)
+        if final or not self.FINAL_USAGE_WAIT:
+            self.emit(ev, self._turn_end())
+        else:
+            self._open_call = (mid, ev)
+
+    @staticmethod
+    def _update_call(ev: Event, msg: dict[str, Any], loc: Loc) -> bool:
+        """Set a model call's tokens from a response's usage; True when the usage is final."""
+        usage = get(msg, "usage", (dict, type(None)), loc)
+        if not usage:
+            return msg.get("stop_reason") is not None
+        uloc = loc / "usage"
+        counts = [to_int(usage.get(k), uloc / k) for k in
+                  ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
+        if counts[0] is not None:
+            ev.input_tokens = sum(c or 0 for c in counts)
+        ev.cached_tokens = counts[2]
+        final = msg.get("stop_reason") is not None
+        ev.output_tokens = to_int(usage.get("output_tokens"), uloc / "output_tokens") \
+            if final else None
+        ev.extra["usage"] = usage
+        ev.extra["usage_final"] = final
+        return final
+
+    def _close_call(self, mid: str | None) -> None:
+        """Release a held model call once a line of another response (or none) arrives."""
+        if self._open_call is not None and self._open_call[0] != mid:
+            ev = self._open_call[1]
+            self._open_call = None
+            self.emit(ev, self._turn_end())
+
+    # -- user lines -------------------------------------------------------------------
+    def _user(self, obj: dict[str, Any], loc: Loc, ts: float | None, extra: dict[str, Any],
+              subagent: bool) -> None:
+        msg = get(obj, "message", dict, loc, required=True)
+        mloc = loc / "message"
+        content = msg.get("content")
+        result = obj.get("toolUseResult", obj.get("tool_use_result"))
+        if isinstance(content, list):
+            results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+            for j, b in enumerate(content):
+                if not isinstance(b, dict):
+                    raise (mloc / "content" / j).error("expected object")
+            for b in results:
+                self._tool_result(b, ts, extra, result if len(results) == 1 else None)
+            texts = [b for b in content if b.get("type") != "tool_result"]
+        else:
+            texts = [{"type": "text", "text": content}] if isinstance(content, str) else []
+            if content is not None and not isinstance(content, str):
+                raise (mloc / "content").error("expected array or string")
+        if not texts:
+            return
+        text = _text_of(texts)
+        prompt = (not subagent and not obj.get("isMeta") and not obj.get("isCompactSummary")
+                  and not obj.get("isVisibleInTranscriptOnly") and text is not None
+                  and not text.startswith("[Request interrupted"))
+        if prompt:
+            new_step_on_user_input(self._state)
+            self.meta["n_prompts"] += 1
+        for k in ("isMeta", "isCompactSummary"):
+            if obj.get(k):
+                extra[k] = True
+        self.emit(Event(index=0, kind=EventKind.MESSAGE, step=self._state["step"], start=ts,
+                        text=text, extra={**extra, "role": "user", "prompt": prompt}),
+                  self._turn_end())
+
+    def _tool_result(self, b: dict[str, Any], ts: float | None, extra: dict[str, Any],
+                     result: Any) -> None:
+        tid = b.get("tool_use_id")
+        ev = self._pending.pop(tid, None) if isinstance(tid, str) else None
+        if ev is None:  # a result whose call this log does not hold
+            self.emit(Event(index=0, kind=EventKind.OTHER, step=self._state["step"], end=ts,
+                            text=_text_of(b.get("content")),
+                            extra={**extra, "orphan_result": True, "tool_use_id": tid}),
+                      self._turn_end())
+            return
+        self._before_result(ev, b, result)
+        _apply_result(ev, b, result, ts, extra)
+        ev.step = self._state["step"]
+        self.emit(ev, self._turn_end())
+
+    def _before_result(self, ev: Event, block: dict[str, Any], result: Any) -> None:
+        """Hook run before a tool result is applied (the session parser loads subagents)."""
+
+    def _release_pending(self, ids: list[str], **marks: Any) -> None:
+        for tid in ids:
+            ev = self._pending.pop(tid)
+            ev.extra["incomplete"] = True
+            ev.extra.update(marks)
+            ev.step = self._state["step"]
+            self.emit(ev, self._turn_end())
+
+    def _turn_end(self) -> bool | None:
+        """The turn_end of an event released now (None: held until the next event)."""
+        return None
+
+    def on_end(self) -> None:
+        self._close_call(None)
+        self._release_pending(list(self._pending))
+
+
+class ClaudeStreamParser(_ClaudeParser):
+    """Streaming parser of Claude Code's ``stream-json`` output (see the module docstring)."""
+
+    FORMAT = STREAM_FORMAT
+    ARRIVAL_TIMES = True
+
+    def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
+                 repo: str | None = None) -> None:
+        super().__init__(source=source, task_id=task_id, repo=repo)
+        self._results: list[dict[str, Any]] = []
+        self.meta["n_stream_events"] = 0
+
+    @property
+    def session_id(self) -> str | None:
+        """The session id (``claude --resume`` takes it), once a line named it."""
+        return self.meta.get("session_id")
+
+    def _turn_end(self) -> bool | None:
+        return False  # only a result ends a turn, and says so on its own line
+
+    def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
+        loc = Loc(self.source, lineno)
+        t = get(obj, "type", str, loc, required=True)
+        if t == "stream_event":  # partial-message deltas: the full lines follow
+            self.meta["n_stream_events"] += 1
+            return
+        sid = obj.get("session_id")
+        if isinstance(sid, str):
+            self.meta.setdefault("session_id", sid)
+        if arrival is not None:
+            ts = arrival
+        else:
+            raw = obj.get("timestamp")
+            ts = parse_iso(raw, loc / "timestamp") if raw is not None else None
+        extra: dict[str, Any] = {"line": lineno, "line_type": t}
+        for k in ("uuid", "parent_tool_use_id"):
+            if obj.get(k) is not None:
+                extra[k] = obj[k]
+        sub = obj.get("parent_tool_use_id")
+        if sub is not None:
+            extra["subagent"] = sub
+        if t == "assistant":
+            self._assistant(obj, loc, ts, extra)
+        elif t == "user":
+            self._user(obj, loc, ts, extra, subagent=sub is not None)
+        elif t == "result":
+            self._result(obj, loc, ts, extra)
+        elif t == "system" and obj.get("subtype") == "init" and "init" not in self.meta:
+            self.meta["init"] = {k: v for k, v in obj.items() if k != "type"}
+        else:
+            if t not in STREAM_TYPES:
+                warn_unknown(self.source, f"line {lineno}", f"line type {t!r}")
+            self.emit(Event(index=0, kind=EventKind.OTHER, step=self._state["step"], end=ts,
+                            extra={**extra, **{k: v for k, v in obj.items() if k != "type"}}),
+                      False)
+
+    def _result(self, obj: dict[str, Any], loc: Loc, ts: float | None,
+                extra: dict[str, Any]) -> None:
+        self._close_call(None)
+        # a call the turn left unanswered never gets its result now
+        self._release_pending(list(self._pending))
+        dur = get(obj, "duration_ms", (int, float, type(None)), loc)
+        sub = get(obj, "subtype", str, loc)
+        err = bool(get(obj, "is_error", (bool, type(None)), loc)) or sub not in (None, "success")
+        summary = {k: v for k, v in obj.items() if k not in ("type", "result")}
+        self._results.append(summary)
+        text = obj.get("result")
+        self.emit(Event(index=0, kind=EventKind.OTHER, step=self._state["step"], end=ts,
+                        duration=None if dur is None else dur / 1000.0, is_error=err,
+                        text=text if isinstance(text, str) else None,
+                        extra={**extra, **summary}), True)
+        self._state["step"] += 1
+        self._state["agent_acted"] = False
+
+    def on_end(self) -> None:
+        super().on_end()
+        res = self._results
+        last = res[-1] if res else None
+        init = self.meta.get("init") or {}
+        self.meta.update(
+            result=last, n_results=len(res),
+            usage=last.get("usage") if last else None,
+            cost_usd=sum(r.get("total_cost_usd") or 0 for r in res) if res else None,
+            exit_status="incomplete" if last is None else (
+                "completed" if last.get("subtype") == "success" and not last.get("is_error")
+                else "failed"),
+            version=init.get("claude_code_version"), cwd=init.get("cwd"),
+        )
+
+    def task_default(self) -> str:
+        return self.meta.get("session_id") or super().task_default()
+
+
+class ClaudeSessionParser(_ClaudeParser):
+    """Streaming parser of a Claude Code session file (see the module docstring).
+
+    ``subagent_file(agent_id)``: the path of a subagent's own file, or None; consulted when a
+    ``Task`` result names an ``agentId`` whose lines this file does not hold. By default the
+    files beside ``source`` when it is a session file on disk (:func:`subagent_files`);
+    ``False``: none.
+    """
+
+    FORMAT = SESSION_FORMAT
+    FINAL_USAGE_WAIT = True
+
+    def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
+                 repo: str | None = None,
+                 subagent_file: Callable[[str], Path | None] | None | bool = None) -> None:
+        super().__init__(source=source, task_id=task_id, repo=repo)
+        if subagent_file is None and self.source.is_file():
+            subagent_file = subagent_files(self.source)
+        self._subagent_file = subagent_file if callable(subagent_file) else None
+        self._parent: dict[str, str | None] = {}  # uuid -> parent (logical parent at a compaction)
+        self._spine_child: dict[str, str] = {}  # uuid -> first child that is not a tool result
+        self._sidechain: set[str] = set()
+        self._tool_results: dict[str, str] = {}  # tool-result line uuid -> its parent
+        self._last: str | None = None  # last main-chain conversation line
+        self._agents: set[str] = set()
+        self._versions: list[str] = []
+        self.meta.update(n_progress=0, bookkeeping={})
+
+    def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
+        self._record(obj, lineno, None)
+
+    def _record(self, obj: dict[str, Any], lineno: int, file: str | None) -> None:
+        loc = Loc(Path(file) if file else self.source, lineno)
+        t = get(obj, "type", str, loc, required=True)
+        meta = self.meta
+        uuid = obj.get("uuid")
+        if t == "progress":
+            meta["n_progress"] += 1
+            return
+        if not isinstance(uuid, str):
+            self._bookkeeping(t, obj, loc)
+            return
+        sid = obj.get("sessionId")
+        if isinstance(sid, str):
+            meta.setdefault("session_id", sid)
+        v = obj.get("version")
+        if isinstance(v, str) and (not self._versions or self._versions[-1] != v):
+            self._versions.append(v)
+        if isinstance(obj.get("cwd"), str):
+            meta.setdefault("cwd", obj["cwd"])
+        parent = obj.get("parentUuid")
+        if parent is None:
+            parent = obj.get("logicalParentUuid")
+        side = bool(obj.get("isSidechain"))
+        agent = obj.get("agentId")
+        if side:
+            self._sidechain.add(uuid)
+            if isinstance(agent, str):
+                self._agents.add(agent)
+        self._parent[uuid] = parent if isinstance(parent, str) else None
+        is_result = t == "user" and _only_tool_results(obj)
+        if is_result and isinstance(parent, str):
+            self._tool_results[uuid] = parent
+        elif isinstance(parent, str):
+            first = self._spine_child.setdefault(parent, uuid)
+            if first != uuid:
+                self._abandon(first)
+        if not side and t in ("user", "assistant", "system", "attachment"):
+            self._last = uuid
+        ts = parse_iso(obj["timestamp"], loc / "timestamp") if "timestamp" in obj else None
+        extra: dict[str, Any] = {"line": lineno, "line_type": t, "uuid": uuid}
+        if file:
+            extra["file"] = file
+        if side:
+            extra["subagent"] = agent if isinstance(agent, str) else "sidechain"
+        if t == "assistant":
+            self._assistant(obj, loc, ts, extra)
+        elif t == "user":
+            self._close_call(None)
+            self._user(obj, loc, ts, extra, subagent=side)
+        else:
+            self._close_call(None)
+            if t not in SESSION_TYPES:
+                warn_unknown(self.source, f"line {lineno}", f"line type {t!r}")
+            sub = obj.get("subtype")
+            err = sub == "api_error" or obj.get("level") == "error"
+            content = obj.get("content")
+            self.emit(Event(index=0, kind=EventKind.OTHER, step=self._state["step"], start=ts,
+                            is_error=err, text=content if isinstance(content, str) else None,
+                            extra={**extra, **{k: v for k, v in obj.items() if k not in (
+                                "type", "uuid", "parentUuid", "content", "sessionId",
+                                "timestamp")}}), None)
+
+    def _bookkeeping(self, t: str, obj: dict[str, Any], loc: Loc) -> None:
+        book = self.meta["bookkeeping"]
+        book[t] = book.get(t, 0) + 1
+        if t not in BOOKKEEPING and book[t] == 1:
+            warn_unknown(self.source, f"line {loc.line}", f"record type {t!r} without uuid")
+        if t == "last-prompt" and isinstance(obj.get("leafUuid"), str):
+            self.meta["leaf_uuid"] = obj["leafUuid"]
+        elif t == "summary" and isinstance(obj.get("summary"), str):
+            self.meta.setdefault("summaries", []).append(obj["summary"])
+        elif t in ("ai-title", "custom-title"):
+            title = obj.get("title", obj.get("aiTitle", obj.get("customTitle")))
+            if isinstance(title, str):
+                self.meta["title"] = title
+        elif t in ("mode", "permission-mode"):
+            self.meta[t.replace("-", "_")] = obj.get("mode", obj.get("permissionMode"))
+        if isinstance(obj.get("sessionId"), str):
+            self.meta.setdefault("session_id", obj["sessionId"])
+
+    def _abandon(self, root: str) -> None:
+        """A later line forked off an earlier point: the calls pending under ``root``'s
+        branch will never get a result."""
+        dead = [tid for tid, ev in self._pending.items()
+                if self._descends(ev.extra.get("uuid"), root)]
+        if dead:
+            self._release_pending(dead, abandoned=True)
+
+    def _descends(self, uuid: str | None, root: str) -> bool:
+        seen = 0
+        while uuid is not None and seen < 1_000_000:
+            if uuid == root:
+                return True
+            uuid = self._parent.get(uuid)
+            seen += 1
+        return False
+
+    def _before_result(self, ev: Event, block: dict[str, Any], result: Any) -> None:
+        if ev.extra.get("tool") not in SUBAGENT_TOOLS or self._subagent_file is None:
+            return
+        agent = result.get("agentId") if isinstance(result, dict) else None
+        if not isinstance(agent, str):  # older CLIs name it in the result text only
+            m = _AGENT_ID.search(_text_of(block.get("content")) or "")
+            agent = m.group(1) if m else None
+        if not isinstance(agent, str) or agent in self._agents:
+            return
+        path = self._subagent_file(agent)
+        if path is None or not path.is_file():
+            return
+        self._agents.add(agent)
+        for ln in _lines(path):
+            self._record(ln[1], ln[0], str(path))
+
+    def on_final(self) -> None:
+        live: set[str] = set()
+        u = self._last
+        while u is not None and u not in live:
+            live.add(u)
+            u = self._parent.get(u)
+        live |= {r for r, p in self._tool_results.items() if p in live}
+        dead_records = [r for r in self._parent
+                        if r not in live and r not in self._sidechain]
+        dead = [e.index for e in self.events if (u := e.extra.get("uuid")) is not None
+                and u not in live and u not in self._sidechain]
+        self.meta.update(
+            versions=self._versions, version=self._versions[-1] if self._versions else None,
+            dead_branch={"n_records": len(dead_records), "n_events": len(dead), "events": dead},
+            live_leaf=self._last, subagents=sorted(self._agents),
+            n_user_turns=self.meta["n_prompts"],
+        )
+
+    def task_default(self) -> str:
+        return self.meta.get("session_id") or super().task_default()
+
+
+def _only_tool_results(obj: dict[str, Any]) -> bool:
+    msg = obj.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    return isinstance(content, list) and bool(content) and all(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+
+
+def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    for ln in iter_jsonl(path):
+        yield ln.lineno, ln.obj
+
+
+def _tool_event(b: dict[str, Any], loc: Loc, step: int, ts: float | None,
+                extra: dict[str, Any]) -> Event:
+    """The event of a ``tool_use`` block, before its result."""
+    name = get(b, "name", str, loc, required=True)
+    inp = get(b, "input", (dict, type(None)), loc) or {}
+    iloc = loc / "input"
+    ev = Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
+               extra={**extra, "tool": name, "tool_use_id": b.get("id"), "input": inp})
+    if name == "Bash":
+        cmd = get(inp, "command", str, iloc)
+        if cmd is not None:
+            ev.command, ev.argv = cmd, split_command(cmd)
+            ev.kind = classify_command(cmd, ev.argv)
+        else:
+            ev.kind = EventKind.COMMAND
+    elif name in FILE_TOOLS:
+        ev.kind = EventKind.FILE_CHANGE
+        p = get(inp, "notebook_path" if name == "NotebookEdit" else "file_path", str, iloc)
+        ev.paths_written = [p] if p else []
+        if name == "Write":
+            ev.bytes_written = utf8_len(get(inp, "content", str, iloc))
+        elif name == "Edit":
+            ev.bytes_written = utf8_len(get(inp, "new_string", str, iloc))
+        elif name == "NotebookEdit":
+            ev.bytes_written = utf8_len(get(inp, "new_source", str, iloc))
+        else:
+            edits = get(inp, "edits", list, iloc, default=[])
+            ev.bytes_written = sum(utf8_len(e.get("new_string")) or 0 for e in edits
+                                   if isinstance(e, dict))
+    elif name in READ_TOOLS:
+        p = inp.get("file_path") if name == "Read" else inp.get("path")
+        ev.paths_read = [p] if isinstance(p, str) and p else []
+    return ev
+
+
+def _apply_result(ev: Event, b: dict[str, Any], result: Any, ts: float | None,
+                  extra: dict[str, Any]) -> None:
+    """Merge a ``tool_result`` block (and the line's structured result) into its call."""
+    text = _text_of(b.get("content"))
+    err = bool(b.get("is_error"))
+    ev.end = ts
+    ev.extra["output"] = text
+    ev.extra["result_line"] = extra["line"]
+    if "uuid" in extra:
+        ev.extra["result_uuid"] = extra["uuid"]
+    res = result if isinstance(result, dict) else None
+    if res is not None:
+        ev.extra["result"] = {k: v for k, v in res.items() if k not in _BULKY}
+        ms = res.get("durationMs", res.get("totalDurationMs"))
+        if isinstance(ms, int | float) and not isinstance(ms, bool):
+            ev.duration = ms / 1000.0
+    elif isinstance(result, str):
+        ev.extra["result"] = result
+    if ev.extra.get("tool") == "Bash":
+        m = _EXIT.match(text or "")
+        if err and m:
+            ev.exit_code = int(m.group(1))  # ran, exited non-zero: not an error
+        elif err or (res is not None and res.get("interrupted")):
+            ev.is_error = True
+        elif res is not None and (res.get("returnCodeInterpretation")
+                                  or res.get("backgroundTaskId")):
+            ev.extra["background" if res.get("backgroundTaskId") else
+                     "return_code_interpretation"] = (res.get("backgroundTaskId")
+                                                      or res.get("returnCodeInterpretation"))
+        else:
+            ev.exit_code = 0
+        apply_test_counts(ev, text)
+    else:
+        ev.is_error = err
+        if err and ev.kind == EventKind.FILE_CHANGE:
+            ev.extra["paths_not_written"] = ev.paths_written
+            ev.paths_written = []
+            ev.bytes_written = None
+    mark_tool_return(ev)
+
+
+def read_claude_stream(path: str | Path, *, task_id: str | None = None, repo: str | None = None,
+                       arrival_times: Sequence[float] | None = None,
+                       allow_truncated_tail: bool = False) -> Trajectory:
+    """Read a Claude Code ``stream-json`` file into a :class:`Trajectory` (see module doc)."""
+    return read_with(ClaudeStreamParser(source=path, task_id=task_id, repo=repo), path,
+                     allow_truncated_tail=allow_truncated_tail, arrival_times=arrival_times)
+
+
+def subagent_files(session: Path) -> Callable[[str], Path | None]:
+    """Where a session's subagents keep their own files: ``<session id>/subagents/agent-<id>
+    .jsonl`` (newer CLIs) or ``agent-<id>.jsonl`` beside the session file (older)."""
+    def find(agent_id: str) -> Path | None:
+        for cand in (session.parent / session.stem / "subagents" / f"agent-{agent_id}.jsonl",
+                     session.parent / f"agent-{agent_id}.jsonl"):
+            if cand.is_file() and cand != session:
+                return cand
+        return None
+
+    return find
+
+
+def read_claude_session(path: str | Path, *, task_id: str | None = None, repo: str | None = None,
+                        allow_truncated_tail: bool = False) -> Trajectory:
+    """Read a Claude Code session file into a :class:`Trajectory` (see module doc); subagent
+    files next to it are read where their ``Task`` result arrives."""
+    path = Path(path)
+    parser = ClaudeSessionParser(source=path, task_id=task_id, repo=repo)
+    return read_with(parser, path, allow_truncated_tail=allow_truncated_tail)

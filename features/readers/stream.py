@@ -1,0 +1,247 @@
+"""The streaming-parser interface: one parser per line-oriented log format, a line in, events out.
+
+Every line-oriented format (``codex exec --json``, the Codex rollout, Claude Code's
+``stream-json`` output and its session file) has one :class:`StreamParser` subclass, named in
+its :class:`~features.readers.ReaderSpec` (``parser``). ``read_trajectory`` reads such a file
+by feeding every line to a fresh parser and taking :meth:`StreamParser.finish`; a live harness
+feeds lines as they arrive. Both therefore get the same events (the stream-vs-file identity).
+
+API::
+
+    p = CodexExecParser(source="run-17", task_id=None, repo=None)   # any StreamParser
+    for raw, t in lines_as_they_arrive:          # str/bytes (one JSON line) or a parsed dict
+        for ev in p.feed(raw, arrival_s=t):      # final events, in trajectory order
+            ...                                  # ev.index, ev.step, ev.turn_end are set
+    tail = p.flush()                             # end of stream: events still held/pending
+    traj = p.finish()                            # the Trajectory (calls flush() if needed)
+
+Rules every parser keeps (each tested):
+
+* **Final events.** An event :meth:`feed` returns is never changed afterwards: its index,
+  step, boundary flags and fields are what :meth:`finish`'s trajectory holds. An event is
+  returned when what it did is known (a tool call when its result arrives); until then it is
+  *pending*. An event whose ``turn_end`` depends on a later line (formats whose steps end only
+  when the next user input arrives: the Codex rollout, the Claude Code session file) is
+  *held* until the next event is known (or :meth:`flush`), then released with the flag set;
+  formats whose log says where a turn ends (``turn.completed``, ``result``) hold nothing.
+  A turn cut by the end of a stream is then left open (no ``turn_end``).
+* **Order.** Events come out in trajectory order with ``index`` 0, 1, 2, ...; ``step`` never
+  decreases.
+* **Times.** ``arrival_s`` (seconds, any one clock) is the time the line was received. Formats
+  with no times of their own (:attr:`StreamParser.ARRIVAL_TIMES` true: ``codex exec --json``,
+  Claude Code ``stream-json``) take event times from it, and from nowhere else; formats that
+  stamp every line (rollout, session file) ignore it. A harness that stamps lines may also
+  feed ``{"arrival": t, "line": {...}}`` (the stamped form), unwrapped here.
+* **Bad input.** A line that is not JSON, or not a JSON object, raises
+  :class:`~features.readers.common.TrajectoryFormatError` naming the source and the line;
+  blank lines are skipped (and counted, so line numbers match the file's).
+* After :meth:`finish`, :meth:`feed` raises.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from features.readers.common import (
+    Loc,
+    TrajectoryFormatError,
+    iter_jsonl,
+    stem,
+    to_float,
+    totals,
+)
+from features.schema import Event, Trajectory
+
+__all__ = ["StreamParser", "read_with"]
+
+
+class StreamParser:
+    """Base of the per-format streaming parsers (see the module docstring for the rules).
+
+    Subclasses implement :meth:`on_record` (one JSON object of the log) and may implement
+    :meth:`on_end` (release pending events at the end of the stream), :meth:`on_final`
+    (meta from all events) and :meth:`task_default` / :meth:`repo_default`; they hand events
+    out through :meth:`emit`.
+    """
+
+    FORMAT: ClassVar[str] = ""
+    ARRIVAL_TIMES: ClassVar[bool] = False  # the format has no times: arrival_s times events
+
+    def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
+                 repo: str | None = None) -> None:
+        self.source = Path(source) if not isinstance(source, Path) else source
+        self.task_id = task_id
+        self.repo = repo
+        self.meta: dict[str, Any] = {}
+        self.lineno = 0  # lines fed so far (blank ones included)
+        self._events: list[Event] = []
+        self._out: list[Event] = []
+        self._held: Event | None = None
+        self._flushed = False
+        self._closed = False
+        self._wrapped = False
+        self._given_arrival = False
+
+    # -- the public face -----------------------------------------------------------------
+    @property
+    def events(self) -> Sequence[Event]:
+        """The events released so far (read-only view)."""
+        return tuple(self._events)
+
+    def feed(self, line: str | bytes | Mapping[str, Any],
+             arrival_s: float | None = None) -> list[Event]:
+        """One line of the log (raw JSON text or an already-parsed object): the events it
+        makes final, in order (often none)."""
+        if self._flushed:
+            raise RuntimeError(f"{self.source}: feed() after the end of the stream")
+        self.lineno += 1
+        if isinstance(line, Mapping):
+            obj = line if isinstance(line, dict) else dict(line)
+        else:
+            try:
+                text = line.decode("utf-8") if isinstance(line, bytes) else line
+            except UnicodeDecodeError as exc:
+                raise TrajectoryFormatError(
+                    f"{self.source}: line {self.lineno}: not UTF-8 text (byte offset "
+                    f"{exc.start})") from exc
+            if not text.strip():
+                return []
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise TrajectoryFormatError(
+                    f"{self.source}: line {self.lineno}: not valid JSON ({exc.msg})") from exc
+            if not isinstance(obj, dict):
+                raise TrajectoryFormatError(
+                    f"{self.source}: line {self.lineno}: expected a JSON object, got "
+                    f"{type(obj).__name__}")
+        return self.feed_record(obj, self.lineno, arrival_s)
+
+    def feed_record(self, obj: dict[str, Any], lineno: int,
+                    arrival_s: float | None = None) -> list[Event]:
+        """A parsed line with its line number (the file reader's entry; :meth:`feed` for raw
+        lines). Returns the events it makes final."""
+        if self._flushed:
+            raise RuntimeError(f"{self.source}: feed() after the end of the stream")
+        self.lineno = max(self.lineno, lineno)
+        if self.ARRIVAL_TIMES and len(obj) == 2 and "arrival" in obj and "line" in obj:
+            loc = Loc(self.source, lineno)
+            if arrival_s is not None:
+                raise ValueError(f"{self.source}: line {lineno} carries its own arrival time; "
+                                 "do not also pass arrival_times")
+            arrival_s = to_float(obj["arrival"], loc / "arrival")
+            inner = obj["line"]
+            if not isinstance(inner, dict):
+                raise (loc / "line").error("expected object")
+            obj = inner
+            self._wrapped = True
+        elif arrival_s is not None:
+            if self._wrapped:
+                raise ValueError(f"{self.source}: lines carry their own arrival times; "
+                                 "do not also pass arrival_times")
+            self._given_arrival = True
+        if not self.ARRIVAL_TIMES:
+            arrival_s = None
+        self._out = []
+        self.on_record(obj, lineno, arrival_s)
+        out, self._out = self._out, []
+        return out
+
+    def flush(self) -> list[Event]:
+        """End of the stream: release pending and held events; returns them."""
+        if self._flushed:
+            return []
+        self._out = []
+        self.on_end()
+        if self._held is not None:
+            held, self._held = self._held, None
+            held.turn_end = True
+            self._release(held)
+        self._flushed = True
+        out, self._out = self._out, []
+        return out
+
+    def finish(self) -> Trajectory:
+        """The trajectory of everything fed (flushes first); the parser is then closed."""
+        if self._closed:
+            raise RuntimeError(f"{self.source}: finish() called twice")
+        self.flush()
+        self._closed = True
+        self.on_final()
+        meta = self.meta
+        meta["has_arrival_times"] = self._wrapped or self._given_arrival
+        meta.setdefault("totals", {}).update(totals(self._events))
+        tid = self.task_id or self.task_default()
+        traj = Trajectory(tid, self.repo or self.repo_default() or "unknown", self.FORMAT,
+                          list(self._events), meta)
+        traj.validate()
+        return traj
+
+    # -- for subclasses ------------------------------------------------------------------
+    def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
+        """Handle one JSON object of the log (``arrival`` is None unless ARRIVAL_TIMES)."""
+        raise NotImplementedError
+
+    def on_end(self) -> None:
+        """Release what is still pending at the end of the stream (default: nothing)."""
+
+    def on_final(self) -> None:
+        """Complete ``meta`` from every released event (called once, by :meth:`finish`)."""
+
+    def task_default(self) -> str:
+        """The task id when none was given: the log's own id, else the source's stem."""
+        return stem(self.source)
+
+    def repo_default(self) -> str | None:
+        """The repository when none was given (None: ``"unknown"``)."""
+        return None
+
+    def emit(self, ev: Event, turn_end: bool | None = None) -> None:
+        """Release ``ev`` (final from now on). ``turn_end`` True/False when the log says
+        whether its step ends after it; None holds it until the next event's step is known."""
+        if self._held is not None:
+            held, self._held = self._held, None
+            held.turn_end = ev.step != held.step
+            self._release(held)
+        if turn_end is None:
+            self._held = ev
+        else:
+            ev.turn_end = turn_end
+            self._release(ev)
+
+    def _release(self, ev: Event) -> None:
+        if self._events and ev.step < self._events[-1].step:
+            ev.step = self._events[-1].step  # a late result never moves a step backwards
+        ev.index = len(self._events)
+        self._events.append(ev)
+        self._out.append(ev)
+
+
+def read_with(
+    parser: StreamParser,
+    path: str | Path,
+    *,
+    allow_truncated_tail: bool = False,
+    arrival_times: Sequence[float] | None = None,
+) -> Trajectory:
+    """Read a whole log file through ``parser``: every line fed in order, then finished.
+
+    Lines come from :func:`~features.readers.common.iter_jsonl` (so file checks and a torn
+    last line are handled there). ``arrival_times``: one float per non-blank line.
+    """
+    path = Path(path)
+    lines = iter_jsonl(path, allow_truncated_tail=allow_truncated_tail, meta=parser.meta)
+    if arrival_times is None:
+        for ln in lines:
+            parser.feed_record(ln.obj, ln.lineno)
+        return parser.finish()
+    got = list(lines)
+    if len(arrival_times) != len(got):
+        raise ValueError(f"{path}: arrival_times has {len(arrival_times)} entries but the "
+                         f"file has {len(got)} non-blank lines")
+    for ln, t in zip(got, arrival_times, strict=True):
+        parser.feed_record(ln.obj, ln.lineno, to_float(t, Loc(path, ln.lineno, "arrival_times")))
+    return parser.finish()
