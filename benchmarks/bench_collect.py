@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from oracle.audit import AuditLog  # noqa: E402
+from oracle.plan import Plan  # noqa: E402
+from oracle.study import build_label_set  # noqa: E402
+from oracle.tables import LabelSet  # noqa: E402
 from ripplecp_cli import opt, run  # noqa: E402
 
 SHIP_TO = ROOT / "ripplecp_policy" / "data" / "labelsets" / "llm-free"
@@ -60,6 +63,9 @@ class Args:
     """do not collect: report the study already in --out"""
     ship: bool = False
     """copy the finished label set (and its datasheet's figures) into the package"""
+    completed_only: bool = False
+    """with --report-only: build the label set of a stopped collection from its audit log,
+    keeping the tasks whose recovery tables are full (every cell, >= 2 repetitions)"""
 
 
 def collect_command(a: Args) -> list[str]:
@@ -115,6 +121,8 @@ def report(study: Path) -> dict:
             branch_wall[family[r["task_id"]]].append(r["branch_wall_s"])
     out = {}
     for name, f in sorted(fam.items()):
+        if not f["agent_s"]:
+            continue  # no branch of this family ran yet
         over = f["wall_s"] - f["agent_s"] - f["verify_s"]
         out[name] = dict(f, overhead=over / f["agent_s"] if f["agent_s"] else float("nan"),
                          overhead_ex_restore=(over - f["restore_s"]) / f["agent_s"] if f["agent_s"] else float("nan"),
@@ -129,6 +137,7 @@ def print_report(figs: dict, wall_s: float | None, load: list[float]) -> None:
     print("-" * len(hdr))
     tot: dict[str, float] = defaultdict(float)
     for name, f in figs.items():
+        f = defaultdict(float, f)
         print(f"{name:<9}{int(f['tasks']):>6}{int(f['boundaries']):>5}{int(f['branches']):>9}"
               f"{f['nominal_s']:>10.0f}{f['agent_s']:>9.0f}{f['verify_s']:>9.0f}{f['restore_s']:>10.1f}"
               f"{f['overhead']:>9.2%}{f['overhead_ex_restore']:>11.2%}{f['branch_wall_median']:>16.1f}")
@@ -164,6 +173,31 @@ def ship(out: Path) -> None:
     print(f"shipped {src} -> {SHIP_TO}")
 
 
+def completed_label_set(out: Path, dest: Path | None = None) -> Path:
+    """The label set of the tasks a stopped collection in ``out`` finished, saved (hashed)
+    to ``dest`` (default ``out/labelset``): every task all of whose planned branches (every cell, the first two
+    repetitions) are recorded. The provenance records how many of the plan's tasks it holds."""
+    plan = Plan.load(out / "plan.json")
+    study = out / "study"
+    recs = AuditLog(study / "audit.jsonl").records()
+    prov = plan.provenance()
+    full = build_label_set(recs, study, provenance=prov)
+    planned: dict[str, set[str]] = defaultdict(set)  # the first two repetitions of every cell
+    for spec in plan.branch_specs(repetitions=(1, 2)):
+        planned[spec.task_id].add(spec.branch_id)
+    done = set(full.recovery["branch_id"])
+    keep = [t for t in full.task_ids if planned[t] and planned[t] <= done]
+    ls = full.subset(keep)
+    ls.provenance.update(planned_tasks=len(plan.task_ids), completed_tasks=len(keep),
+                         stopped_early=len(keep) < len(plan.task_ids))
+    path = ls.save(dest or out / "labelset")
+    back = LabelSet.load(path)  # verified by its hash
+    print(f"label set {path}: {len(back.tasks)} of {len(plan.task_ids)} planned tasks, "
+          f"{back.tasks['repo'].nunique()} repositories, {len(back.recovery)} branches, "
+          f"hash {back.content_hash()[:16]}")
+    return path
+
+
 def _invocations(out: Path) -> list[dict]:
     path = out / "bench_collect.json"
     return json.loads(path.read_text()) if path.exists() else []
@@ -197,6 +231,8 @@ def main(a: Args) -> int:
             print(f"{len(runs)} invocations (a resumed collection): wall times "
                   + ", ".join(f"{r['wall_s'] / 60:.1f} min" for r in runs))
     print_report(report(out / "study"), wall, load)
+    if a.completed_only:
+        completed_label_set(out)
     if a.ship:
         ship(out)
     return 0
