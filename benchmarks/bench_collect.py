@@ -28,15 +28,17 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import zip_longest
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from oracle.audit import AuditLog  # noqa: E402
+from oracle.executors import close_executor, make_executor  # noqa: E402
 from oracle.plan import Plan  # noqa: E402
-from oracle.study import build_label_set  # noqa: E402
+from oracle.study import build_label_set, run_study  # noqa: E402
 from oracle.tables import LabelSet  # noqa: E402
 from ripplecp_cli import opt, run  # noqa: E402
 
@@ -63,6 +65,10 @@ class Args:
     """do not collect: report the study already in --out"""
     ship: bool = False
     """copy the finished label set (and its datasheet's figures) into the package"""
+    interleave: bool = True
+    """once the plan is frozen, run the remaining branches task by task in turn over the
+    families (same plan, hash and records; a collection stopped early then holds every
+    family) instead of the plan's family-by-family order"""
     completed_only: bool = False
     """with --report-only: build the label set of a stopped collection from its audit log,
     keeping the tasks whose recovery tables are full (every cell, >= 2 repetitions)"""
@@ -80,21 +86,52 @@ def collect_command(a: Args) -> list[str]:
             *quiet]
 
 
+def interleaved(plan: Plan) -> Plan:
+    """The same plan (same hash) with its cells reordered: each task's cells together, the
+    tasks in turn over the families (first task of each family, then the second, ...)."""
+    fam = {t.task_id: t.family for t in plan.tasks}
+    by_task: dict[str, list[dict]] = defaultdict(list)
+    for c in plan.cells:
+        by_task[c["task_id"]].append(c)
+    per_fam: dict[str, list[str]] = defaultdict(list)
+    for t in by_task:
+        per_fam[fam[t]].append(t)
+    order = [t for row in zip_longest(*per_fam.values()) for t in row if t is not None]
+    return replace(plan, cells=[c for t in order for c in by_task[t]])
+
+
+def collect_interleaved(a: Args) -> int:
+    """The remaining branches of the frozen plan in ``a.out``, in :func:`interleaved` order,
+    through :func:`oracle.study.run_study` (what ``experiments.collect_labels`` runs)."""
+    out = Path(a.out).resolve()
+    plan = Plan.load(out / "plan.json")
+    print(f"plan {out / 'plan.json'} (sha256 {plan.hash[:16]}): resuming, tasks in turn over "
+          "the families", flush=True)
+    ex = make_executor("local", a.jobs)
+    try:
+        ls = run_study(interleaved(plan), out / "study", executor=ex, out=out / "labelset")
+    finally:
+        close_executor(ex)
+    print(f"label set {out / 'labelset'}: {len(ls.tasks)} tasks in {len(ls.repos)} repositories, "
+          f"{len(ls.recovery)} branches", flush=True)
+    return 0
+
+
 class LoadSampler(threading.Thread):
     """1-minute load averages every ``every`` seconds until stopped."""
 
     def __init__(self, every: float = 15.0) -> None:
         super().__init__(daemon=True)
         self.every, self.samples = every, []
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             self.samples.append(os.getloadavg()[0])
-            self._stop.wait(self.every)
+            self._halt.wait(self.every)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=5)
 
 
@@ -214,7 +251,14 @@ def main(a: Args) -> int:
         sampler.start()
         t0 = time.monotonic()
         try:
-            rc = subprocess.run(cmd, cwd=ROOT).returncode
+            if a.interleave and (out / "plan.json").exists():
+                try:
+                    rc = collect_interleaved(a)
+                except Exception as exc:  # recorded below like a failed command
+                    print(f"collection failed: {exc!r}", flush=True)
+                    rc = 1
+            else:
+                rc = subprocess.run(cmd, cwd=ROOT).returncode
         finally:
             sampler.stop()
         runs = _invocations(out)  # a resumed collection adds to the earlier invocations
