@@ -49,10 +49,12 @@ TARGET_OVERHEAD = 0.02
 
 @dataclass(frozen=True)
 class Args:
+    agent: str = "llm-free"
+    """registered agent (the shipped set: llm-free)"""
     tasks: int = opt(100, min=1)
     """tasks in all (dealt over the four families)"""
-    repos: int = opt(16, min=4)
-    """repositories in all (at least one family's worth each)"""
+    repos: int = opt(16, min=1)
+    """repositories in all (llm-free: at least one per family)"""
     seed: int = opt(0, min=0)
     """study seed"""
     out: str = "runs/llm-free"
@@ -80,7 +82,7 @@ def collect_command(a: Args) -> list[str]:
                               cwd=ROOT, capture_output=True, text=True).stdout
     jobs = "--jobs" if "--jobs" in helptext else "--workers"
     quiet = ["--no-progress"] if "--no-progress" in helptext else []
-    return [sys.executable, "-m", "experiments.collect_labels", "--agent", "llm-free",
+    return [sys.executable, "-m", "experiments.collect_labels", "--agent", a.agent,
             "--tasks", str(a.tasks), "--repos", str(a.repos), "--design", "full",
             "--seed", str(a.seed), "--out", a.out, jobs, str(a.jobs), "--cap", f"{a.cap:g}",
             *quiet]
