@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -202,14 +201,35 @@ def print_report(figs: dict, wall_s: float | None, load: list[float]) -> None:
               f"{max(load):.1f} over {len(load)} samples, {os.cpu_count()} cores")
 
 
-def ship(out: Path) -> None:
-    """Copy the finished label set into the package (its datasheet stays as written)."""
-    src = out / "labelset"
-    SHIP_TO.mkdir(parents=True, exist_ok=True)
-    for p in sorted(src.iterdir()):
-        if p.suffix in (".parquet", ".json"):
-            shutil.copy2(p, SHIP_TO / p.name)
-    print(f"shipped {src} -> {SHIP_TO}")
+def tool_versions() -> dict[str, str]:
+    """Versions of what the agents ran (Python, pip, gcc, make, the OS) and this checkout's commit."""
+    def first_line(*cmd: str) -> str:
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=ROOT)
+        except OSError as exc:
+            return f"unavailable ({exc.strerror})"
+        return (p.stdout or p.stderr).strip().splitlines()[0] if (p.stdout or p.stderr).strip() else "?"
+
+    return {"python": sys.version.split()[0],
+            "pip": first_line(sys.executable, "-m", "pip", "--version").split(" from ")[0],
+            "gcc": first_line("gcc", "--version"), "make": first_line("make", "--version"),
+            "os": " ".join(os.uname()[i] for i in (0, 2, 4)), "cpus": str(os.cpu_count()),
+            "commit": first_line("git", "rev-parse", "HEAD")}
+
+
+def ship(out: Path, dest: Path = SHIP_TO) -> Path:
+    """Copy the label set of ``out`` into the package, its provenance completed with the
+    runtime (standalone: the agents ran as their own programs) and the tool versions;
+    verified by its hash before and after (its datasheet stays as written)."""
+    ls = LabelSet.load(out / "labelset")
+    ls.provenance.update(runtime="standalone", versions=tool_versions())
+    dest.mkdir(parents=True, exist_ok=True)
+    ls.save(dest)
+    back = LabelSet.load(dest)
+    assert back.content_hash() == ls.content_hash()
+    print(f"shipped {out / 'labelset'} -> {dest}: {len(back.tasks)} tasks, "
+          f"{back.tasks['repo'].nunique()} repositories, hash {back.content_hash()[:16]}")
+    return dest
 
 
 def completed_label_set(out: Path, dest: Path | None = None) -> Path:
