@@ -6,8 +6,8 @@
 Each real family of the label set is paired with the simulated family meant to stand for it
 (:data:`COUNTERPART`: repair -> swe-pilot, depres -> dependency-resolution, cbuild ->
 multi-stage-build, migrate -> long-horizon). Leave-one-repository-out over the real
-family: the simulated family is *fitted* to the training repositories by three scales
-(recovery seconds by the ratio of mean nominal seconds, creation and restore seconds by
+family (a family needs two repositories): the simulated family is *fitted* to the training
+repositories by three scales (recovery seconds by the ratio of mean nominal seconds, creation and restore seconds by
 the ratios of their means), then both are summarised by what the matched-budget study
 depends on, per task, from the recovery tables:
 
@@ -138,6 +138,8 @@ def realism_report(real: LabelSet, *, seed: int = 0, tasks_per_repo: int = 4,
     rows = []
     for fam in sorted(set(real.tasks["family"]) & set(COUNTERPART)):
         data = real.subset(real.tasks.loc[real.tasks["family"] == fam, "task_id"])
+        if len(data.repos) < 2:  # nothing left to fit on when the only repository is held out
+            continue
         sim = simulate_label_set(COUNTERPART[fam], tasks_per_repo=tasks_per_repo, design="full",
                                  seed=seed)
         for held in data.repos:

@@ -32,6 +32,8 @@ def test_a_family_fitted_to_itself_predicts_itself() -> None:
     scratch = df[df["quantity"] == "j_scratch_s"]
     assert (scratch["predicted"] - scratch["real"]).abs().max() < 0.5 * scratch["real"].max()
     assert df["inside"].mean() > 0.5
+    one_repo = real.subset(real.tasks.loc[real.tasks["repo"] == real.repos[0], "task_id"])
+    assert realism_report(one_repo, seed=0, tasks_per_repo=3, n_resamples=300).empty
     text = format_report(df)
     assert "== migrate (real, 3 held-out repositories) <- long-horizon" in text
     assert all(q in text for q in QUANTITIES)
