@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -262,6 +263,11 @@ def _invocations(out: Path) -> list[dict]:
     return json.loads(path.read_text()) if path.exists() else []
 
 
+def interrupt(signum: int, frame: object) -> None:
+    """SIGTERM handler: stop as Ctrl-C does (the branches in flight are not recorded)."""
+    raise KeyboardInterrupt
+
+
 def main(a: Args) -> int:
     out = Path(a.out)
     wall = None
@@ -272,6 +278,8 @@ def main(a: Args) -> int:
         sampler = LoadSampler()
         sampler.start()
         t0 = time.monotonic()
+        # SIGTERM stops the collection like Ctrl-C: the invocation is still recorded
+        signal.signal(signal.SIGTERM, interrupt)
         try:
             if a.interleave and (out / "plan.json").exists():
                 try:
@@ -281,6 +289,9 @@ def main(a: Args) -> int:
                     rc = 1
             else:
                 rc = subprocess.run(cmd, cwd=ROOT).returncode
+        except KeyboardInterrupt:
+            print("collection stopped (resume: rerun the same command)", flush=True)
+            rc = 130
         finally:
             sampler.stop()
         runs = _invocations(out)  # a resumed collection adds to the earlier invocations
