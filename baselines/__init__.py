@@ -1,4 +1,5 @@
-"""Baseline placement policies of the RippleCP paper's Appendix F, and the offline limits.
+"""Baseline placement policies of the RippleCP paper's Appendix F, the position-only rule
+(fixed positions), and the offline limits.
 
 Every baseline is a :class:`ripplecp_policy.policy.PlacementPolicy` (scikit-learn
 contract) and is registered once in :data:`BASELINES` (:mod:`ripplecp_policy.registry`),
@@ -12,14 +13,21 @@ from typing import Any
 
 from baselines.failure_risk import FailureRisk
 from baselines.offline import ClairvoyantOptimum, OraclePolicy
-from baselines.simple import EveryBoundary, FirstBoundary, FixedK, NoCheckpoint, RandomPolicy
+from baselines.simple import (
+    EveryBoundary,
+    FirstBoundary,
+    FixedK,
+    FixedPositions,
+    NoCheckpoint,
+    RandomPolicy,
+)
 from baselines.time_based import TimeBased
 from baselines.triggers import Progress, StateChange
 from ripplecp_policy.policy import PlacementPolicy
 from ripplecp_policy.registry import Factory, PolicyEntry, register
 
 __all__ = [
-    "ClairvoyantOptimum", "EveryBoundary", "FailureRisk", "FirstBoundary", "FixedK",
+    "ClairvoyantOptimum", "EveryBoundary", "FailureRisk", "FirstBoundary", "FixedK", "FixedPositions",
     "NoCheckpoint", "OraclePolicy", "Progress", "RandomPolicy", "StateChange", "TimeBased",
     "BASELINES", "all_baselines",
 ]
@@ -36,6 +44,7 @@ BASELINES: tuple[PolicyEntry, ...] = (
     register("no-checkpoint", _fixed(NoCheckpoint)),
     register("every-boundary", _fixed(EveryBoundary)),
     register("fixed-k", _fixed(FixedK)),
+    register("fixed-positions", _fixed(FixedPositions)),
     register("time-young-daly", _fixed(TimeBased, mode="young_daly")),
     register("time-tuned", _fixed(TimeBased, mode="tuned")),
     register("state-change", _fixed(StateChange)),

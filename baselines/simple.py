@@ -1,8 +1,10 @@
-"""Rule baselines that read no features: none, every, first, fixed-k, random.
+"""Rule baselines that read no features: none, every, first, fixed-k, fixed positions, random.
 
 First-boundary is the paper's bar (Section 6, Appendix D): spend the budget on the
 earliest safe boundaries. Every-boundary is an upper-overhead reference and is run
 *without* a matched budget (its role: an unmatched reference); it is shown, never judged.
+Fixed positions is the position-only rule: the boundary indices whose checkpoints cost
+least on the training tasks, the same indices in every task.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from baselines.grid import training_objective, tune_fitted
 from ripplecp_policy.policy import (
     BoundaryObservation,
-    Budget,
     PlacementPolicy,
     Role,
     Setting,
@@ -68,22 +70,14 @@ class FirstBoundary(PlacementPolicy):
         return "first-boundary"
 
 
-def _charges(data: LabelSet, budget: Budget) -> dict[str, np.ndarray]:
-    """Per training task, the charge of each boundary 1..B in the budget's unit."""
-    out = {}
-    for tid, g in data.checkpoints.sort_values("boundary").groupby("task_id", sort=True):
-        out[str(tid)] = np.array(
-            [budget.charge(c, s) for c, s in zip(g["creation_s"], g["size_bytes"], strict=True)],
-            dtype=float,
-        )
-    return out
-
-
 class FixedK(PlacementPolicy):
     """Checkpoint every k-th boundary (boundaries k, 2k, 3k, ...).
 
-    ``k=None`` tunes k in ``fit`` to match the budget: the k whose *uncapped* mean spend
-    on the training tasks is closest to the budget (ties: the larger k, the cheaper one).
+    ``k=None`` tunes k in ``fit`` like the other tuned baselines: the k in 1..B (B the most
+    boundaries of a training task) with the lowest mean placement objective on the training
+    tasks under the budget it will be evaluated at (:func:`baselines.grid.tune_fitted`; ties:
+    the larger k, the fewer checkpoints). The runner refuses what the budget does not buy,
+    so a small k under a small budget takes the earliest multiples of k.
     """
 
     uses_features = False
@@ -93,23 +87,17 @@ class FixedK(PlacementPolicy):
         self.default_k = default_k
 
     def fit(self, data: LabelSet, setting: Setting | None = None) -> FixedK:
-        budget = as_setting(setting).budget
+        setting = as_setting(setting)
         if self.k is not None:
             if int(self.k) < 1:
                 raise ValueError(f"FixedK: k must be >= 1, got {self.k}")
             self.k_ = int(self.k)
-        elif budget is None or len(data.checkpoints) == 0:
+        elif setting.budget is None or len(data.checkpoints) == 0:
             self.k_ = int(self.default_k)
         else:
-            charges = _charges(data, budget)
-            b_max = max(len(c) for c in charges.values())
-            best, best_k = np.inf, b_max
-            for k in range(b_max, 0, -1):
-                spend = np.mean([c[k - 1 :: k].sum() for c in charges.values()])
-                gap = abs(spend - budget.amount)
-                if gap < best - 1e-12:
-                    best, best_k = gap, k
-            self.k_ = int(best_k)
+            b_max = int(data.checkpoints.groupby("task_id").size().max())
+            grid = list(range(b_max, 0, -1))  # fewest checkpoints first
+            self.k_, self.tuning_scores_ = tune_fitted(self, "k_", grid, data, setting)
         return super().fit(data, setting)
 
     def decide(self, obs: BoundaryObservation) -> bool:
@@ -119,6 +107,64 @@ class FixedK(PlacementPolicy):
     @property
     def name(self) -> str:
         return "fixed-k"
+
+
+class FixedPositions(PlacementPolicy):
+    """Checkpoint at fixed boundary indices chosen on the training tasks; reads no features.
+
+    The position-only rule a learned policy must beat where a family's value sits at the
+    same boundaries in every task. ``positions=None`` chooses the indices in ``fit`` by
+    their cost: greedy forward selection over boundary indices 1..B (B the most boundaries
+    of a training task) — start with none and add, one at a time, the index whose addition
+    gives the lowest mean placement objective on the training tasks under the budget
+    (:func:`baselines.grid.tune_fitted`; ties: the earlier index), while that lowers it.
+    The runner refuses what the budget does not buy, so an index past a task's budget or
+    its last boundary is simply not taken there. Without a budget to tune against it takes
+    ``default_positions``.
+    """
+
+    uses_features = False
+
+    def __init__(self, positions: tuple[int, ...] | None = None,
+                 default_positions: tuple[int, ...] = (1,)) -> None:
+        self.positions = positions
+        self.default_positions = default_positions
+
+    def fit(self, data: LabelSet, setting: Setting | None = None) -> FixedPositions:
+        setting = as_setting(setting)
+        if self.positions is not None:
+            self.positions_ = _positions(self.positions)
+        elif setting.budget is None or len(data.checkpoints) == 0:
+            self.positions_ = _positions(self.default_positions)
+        else:
+            b_max = int(data.checkpoints.groupby("task_id").size().max())
+            chosen: tuple[int, ...] = ()
+            self.positions_ = chosen
+            best = training_objective(self, data, setting)
+            self.tuning_scores_ = {chosen: best}
+            while len(chosen) < b_max:
+                grid = [tuple(sorted((*chosen, p))) for p in range(1, b_max + 1) if p not in chosen]
+                cand, scores = tune_fitted(self, "positions_", grid, data, setting)
+                self.tuning_scores_.update(scores)
+                if not scores[cand] < best - 1e-9:
+                    break
+                chosen, best = cand, scores[cand]
+            self.positions_ = chosen
+        return super().fit(data, setting)
+
+    def decide(self, obs: BoundaryObservation) -> bool:
+        return obs.boundary in getattr(self, "positions_", ())
+
+    @property
+    def name(self) -> str:
+        return "fixed-positions"
+
+
+def _positions(values: tuple[int, ...]) -> tuple[int, ...]:
+    out = tuple(sorted({int(p) for p in values}))
+    if any(p < 1 for p in out):
+        raise ValueError(f"FixedPositions: boundary indices must be >= 1, got {values}")
+    return out
 
 
 class RandomPolicy(PlacementPolicy):

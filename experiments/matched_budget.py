@@ -11,9 +11,15 @@ fitted (tuned) on the training repositories at the budget it will be evaluated a
 walked online over the held-out repository's tasks; every placement is priced exactly from
 the recovery table. Budgets: 1, 2 and 3 checkpoints and the creation seconds of 2 average
 checkpoints. Per family it prints a table (policy x budget: TotalFailureCost with a task
-bootstrap interval, regret to the optimum, difference to first-boundary with interval,
-spend) and one verdict line per learned policy: does it beat first-boundary at a matched
-budget? It writes budget-cost curves (PNG) and per-task results (CSV) into ``--out`` and
+bootstrap interval, regret to the in-sample optimum and to the cross-fitted limit — the
+optimum chosen on one half of the repetitions and scored on the other —, difference to
+first-boundary with interval, spend). Once every family is in, it prints the verdict table:
+for every learned policy, family and budget, both bars fixed in advance — (a) does it beat
+first-boundary, (b) does it beat the best simple baseline, chosen per held-out fold as the
+online simple baseline with the lowest mean training objective at that budget — in plain
+words (yes / no / refused: why), Holm-corrected across the study
+(ripplecp_policy.verdicts.two_bar_verdicts). It writes budget-cost curves (PNG) and per-task
+results (CSV) into ``--out`` and
 logs the study to MLflow: one parent run, one child run per (family, policy, budget, fold).
 """
 
@@ -34,30 +40,42 @@ import numpy as np
 import pandas as pd
 from sklearn.base import clone
 
-from baselines import all_baselines
+from baselines import BASELINES, all_baselines
+from baselines.grid import training_objective
 from oracle.tables import LabelSet
 from oracle.workloads import family_names
 from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, parse, progress, run
 from ripplecp_policy.data import resolve_labels
 from ripplecp_policy.evaluation import evaluator_for
+from ripplecp_policy.export import default_checkpoint_cost, policy_example
 from ripplecp_policy.learned import default_learned_policies
-from ripplecp_policy.policy import HAZARDS, BudgetSpec, PlacementPolicy, Role, Setting
+from ripplecp_policy.policy import (
+    HAZARDS,
+    Budget,
+    PlacementPolicy,
+    Role,
+    Setting,
+    check_budget_specs,
+    fold_settings,
+)
 from ripplecp_policy.registry import entry
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.stats import task_bootstrap
-from ripplecp_policy.tracking import check_experiment_name
-from ripplecp_policy.verdicts import Verdict, compare, paired_contrast
+from ripplecp_policy.tracking import check_experiment_name, policy_params
+from ripplecp_policy.verdicts import (
+    BEST_SIMPLE,
+    Verdict,
+    compare,
+    paired_contrast,
+    two_bar_verdicts,
+)
 
 PROG = "python -m experiments.matched_budget"
 #: the simulated families the default study runs (every registered one is accepted)
 FAMILIES = ("swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon")
 REFERENCE = "first-boundary"
-
-
-def check_budgets(specs: tuple[str, ...]) -> None:
-    """``check=`` of ``--budgets``: every spec parses (:meth:`BudgetSpec.parse`)."""
-    for spec in specs:
-        BudgetSpec.parse(spec)
+#: the candidates for bar (b): every online simple baseline (baselines.BASELINES)
+SIMPLE = tuple(e.name for e in BASELINES if e.role is Role.ONLINE)
 
 
 def check_labels(spec: str) -> None:
@@ -81,7 +99,7 @@ class Args:
     """workload families to simulate; with --labels, the set's families to study (left at
     the default: every family of the set)"""
     budgets: tuple[str, ...] = opt(("count:1", "count:2", "count:3", "seconds:2x"),
-                                   check=check_budgets, metavar="SPEC")
+                                   check=check_budget_specs, metavar="SPEC")
     """budgets: count:N (N >= 1), seconds:S or seconds:Kx (K x mean creation s), bytes:B or
     bytes:Kx (S, B, K > 0)"""
     seed: int = opt(0, min=0)
@@ -104,7 +122,7 @@ class Args:
     random_seeds: int = opt(10, min=1)
     """seeds the random baseline is averaged over (>= 10 in a full study)"""
     tolerance: float = opt(0.05, min=0.0)
-    """a verdict is refused when a policy outspends first-boundary by more than this x budget"""
+    """a verdict is refused when a mean spend exceeds the cap by more than this x the cap"""
     n_resamples: int = opt(10_000, min=1)
     """task-bootstrap resamples for every interval"""
     learned: bool = True
@@ -234,6 +252,9 @@ def summarise(res: pd.DataFrame, verdicts: list[Verdict], args: Args) -> pd.Data
             policy=policy, budget=budget, budget_matched=bool(g["budget_matched"].all()), role=str(role),
             n_tasks=len(g), tfc=tfc.mean(), tfc_low=low, tfc_high=high,
             regret=g["regret_s"].mean(), lost_work=g["lost_work_s"].mean(),
+            xfit_regret=g["xfit_regret_s"].mean(),
+            xfit_limit=(g["total_failure_cost"] - g["objective_s"] + g["xfit_optimum_objective_s"]).mean(),
+            limit_in_sample=bool((g["limit_in_sample"] > 0).any()),
             recovery_efficiency=g["redo_avoided_s"].sum() / over if over > 0 else math.nan,
             completion=g["completion"].mean(), tokens=g["tokens"].mean(),
             tool_calls=g["tool_calls"].mean(), bytes_written=g["bytes_written"].mean(),
@@ -263,6 +284,7 @@ def format_table(summary: pd.DataFrame) -> str:
             "policy": [marked(p, r) for p, r in zip(g["policy"], g["role"], strict=True)],
             "TotalFailureCost s [95% CI]": [iv(*x) for x in zip(g["tfc"], g["tfc_low"], g["tfc_high"], strict=True)],
             "regret s": g["regret"].map(lambda x: f"{0.0 if abs(x) < 0.05 else x:7.1f}"),
+            "regret x-fit s": g["xfit_regret"].map(lambda x: f"{0.0 if abs(x) < 0.05 else x:7.1f}"),
             f"vs {REFERENCE} s [95% CI]": [
                 ("refused" if vd == "refused" else iv(d, lo, hi)) if p != REFERENCE else "reference"
                 for p, d, lo, hi, vd in zip(g["policy"], g["diff"], g["diff_low"], g["diff_high"], g["verdict"], strict=True)
@@ -273,7 +295,12 @@ def format_table(summary: pd.DataFrame) -> str:
             "lost work s": g["lost_work"].map(lambda x: f"{x:.1f}"),
             "completion": g["completion"].map(lambda x: f"{x:.2f}"),
         })
-        lines.append(f"  budget {budget} (per task; {int(g['n_tasks'].max())} held-out tasks)")
+        opt = g[g["policy"] == "optimum"]["tfc"]
+        limit = (f"limit: in-sample optimum {float(opt.iloc[0]):.1f} s, " if len(opt) else "limit: ") + (
+            f"cross-fitted {float(g['xfit_limit'].iloc[0]):.1f} s (chosen on one half of the "
+            "repetitions, scored on the other)" if not g["limit_in_sample"].any()
+            else "in-sample only (a recovery cell has one repetition: no halves to cross-fit)")
+        lines.append(f"  budget {budget} (per task; {int(g['n_tasks'].max())} held-out tasks; {limit})")
         lines.append("    " + table.to_string(index=False).replace("\n", "\n    "))
     return "\n".join(lines)
 
@@ -283,9 +310,10 @@ def marked(policy: str, role: str) -> str:
     return policy if role == Role.ONLINE else f"{policy} ({role})"
 
 
-def verdict_line(policy: str, verdicts: list[Verdict]) -> str:
-    """One line: does ``policy`` beat first-boundary at matched budgets? Plainly."""
-    mine = [v for v in verdicts if v.policy == policy]
+def verdict_line(policy: str, verdicts: list[Verdict], bar: str = REFERENCE) -> str:
+    """One line: does ``policy`` beat the bar (first-boundary, or the best simple baseline)
+    at matched budgets? Plainly. Verdicts of no named bar count as first-boundary's."""
+    mine = [v for v in verdicts if v.policy == policy and (v.bar or REFERENCE) == bar]
     parts = []
     for v in mine:
         if v.status == "refused":
@@ -300,11 +328,60 @@ def verdict_line(policy: str, verdicts: list[Verdict]) -> str:
         head = "yes at " + ", ".join(v.budget for v in yes) + " only"
     else:
         head = "no"
-    line = f"  {policy}: beats {REFERENCE} at matched budget: {head} — " + "; ".join(parts)
+    what = REFERENCE if bar == REFERENCE else "the best simple baseline"
+    line = f"  {policy}: beats {what} at matched budget: {head} — " + "; ".join(parts)
     if head == "no":
-        line += (f". It does not beat the simpler rule: keep {REFERENCE} "
+        keep = REFERENCE if bar == REFERENCE else "the simple baseline chosen on the training folds"
+        line += (f". It does not beat the simpler rule: keep {keep} "
                  "(Appendix D: a model that does not beat it has not shown learning is necessary).")
     return line
+
+
+def chosen_line(best: pd.DataFrame) -> str:
+    """Which simple baseline each fold chose as bar (b), per budget (on training tasks)."""
+    parts = []
+    for budget, g in best.groupby("budget", sort=False):
+        per_fold = g.groupby("fold", sort=False)["chosen"].first()
+        parts.append(f"{budget}: " + ", ".join(f"{n} x{c}" for n, c in per_fold.value_counts().items()))
+    return ("best simple baseline per held-out fold (lowest mean training objective, chosen "
+            "before any held-out result): " + "; ".join(parts))
+
+
+def verdict_table(verdicts: list[Verdict], *, learned: bool = True) -> str:
+    """The study's verdicts: one row per (family, policy, budget), both bars in plain words
+    ("yes" / "no" / "refused: why"), each with its difference, interval and raw and
+    Holm-adjusted p-values."""
+    def cell(v: Verdict | None) -> str:
+        if v is None:
+            return "-"
+        if v.status == "refused":
+            return v.word()
+        return (f"{v.word()} ({v.diff:+.1f} [{v.low:+.1f}, {v.high:+.1f}], p {v.p_value:.3f}, "
+                f"Holm {v.p_adjusted:.3f})")
+
+    by = {(v.family, v.policy, v.budget, v.bar): v for v in verdicts}
+    keys = list(dict.fromkeys((v.family, v.policy, v.budget) for v in verdicts))
+    table = pd.DataFrame({
+        "family": [k[0] for k in keys], "policy": [k[1] for k in keys], "budget": [k[2] for k in keys],
+        f"(a) beats {REFERENCE}": [cell(by.get((*k, REFERENCE))) for k in keys],
+        **({"(b) beats the best simple baseline": [cell(by.get((*k, BEST_SIMPLE))) for k in keys]}
+           if learned else {}),
+    })
+    n = {bar: sum(1 for v in verdicts if v.bar == bar and v.status != "refused") for bar in (REFERENCE, BEST_SIMPLE)}
+    head = ("== verdicts, fixed in advance (difference = policy - bar, s, negative favours the policy; "
+            f"Holm across the study: {n[REFERENCE]} tests of bar (a)"
+            + (f", {n[BEST_SIMPLE]} of bar (b)" if learned else "") + ") ==")
+    if not learned:
+        head += ("\n  (no learned policies: the verdict is for the best simple baseline chosen on the "
+                 "training folds)")
+    lines = [head, "  " + table.to_string(index=False).replace("\n", "\n  ")]
+    for fam in dict.fromkeys(v.family for v in verdicts):
+        mine = [v for v in verdicts if v.family == fam]
+        lines.append(f"  {fam}:")
+        for policy in dict.fromkeys(v.policy for v in mine):
+            lines += ["  " + verdict_line(policy, mine, bar) for bar in (REFERENCE, BEST_SIMPLE)
+                      if any(v.bar == bar and v.policy == policy for v in mine)]
+    return "\n".join(lines)
 
 
 def plot_curves(summary: pd.DataFrame, family: str, out: Path) -> Path:
@@ -443,9 +520,9 @@ def study(args: Args) -> int:
     #    MLflow log are deterministic; a family is reported once its last fold is back.
     #    Each budget is one setting (budget, failure model, default features), given once to
     #    every fit and to the evaluation.
-    settings = {fam: [Setting(BudgetSpec.parse(s).resolve(ls), args.hazard) for s in args.budgets]
-                for fam, ls in data.items()}
     jobs = [(fam, fold) for fam, ls in data.items() for fold in leave_one_repo_out(ls)]
+    settings = {(fam, fold.held_out): fold_settings(args.budgets, data[fam].subset(fold.train_tasks), args.hazard)
+                for fam, fold in jobs}
     results_iter = _run_jobs(jobs, data, protos, settings, args)  # workers start now
 
     # 4. MLflow (initialised while the workers run): one parent run for the study.
@@ -494,20 +571,27 @@ def _study(
     failure marks the parent run FAILED)."""
     n_folds = {fam: sum(1 for f, _ in jobs if f == fam) for fam in data}
     done: dict[str, list[pd.DataFrame]] = {fam: [] for fam in data}
+    fitted: dict[str, dict[str, FoldFits]] = {fam: {} for fam in data}  # family -> fold -> fits
     all_results, all_summaries, all_verdicts, lines = [], [], [], []
-    for (fam, _fold), fold_res in progress(zip(jobs, results_iter, strict=True), total=len(jobs),
-                                           desc="folds (family x held-out repo)"):
+    all_best: list[pd.DataFrame] = []
+    for (fam, fold), (fold_res, fits) in progress(zip(jobs, results_iter, strict=True),
+                                                  total=len(jobs), desc="folds (family x held-out repo)"):
         done[fam].append(fold_res)
+        fitted[fam][fold.held_out] = fits
         if len(done[fam]) < n_folds[fam]:
             continue
         ls = data[fam]
         res = pd.concat(done.pop(fam), ignore_index=True)
+        is_best = res["policy"] == BEST_SIMPLE
+        all_best.append(res[is_best])
+        res = res[~is_best].drop(columns="chosen")
         verdicts = compare(res, REFERENCE, tolerance=args.tolerance, n_resamples=args.n_resamples)
         summary = summarise(res, verdicts, args)
         summary.insert(0, "family", fam)
         all_results.append(res)
         all_summaries.append(summary)
-        all_verdicts += [dict(v.as_dict(), family=fam) for v in verdicts]
+        all_verdicts += [dict(v.as_dict(), family=fam, bar=REFERENCE) for v in verdicts
+                         if v.policy not in learned]
         png = plot_curves(summary, fam, out)
 
         # 5. Report the family.
@@ -517,28 +601,35 @@ def _study(
             f"== {fam}: {n_tasks} tasks, {n_repos} repositories, leave-one-repository-out "
             f"(label set {hashes[fam][:12]}, hazard {args.hazard}) ==",
             format_table(summary),
-            "  verdicts (difference = policy - first-boundary TotalFailureCost; negative favours the policy):",
+            "  " + chosen_line(all_best[-1]),
+            f"  curves: {png}",
         ]
-        judged = learned or _best_online(summary)
-        if not learned:
-            block.append("  (no learned policies: the verdict is for the best online baseline)")
-        block += [verdict_line(p, verdicts) for p in judged]
-        block.append(f"  curves: {png}")
         text = "\n".join(block)
         print(text)
         lines.append(text)
 
         # 6. MLflow: a child run per (policy, budget, fold) of this family.
         if client is not None:
-            _log_children(client, exp_id, parent_id, res, fam, hashes[fam])
+            _log_children(client, exp_id, parent_id, res, fam, hashes[fam], fitted.pop(fam), args)
             _log_summary(client, parent_id, summary, fam)
             client.log_artifact(parent_id, str(png), artifact_path="curves")
 
     results = pd.concat(all_results, ignore_index=True)
     summary = pd.concat(all_summaries, ignore_index=True)
+    best = pd.concat(all_best, ignore_index=True)
+    # 7. The verdicts, both bars fixed in advance, Holm-corrected across the study.
+    judged = learned or [BEST_SIMPLE]
+    two_bar = two_bar_verdicts(pd.concat([results, best], ignore_index=True), judged,
+                               tolerance=args.tolerance, n_resamples=args.n_resamples)
+    if not learned:  # bar (b) would compare best-simple with itself
+        two_bar = [v for v in two_bar if v.bar == REFERENCE]
+    text = verdict_table(two_bar, learned=bool(learned))
+    print("\n" + text)
+    lines.append(text)
     _atomic_csv(results, out / "per_task.csv")
     _atomic_csv(summary, out / "summary.csv")
-    _atomic_csv(pd.DataFrame(all_verdicts), out / "verdicts.csv")
+    _atomic_csv(best, out / "best_simple.csv")
+    _atomic_csv(pd.DataFrame([v.as_dict() for v in two_bar] + all_verdicts), out / "verdicts.csv")
     report = out / "report.txt"
     tmp = report.with_name("report.txt.tmp")
     tmp.write_text("\n".join(lines) + "\n")
@@ -548,13 +639,14 @@ def _study(
         from mlflow.entities import Metric
 
         client.log_batch(parent_id, metrics=[Metric("study_seconds", elapsed, int(time.time() * 1000), 0)])
-        for p in ("per_task.csv", "summary.csv", "verdicts.csv", "report.txt"):
+        for p in ("per_task.csv", "summary.csv", "best_simple.csv", "verdicts.csv", "report.txt"):
             client.log_artifact(parent_id, str(out / p))
         client.set_terminated(parent_id)
-        from ripplecp_policy.tracking import tracking_uri
+        from ripplecp_policy.tracking import runs_url, tracking_uri, ui_command
 
         print(f"\nMLflow: parent run {parent_id} in experiment {args.experiment!r} "
-              f"({tracking_uri(args.mlruns)}); compare with `python -m experiments.compare`")
+              f"({tracking_uri(args.mlruns)}); compare with `python -m experiments.compare`; "
+              f"browse with `{ui_command(args.mlruns)}` then {runs_url(exp_id)}")
     import resource
 
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -564,17 +656,38 @@ def _study(
     return 0
 
 
+@dataclass
+class FoldFits:
+    """What one fold fitted, for the MLflow log: per (policy, budget label) the policy's
+    params (:func:`ripplecp_policy.tracking.policy_params`), and for the fold that carries
+    the models (the first of its family) each learned policy with its budget, an input
+    example and its default checkpoint charge."""
+
+    params: dict[tuple[str, str], dict[str, str]]
+    models: dict[tuple[str, str], tuple[PlacementPolicy, Budget, pd.DataFrame, float]]
+
+
 def run_fold(
-    fam: str, ls: LabelSet, fold: Any, protos: list[PlacementPolicy], settings: list[Setting],
-    args: Args,
-) -> pd.DataFrame:
+    fam: str, ls: LabelSet, fold: Any, protos: list[PlacementPolicy],
+    settings: list[tuple[str, Setting]], args: Args, keep_models: bool = False,
+) -> tuple[pd.DataFrame, FoldFits]:
     """One fold: fit every policy on the training repositories under every setting (tuning
-    sees only them), then evaluate it on the held-out repository's tasks under the same."""
+    sees only them), then evaluate it on the held-out repository's tasks under the same.
+    Returns the per-task results and what was fitted (``keep_models``: the learned policies
+    themselves too).
+
+    Each online simple baseline (:data:`SIMPLE`) also records its mean training objective
+    (``train_objective``); the one with the lowest at a budget (ties: report order) is the
+    fold's best simple baseline, bar (b) of the verdicts, chosen before any held-out result
+    is looked at: its held-out rows come back again as :data:`BEST_SIMPLE` rows naming it
+    in ``chosen``."""
     ev = evaluator_for(ls)
     train = ls.subset(fold.train_tasks)  # one object per fold: fits share its caches
     rows = []
+    fits = FoldFits({}, {})
+    best: dict[Setting, tuple[float, pd.DataFrame]] = {}
     for proto in protos:
-        for setting in settings:
+        for label, setting in settings:
             t_fit = time.perf_counter()
             pol = clone(proto).fit(train, setting)
             fit_s = time.perf_counter() - t_fit
@@ -583,49 +696,63 @@ def run_fold(
                 audit.check([fold.held_out])  # the held-out repository was never seen
             seeds = (range(args.seed, args.seed + args.random_seeds)
                      if pol.name == "random" else (args.seed,))
+            train_obj = training_objective(pol, train, setting) if pol.name in SIMPLE else math.nan
             df = ev.evaluate(pol, list(fold.test_tasks), setting, seeds=seeds)
             df["family"], df["fold"], df["fit_s"] = fam, fold.held_out, fit_s
+            df["budget"], df["train_objective"] = label, train_obj
             rows.append(df)
-    return pd.concat(rows, ignore_index=True)
+            key = (pol.name, label)
+            fits.params[key] = policy_params(pol)
+            if keep_models and entry(pol.name).learned:
+                fits.models[key] = (pol, setting.budget, policy_example(pol, train, setting),
+                                    default_checkpoint_cost(train, setting.budget))
+            if pol.name in SIMPLE and (setting not in best or train_obj < best[setting][0] - 1e-9):
+                best[setting] = (train_obj, df)
+    for _, df in best.values():
+        rows.append(df.assign(chosen=df["policy"], policy=BEST_SIMPLE))
+    return pd.concat(rows, ignore_index=True), fits
 
 
 def _run_jobs(
     jobs: list[tuple[str, Any]], data: dict[str, LabelSet], protos: list[PlacementPolicy],
-    settings: dict[str, list[Setting]], args: Args,
+    settings: dict[tuple[str, str], list[tuple[str, Setting]]], args: Args,
 ) -> Any:
-    """Results of :func:`run_fold` per job, in job order (a generator)."""
+    """Results of :func:`run_fold` per job, in job order (a generator). The first fold of
+    each family keeps its learned policies, to be logged as models (none without MLflow)."""
     n = min(max(1, args.jobs), len(jobs))
+    first = {fam: fold.held_out for fam, fold in reversed(jobs)}
+    calls = [(fam, data[fam], fold, protos, settings[fam, fold.held_out], args,
+              args.mlflow and first[fam] == fold.held_out) for fam, fold in jobs]
     if n == 1:
-        return (run_fold(fam, data[fam], fold, protos, settings[fam], args) for fam, fold in jobs)
+        return (run_fold(*c) for c in calls)
     from joblib import Parallel, delayed
 
-    return Parallel(n_jobs=n, return_as="generator")(
-        delayed(run_fold)(fam, data[fam], fold, protos, settings[fam], args) for fam, fold in jobs
-    )
-
-
-def _best_online(summary: pd.DataFrame) -> list[str]:
-    """The online, budget-matched policy (not the reference) with the lowest mean cost."""
-    cand = summary[summary["budget_matched"] & (summary["role"] == Role.ONLINE)
-                   & (summary["policy"] != REFERENCE)]
-    if cand.empty:
-        return []
-    return [str(cand.groupby("policy")["tfc"].mean().idxmin())]
+    return Parallel(n_jobs=n, return_as="generator")(delayed(run_fold)(*c) for c in calls)
 
 
 _CHILD_METRICS = [
     "total_failure_cost", "lost_work_s", "regret_s", "redo_avoided_s", "checkpoint_latency_s",
     "restore_latency_s", "completion", "tokens", "tool_calls", "bytes_written", "n_checkpoints",
     "spend", "spend_count", "spend_seconds", "spend_bytes", "n_refused", "objective_s",
+    "xfit_regret_s",
 ]
 
 
-def _log_children(client: Any, exp_id: str, parent_id: str, res: pd.DataFrame, fam: str, h: str) -> None:
-    from mlflow.entities import Metric
+def _log_children(client: Any, exp_id: str, parent_id: str, res: pd.DataFrame, fam: str, h: str,
+                  fitted: dict[str, FoldFits], args: Args) -> None:
+    """One child run per (policy, budget, fold): tags, the fold's mean metrics, the policy's
+    params and fitted values; for the fold that kept them, each learned policy as an MLflow
+    model (``policy``) in its child run. One model per (family, learned policy, budget): the
+    folds' models differ only in the repository held out, and logging each costs ~0.2 s."""
+    import mlflow
+    from mlflow.entities import Metric, Param
+
+    from ripplecp_policy.export import log_policy_model
+    from ripplecp_policy.tracking import using_store
 
     groups = list(res.groupby(["policy", "budget", "fold"], sort=False))
     for (policy, budget, fold), g in progress(groups, desc=f"mlflow {fam}", leave=False):
-        run = client.create_run(exp_id, run_name=f"{fam}/{policy}/{budget}/{fold}", tags={
+        tags = {
             "mlflow.parentRunId": parent_id, "ripplecp.kind": "fold",
             "ripplecp.family": fam, "ripplecp.policy": str(policy), "ripplecp.budget": str(budget),
             "ripplecp.budget_kind": str(g["budget_kind"].iloc[0]),
@@ -634,14 +761,26 @@ def _log_children(client: Any, exp_id: str, parent_id: str, res: pd.DataFrame, f
             "ripplecp.role": str(g["role"].iloc[0]),
             "ripplecp.budget_amount": f"{g['budget_amount'].iloc[0]:g}",
             "ripplecp.test_tasks": ",".join(g["task_id"])[:4000],
-        })
+        }
+        run = client.create_run(exp_id, run_name=f"{fam}/{policy}/{budget}/{fold}", tags=tags)
         ts = int(time.time() * 1000)
         metrics = [Metric(k, float(g[k].mean()), ts, 0) for k in _CHILD_METRICS
                    if k in g and np.isfinite(g[k].astype(float).mean())]
         metrics.append(Metric("n_tasks", float(len(g)), ts, 0))
         metrics.append(Metric("fit_seconds", float(g["fit_s"].iloc[0]), ts, 0))
-        client.log_batch(run.info.run_id, metrics=metrics)
-        client.set_terminated(run.info.run_id)
+        params = fitted[fold].params.get((policy, budget), {})
+        client.log_batch(run.info.run_id, metrics=metrics,
+                         params=[Param(k, v) for k, v in params.items()])
+        model = fitted[fold].models.get((policy, budget))
+        if model is None:
+            client.set_terminated(run.info.run_id)
+            continue
+        pol, bud, example, charge = model
+        with using_store(args.mlruns), mlflow.start_run(run_id=run.info.run_id):  # ends FINISHED
+            log_policy_model(pol, bud, example, name="policy", default_checkpoint_cost=charge,
+                             seed=args.seed, params=params,
+                             tags={k: v for k, v in tags.items() if k.startswith("ripplecp.")
+                                   and k != "ripplecp.test_tasks"})
 
 
 def _log_summary(client: Any, parent_id: str, summary: pd.DataFrame, fam: str) -> None:
@@ -651,7 +790,8 @@ def _log_summary(client: Any, parent_id: str, summary: pd.DataFrame, fam: str) -
     metrics = []
     for r in summary.itertuples():
         base = safe_key(f"{fam}/{r.policy}/{r.budget}")
-        for name in ("tfc", "tfc_low", "tfc_high", "regret", "diff", "diff_low", "diff_high",
+        for name in ("tfc", "tfc_low", "tfc_high", "regret", "xfit_regret", "xfit_limit",
+                     "diff", "diff_low", "diff_high",
                      "p_improvement", "iqm_repo_diff", "spend", "completion", "lost_work"):
             v = float(getattr(r, name))
             if math.isfinite(v):

@@ -3,7 +3,9 @@
     python -m experiments.pilot_analysis --labels PATH [--out DIR] [--mlruns DIR]
     python -m experiments.pilot_analysis --pilot       # the paper's Table 7 per-task figures
 
-``PATH`` is a label-set directory (with ``labels.parquet``) or a ``labels.parquet`` file.
+``PATH`` is a label-set directory or a file in one, read through the one verified loader
+(:meth:`oracle.tables.LabelSet.load`); a full-design set (branches, no pairs) is analysed on
+the pilot's cells derived from its recovery tables (:func:`oracle.tables.labels_from_table`).
 Prints Table 1 (marginal value by stratum), Table 2 (within-stratum Spearman of cheap
 proxies), the G.1 verified-only vs all-task sensitivity, G.4 noise, sign-unstable cells,
 Table 6 and a label-budget plan; writes Figure 2 (marginal value by stratum, dashed line at
@@ -55,7 +57,7 @@ class Args:
     the paper's published Table 7 figures (--pilot)."""
 
     labels: str | None = opt(None, check=existing_path, metavar="PATH")
-    """label-set directory (with labels.parquet) or a labels.parquet file"""
+    """label-set directory (or a file in one); its hash is verified"""
     pilot: bool = False
     """analyse the paper's published Table 7 per-task figures instead of a label set"""
     out: str = opt("out/pilot_analysis", metavar="PATH")
@@ -131,18 +133,22 @@ def analyse(args: Args) -> dict[str, Any]:
         per_task["stratum"] = POOLED  # Table 7 averages each task's two cells
         labels = None
     else:
-        from oracle.tables import read_table
+        from oracle.tables import LabelSet, LabelSetError, labels_from_table
 
         path = Path(args.labels)
-        lpath = path / "labels.parquet" if path.is_dir() else path
+        lset = path.parent if path.is_file() else path  # a file of a set names its set
         try:
-            labels = read_table(lpath, "labels")
-        except (ValueError, OSError) as exc:
+            data = LabelSet.load(lset)  # the one verified loader: hash, version, schemas
+            labels, source = data.labels, str(lset)
+            if not len(labels):  # a full-design set holds branches, not pairs: the pilot cells
+                labels = labels_from_table(data.tasks, data.checkpoints, data.recovery)
+                if not len(labels):
+                    raise LabelSetError(f"{lset}: no CP/SKIP pairs, and no recovery-table cells "
+                                        "to derive the pilot's cells from: nothing to analyse")
+                source += " (pilot cells derived from the recovery tables)"
+        except LabelSetError as exc:
             raise CommandLineError(f"argument --labels: {exc}") from None
-        source = str(lpath)
-        manifest = lpath.parent / "label_set.json"
-        if manifest.exists():
-            params["label_set_hash"] = json.loads(manifest.read_text()).get("hash", "")
+        params["label_set_hash"] = data.content_hash()
     print(f"# RippleCP pilot analysis: {source}")
     print(f"# task bootstrap: {args.n_resamples} replicates, seed {args.seed}, {args.method}; "
           f"permutations: {args.n_permutations}\n")
@@ -150,12 +156,9 @@ def analyse(args: Args) -> dict[str, Any]:
     if labels is not None:
         # ---- the per-cell table with its proxies (--features, --proxies checked here) ---
         cells = stats.cell_table(labels)
-        lset = lpath.parent
-        ck = lset / "checkpoints.parquet"
-        if ck.exists():
-            cp = pd.read_parquet(ck, columns=["task_id", "boundary", "size_bytes"])
-            cp = cp.rename(columns={"boundary": "candidate", "size_bytes": "checkpoint_bytes"})
-            cells = cells.merge(cp, on=["task_id", "candidate"], how="left")
+        cp = data.checkpoints[["task_id", "boundary", "size_bytes"]]
+        cp = cp.rename(columns={"boundary": "candidate", "size_bytes": "checkpoint_bytes"})
+        cells = cells.merge(cp, on=["task_id", "candidate"], how="left")
         if args.features:
             try:
                 feats = pd.read_parquet(args.features)
@@ -352,7 +355,7 @@ def analyse(args: Args) -> dict[str, Any]:
         root = Path(args.mlruns) if args.mlruns else mlruns_root()
         mlflow.set_tracking_uri(tracking_uri(root))
         exp_id = ensure_experiment(args.experiment, root)
-        with mlflow.start_run(experiment_id=exp_id, run_name="pilot" if args.pilot else lpath.parent.name) as run:
+        with mlflow.start_run(experiment_id=exp_id, run_name="pilot" if args.pilot else lset.name) as run:
             mlflow.log_params({k: str(v)[:250] for k, v in params.items()})
             mlflow.log_metrics({k: float(v) for k, v in summary.items()
                                 if k.startswith(("advantage", "reps")) and np.isfinite(v)})

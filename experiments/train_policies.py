@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
-import numpy as np
 import pandas as pd
 
 from baselines import FirstBoundary
@@ -45,13 +44,16 @@ from ripplecp_cli import (
     progress,
     run,
 )
-from ripplecp_policy.datasets import replays
 from ripplecp_policy.evaluation import Evaluator
-from ripplecp_policy.export import example_frame, log_policy_model
+from ripplecp_policy.export import (
+    default_checkpoint_cost,
+    log_policy_model,
+    policy_example,
+    training_feature_ranges,
+)
 from ripplecp_policy.learned import DEVICES, LEARNED, check_device
 from ripplecp_policy.policy import (
     BUDGET_KINDS,
-    BoundaryObservation,
     Budget,
     BudgetSpec,
     PlacementPolicy,
@@ -59,7 +61,12 @@ from ripplecp_policy.policy import (
 )
 from ripplecp_policy.registry import entry
 from ripplecp_policy.splits import SplitAudit, leave_one_repo_out
-from ripplecp_policy.tracking import check_experiment_name, ensure_experiment, tracking_uri
+from ripplecp_policy.tracking import (
+    check_experiment_name,
+    ensure_experiment,
+    policy_params,
+    tracking_uri,
+)
 from ripplecp_policy.tuning import tune
 from ripplecp_policy.verdicts import compare
 
@@ -284,7 +291,8 @@ def run_study(args: Args, family: str | None = None, data: LabelSet | None = Non
                             n_checkpoints=float(ev["n_checkpoints"].mean()),
                             fit_s=fit_s, tuning_best=res.best_value,
                         )
-                        mlflow.log_params({"held_out": fold.held_out, "kind": kind,
+                        mlflow.log_params({**policy_params(policy),  # parameters + fitted values
+                                           "held_out": fold.held_out, "kind": kind,
                                            "tuning_objective": res.objective,
                                            **{f"best_{k}": v for k, v in res.best_params.items()}})
                         mlflow.log_metrics(_finite(m))
@@ -314,12 +322,10 @@ def run_study(args: Args, family: str | None = None, data: LabelSet | None = Non
             final, audit, _ = fit_tuned(best_kind, args, data, setting, log_trials=False)
             bar.update()
             bar.close()
-            task = next(iter(replays(data, setting).values()))
-            trace: list[BoundaryObservation] = []
-            final.reset(task.task_id, 0)
-            task.replay(final.decide, budget, trace=trace)
-            info = log_policy_model(final, budget, example_frame(trace), name="policy",
-                                    default_checkpoint_cost=_default_cost(data, budget), seed=args.seed)
+            info = log_policy_model(final, budget, policy_example(final, data, setting), name="policy",
+                                    default_checkpoint_cost=default_checkpoint_cost(data, budget),
+                                    seed=args.seed, params=policy_params(final),
+                                    ranges=training_feature_ranges(data, setting))
             model_uri = info.model_uri
             mlflow.log_params({"exported_kind": best_kind, "exported_policy": final.name})
         train_s = time.perf_counter() - t_start
@@ -349,13 +355,6 @@ def _log_fold_model(policy: PlacementPolicy) -> None:
         path = Path(tmp) / "policy.joblib"
         joblib.dump(pol, path)
         mlflow.log_artifact(str(path))
-
-
-def _default_cost(data: LabelSet, budget: Budget) -> float:
-    if budget.kind == "count":
-        return 1.0
-    col = "creation_s" if budget.kind == "seconds" else "size_bytes"
-    return float(np.mean(data.checkpoints[col].astype(float)))
 
 
 def main(argv: list[str] | None = None) -> int:

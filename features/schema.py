@@ -15,13 +15,16 @@ Logical steps are numbered from 1, as in the paper ("after step 1").
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-from collections.abc import Iterable, Sequence
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import pandas as pd
 import pyarrow as pa
@@ -133,16 +136,94 @@ class Trajectory:
         )
 
     def validate(self) -> None:
-        """Check the invariants every reader must meet; raise ValueError naming the event."""
+        """Check the invariants every reader must meet, and that every value fits its table
+        column (so a validated trajectory always round-trips through Parquet): times
+        finite, durations not negative, integers within 64 bits, text without lone
+        surrogates. Raise ValueError naming the event and field."""
+        for name in ("task_id", "repo", "source_format"):
+            _check_text(getattr(self, name), f"{self.task_id!r}: field {name}")
         for pos, e in enumerate(self.events):
             if e.index != pos:
                 raise ValueError(f"{self.task_id}: event at position {pos} has index {e.index}")
             if pos and e.step < self.events[pos - 1].step:
                 raise ValueError(f"{self.task_id}: event {pos} step {e.step} goes backwards")
-            for name in ("start", "end", "duration"):
-                v = getattr(e, name)
-                if v is not None and not math.isfinite(v):
-                    raise ValueError(f"{self.task_id}: event {pos} field {name} is {v}")
+            if not _surely_fits(e):
+                _check_values(e, f"{self.task_id}: event {pos}")
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _surely_fits(e: Event) -> bool:
+    """The fast path of :func:`_check_values`: True when every value certainly fits its
+    column (plain types, finite, in range, ASCII text); False sends the event to the full
+    check, which names what does not fit (or passes non-ASCII text that is valid)."""
+    for v in (e.start, e.end, e.duration):
+        if v is not None and ((v.__class__ is not float and v.__class__ is not int)
+                              or v - v != 0):
+            return False
+    if e.duration is not None and e.duration < 0:
+        return False
+    for v in (e.index, e.step, e.input_tokens, e.cached_tokens, e.output_tokens, e.exit_code,
+              e.bytes_written, e.tests_passed, e.tests_failed):
+        if v is not None and (v.__class__ is not int or v > _INT64_MAX or v < _INT64_MIN):
+            return False
+    for v in (e.command, e.text):
+        if v is not None and (v.__class__ is not str or not v.isascii()):
+            return False
+    for vs in (e.argv, e.paths_read, e.paths_written):
+        if vs is not None:
+            if vs.__class__ is not list:
+                return False
+            for v in vs:
+                if v.__class__ is not str or not v.isascii():
+                    return False
+    return True
+
+
+def _check_text(v: object, where: str) -> None:
+    if not isinstance(v, str):
+        raise ValueError(f"{where} is {type(v).__name__}, not text")
+    if not v.isascii():
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"{where} holds a lone surrogate at character {exc.start} "
+                             "(not UTF-8 text: no table column can hold it)") from None
+
+
+def _check_values(e: Event, where: str) -> None:
+    """Every field of ``e`` fits its :data:`PARQUET_SCHEMA` column."""
+    for name in _FLOAT_FIELDS:
+        v = getattr(e, name)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ValueError(f"{where} field {name} is {type(v).__name__}, not a number")
+        if not math.isfinite(v):
+            raise ValueError(f"{where} field {name} is {v}")
+        if name == "duration" and v < 0:
+            raise ValueError(f"{where} field duration is negative ({v:g} s)")
+    for name in _INT_FIELDS:
+        v = getattr(e, name)
+        if v is None:
+            continue
+        if type(v) is not int:
+            raise ValueError(f"{where} field {name} is {type(v).__name__}, not an integer")
+        if not _INT64_MIN <= v <= _INT64_MAX:
+            raise ValueError(f"{where} field {name} is {v:.3g}, beyond the 64-bit range")
+    for name in ("command", "text"):
+        v = getattr(e, name)
+        if v is not None:
+            _check_text(v, f"{where} field {name}")
+    for name in ("argv", "paths_read", "paths_written"):
+        vs = getattr(e, name)
+        if vs is None:
+            continue
+        if not isinstance(vs, list):
+            raise ValueError(f"{where} field {name} is {type(vs).__name__}, not a list")
+        for v in vs:
+            _check_text(v, f"{where} field {name}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -295,13 +376,37 @@ def from_frame(df: pd.DataFrame) -> list[Trajectory]:
 
 
 def write_parquet(trajectories: Sequence[Trajectory] | Trajectory, path: str | Path) -> None:
-    """Write atomically (temp file then rename), so a crash never leaves half a table."""
-    path = Path(path)
+    """Write atomically (:func:`write_atomic`), so a crash never leaves half a table."""
     with gc_paused():
         table = _to_table(trajectories)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(path)
+    write_atomic(Path(path), lambda f: pq.write_table(table, f))
+
+
+def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Write a file whole or not at all: ``write(f)`` fills a hidden temp file beside
+    ``path`` (same file system), which is flushed, fsync'd and renamed over ``path`` (its
+    directory fsync'd too). On any failure, and on an interrupt or a signal that raises
+    (the command line turns SIGTERM into one), the temp file is removed and ``path`` is
+    left as it was. A directory as ``path`` is refused before anything is written."""
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a directory; give the path of a file to write")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with open(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
 def read_parquet(path: str | Path) -> list[Trajectory]:

@@ -1,33 +1,61 @@
-"""Command line: ``python -m oracle plan|run|audit``.
+"""Command line: ``python -m oracle plan|run|audit|agents``.
 
-``plan``  builds tasks for an agent (agents that can generate tasks, e.g. ``scripted``),
-          runs their nominal runs into the study directory (checkpoint at every boundary),
-          then freezes the cells and seeds of a design into a hashed plan file.
-``run``   executes a plan (resumable): ``--executor local|inline|dask``, ``--workers N``;
-          progress bar with branches done/total, ETA and the quarantined count.
-``audit`` summarises an audit log: counts, quarantined branches/pairs with reasons,
-          sign-unstable cells.
+``plan``   builds tasks for an agent (agents that can generate tasks: ``scripted``,
+           ``repair``, the real runtimes ``codex`` / ``claude-code`` with ``--brain repair``,
+           the simulated agents), runs their nominal runs into the study directory
+           (checkpoint at every boundary), then freezes the cells and seeds of a design into
+           a hashed plan file.
+``run``    executes a plan (resumable): ``--executor local|inline|dask``, ``--jobs N``;
+           progress with branches done/total, ETA and the quarantined count.
+``audit``  summarises an audit log: counts, quarantined branches/pairs with reasons,
+           sign-unstable cells.
+``agents install [NAME ...]`` installs the pinned runtimes into the project's git-ignored
+           ``.runtimes/`` (idempotent); ``agents list`` shows what is installed and usable.
 
 The study directory defaults to ``<plan file without .json>.study`` next to the plan.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from oracle.labels import DESIGNS, advantage, charged_cp, sign_unstable
+from ripplecp_cli import opt, run_subcommands, suggest
+
+PROG = "python -m oracle"
+EXECUTORS = ("inline", "local", "dask")
+#: brains a real runtime can be driven by (oracle.agents.runtime.RUNTIME_BRAINS)
+BRAINS = ("repair", "scripted", "proxy")
+#: the pinned runtimes (oracle.runtimes.RUNTIMES), named here so parsing imports nothing
+RUNTIME_NAMES = ("codex", "claude-code", "mini-swe-agent")
 
 
-def _kv(items: list[str] | None, what: str) -> dict[str, Any]:
+def _kv_pairs(items: Sequence[str]) -> tuple[str, ...]:
+    """Check ``KEY=VALUE`` words (a value is read as JSON where it parses).
+
+    The builder splits list values at commas; a piece without ``=`` can only be the rest of
+    the previous value (a JSON list or object), so it is joined back to it.
+    """
+    out: list[str] = []
+    for it in items:
+        if "=" not in it and out:
+            out[-1] += "," + it
+        elif "=" not in it or not it.split("=", 1)[0]:
+            raise ValueError(f"expected KEY=VALUE, got {it!r}")
+        else:
+            out.append(it)
+    return tuple(out)
+
+
+def _kv(items: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for it in items or []:
-        if "=" not in it:
-            raise SystemExit(f"{what}: expected KEY=VALUE, got {it!r}")
+    for it in items:
         k, v = it.split("=", 1)
         try:
             out[k] = json.loads(v)
@@ -36,6 +64,16 @@ def _kv(items: list[str] | None, what: str) -> dict[str, Any]:
     return out
 
 
+def _agent_name(name: str) -> str:
+    """A registered agent name, else the one-line error listing them."""
+    from oracle.agents import agent_names
+
+    known = agent_names()
+    if name not in known:
+        raise ValueError(f"unknown agent {name!r}{suggest(name, known)}; known agents: "
+                         + ", ".join(known))
+    return name
+
 
 def default_study_dir(plan_path: Path) -> Path:
     """``plan.json`` -> ``plan.study`` next to it."""
@@ -43,36 +81,96 @@ def default_study_dir(plan_path: Path) -> Path:
     return plan_path.with_name(plan_path.stem + ".study")
 
 
-def cmd_plan(a: argparse.Namespace) -> int:
+# ---------------------------------------------------------------------------------------
+# plan
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanArgs:
+    """Generate tasks, run their nominal runs, freeze a plan of a design."""
+
+    tasks: int = opt(min=1)
+    """how many tasks (an agent that cannot make this many is an error)"""
+    seed: int = opt(min=0)
+    """study seed: tasks, nominal runs, pair seeds, branch order"""
+    out: Path = opt()
+    """the plan file to write (JSON)"""
+    agent: str = opt("scripted", check=_agent_name)
+    """the agent to drive (see python -m oracle agents list for the real runtimes)"""
+    brain: Literal["repair", "scripted", "proxy"] | None = None
+    """who answers a real runtime's model calls (codex, claude-code; default repair)"""
+    design: Literal["pilot", "tool_call", "full"] = opt("pilot", choices=DESIGNS)
+    """pilot: an early and a late cell per task; tool_call: every adjacent cell; full: every
+    restore point x failure"""
+    study: Path | None = None
+    """study directory (default: <out without .json>.study)"""
+    granularity: Literal["turn", "tool_call"] | None = None
+    """candidate boundaries (default: the agent's own, else turn; tool_call for that design)"""
+    repetitions: int = opt(2, min=1)
+    """repetitions per cell (pair cells: plus the predeclared third when signs differ)"""
+    cap: float = opt(1800.0, min=0.001)
+    """per-branch cap, seconds"""
+    stride: int = opt(1, min=1)
+    """tool_call design: every stride-th candidate"""
+    include_final: bool = False
+    """full design: also the segment after the last boundary"""
+    determinism: bool = True
+    """quarantine a branch whose observations diverge from the nominal run's (off: only
+    record the divergence)"""
+    agent_opt: tuple[str, ...] = opt((), check=_kv_pairs, metavar="KEY=VALUE")
+    """agent options (JSON values; the flag may repeat), e.g. plan=P.json for the scripted
+    brain, seeds=run for a sampling model"""
+    task_opt: tuple[str, ...] = opt((), check=_kv_pairs, metavar="KEY=VALUE")
+    """options of the agent's task maker (JSON values; the flag may repeat)"""
+    executor: Literal["inline", "local", "dask"] = "inline"
+    """where the nominal runs execute"""
+    jobs: int = opt(2, min=1)
+    """parallel processes (local and dask executors)"""
+    scheduler: str | None = None
+    """dask scheduler address (default: a local cluster)"""
+    progress: bool = True
+    """show progress (a bar on a terminal, else one line per nominal run)"""
+
+
+def cmd_plan(a: PlanArgs) -> int:
     from oracle.agents import get_agent
     from oracle.agents.protocol import clock_kind, make_tasks
     from oracle.executors import close_executor, make_executor
     from oracle.harness import HarnessConfig, StudyContext
     from oracle.study import freeze_plan
 
-    out = Path(a.out).resolve()
-    study = Path(a.study).resolve() if a.study else default_study_dir(out)
-    gran = "tool_call" if a.design == "tool_call" else a.granularity
-    agent_opts = _kv(a.agent_opt, "--agent-opt")
+    out = a.out.resolve()
+    study = a.study.resolve() if a.study else default_study_dir(out)
+    agent_opts = _kv(a.agent_opt)
+    if a.brain is not None:
+        agent_opts["brain"] = a.brain
     try:
         agent = get_agent(a.agent, **agent_opts)
-    except KeyError as exc:
-        raise SystemExit(f"--agent: {exc.args[0]}") from None
+    except TypeError as exc:
+        what = "--brain" if a.brain is not None and "brain" in str(exc) else "--agent-opt"
+        raise ValueError(f"{what}: agent {a.agent!r} does not take it ({exc})") from None
+    own = getattr(agent, "granularity", None)
+    gran = "tool_call" if a.design == "tool_call" else \
+        a.granularity or (own if own in ("turn", "tool_call") else "turn")
     if getattr(agent, "granularity", gran) != gran:
         agent_opts["granularity"] = gran
         agent = get_agent(a.agent, **agent_opts)
+    check = getattr(agent, "check_installed", None)
+    if check is not None:
+        check()
     try:
-        tasks = make_tasks(agent, a.tasks, a.seed, study / "tasks", **_kv(a.task_opt, "--task-opt"))
+        tasks = make_tasks(agent, a.tasks, a.seed, study / "tasks", **_kv(a.task_opt))
     except ValueError as exc:
-        raise SystemExit(f"--tasks {a.tasks}: {exc}") from None
+        raise ValueError(f"--tasks {a.tasks}: {exc}") from None
     config = HarnessConfig(granularity=gran, branch_cap_s=a.cap,
-                           require_obs_determinism=not a.no_determinism,
-                           clock=clock_kind(agent))
+                           require_obs_determinism=a.determinism, clock=clock_kind(agent))
     ctx = StudyContext(a.agent, agent_opts, {t.task_id: t for t in tasks}, config, study)
-    ex = make_executor(a.executor, a.workers)
+    ex = make_executor(a.executor, a.jobs, a.scheduler)
     try:
         plan = freeze_plan(ctx, tasks, a.design, seed=a.seed, repetitions=a.repetitions,
-                           executor=ex, stride=a.stride, include_final=a.include_final)
+                           executor=ex, stride=a.stride, include_final=a.include_final,
+                           progress=a.progress)
     finally:
         close_executor(ex)
     plan.save(out)
@@ -81,23 +179,53 @@ def cmd_plan(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(a: argparse.Namespace) -> int:
+# ---------------------------------------------------------------------------------------
+# run
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    """Execute a frozen plan (resumable: finished branches are kept)."""
+
+    plan: Path = opt(positional=True)
+    """the plan file (from python -m oracle plan)"""
+    out: Path | None = None
+    """label set directory (default: <study>/labelset)"""
+    study: Path | None = None
+    """study directory (default: <plan without .json>.study)"""
+    executor: Literal["inline", "local", "dask"] = "local"
+    """where branches execute"""
+    jobs: int = opt(2, min=1)
+    """parallel processes (local and dask executors)"""
+    scheduler: str | None = None
+    """dask scheduler address (default: a local cluster)"""
+    progress: bool = True
+    """show progress (a bar on a terminal, else one line per branch)"""
+
+
+def cmd_run(a: RunArgs) -> int:
     from oracle.executors import close_executor, make_executor
     from oracle.plan import Plan
     from oracle.study import run_study
 
-    plan_path = Path(a.plan).resolve()
+    plan_path = a.plan.resolve()
     plan = Plan.load(plan_path)
-    study = Path(a.study).resolve() if a.study else default_study_dir(plan_path)
-    ex = make_executor(a.executor, a.workers, a.address)
+    study = a.study.resolve() if a.study else default_study_dir(plan_path)
+    ex = make_executor(a.executor, a.jobs, a.scheduler)
     try:
-        ls = run_study(plan, study, executor=ex, out=a.out, progress=not a.no_progress)
+        ls = run_study(plan, study, executor=ex, out=a.out, progress=a.progress)
     finally:
         close_executor(ex)
     n_q = int(ls.recovery["quarantined"].fillna(False).sum())
     print(f"label set: {len(ls.tasks)} tasks, {len(ls.recovery)} branches ({n_q} quarantined), "
-          f"{len(ls.labels)} pairs -> {Path(a.out) if a.out else study / 'labelset'}")
+          f"{len(ls.labels)} pairs -> {a.out if a.out else study / 'labelset'}")
     return 0
+
+
+# ---------------------------------------------------------------------------------------
+# audit
+# ---------------------------------------------------------------------------------------
 
 
 def audit_summary(records: list[dict]) -> dict[str, Any]:
@@ -143,14 +271,24 @@ def audit_summary(records: list[dict]) -> dict[str, Any]:
     }
 
 
-def cmd_audit(a: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class AuditArgs:
+    """Summarise a study's audit log: counts, quarantined pairs, sign-unstable cells."""
+
+    path: Path = opt(positional=True)
+    """audit.jsonl or a study directory"""
+    json: bool = False
+    """print the summary as JSON"""
+
+
+def cmd_audit(a: AuditArgs) -> int:
     from oracle.audit import AuditLog
 
-    path = Path(a.path)
+    path = a.path
     if path.is_dir():
         path = path / "audit.jsonl"
     if not path.exists():
-        raise SystemExit(f"{path}: no audit log")
+        raise FileNotFoundError(2, "no audit log", str(path))
     s = audit_summary(AuditLog(path).records())
     if a.json:
         print(json.dumps(s, indent=2, sort_keys=True))
@@ -173,44 +311,100 @@ def cmd_audit(a: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m oracle", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("plan", help="generate tasks, run nominal runs, freeze a plan")
-    p.add_argument("--agent", default="scripted")
-    p.add_argument("--tasks", type=int, required=True)
-    p.add_argument("--design", choices=DESIGNS, default="pilot")
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--study", help="study directory (default: <out stem>.study)")
-    p.add_argument("--granularity", choices=["turn", "tool_call"], default="turn")
-    p.add_argument("--repetitions", type=int, default=2)
-    p.add_argument("--cap", type=float, default=1800.0, help="per-branch cap, seconds")
-    p.add_argument("--stride", type=int, default=1)
-    p.add_argument("--include-final", action="store_true")
-    p.add_argument("--no-determinism", action="store_true",
-                   help="do not quarantine on observation divergence (only record it)")
-    p.add_argument("--agent-opt", action="append", metavar="KEY=VALUE")
-    p.add_argument("--task-opt", action="append", metavar="KEY=VALUE")
-    p.add_argument("--executor", choices=["local", "inline", "dask"], default="inline")
-    p.add_argument("--workers", type=int, default=2)
-    p.set_defaults(fn=cmd_plan)
-    r = sub.add_parser("run", help="execute a plan (resumable)")
-    r.add_argument("plan")
-    r.add_argument("--out", help="label set directory (default: <study>/labelset)")
-    r.add_argument("--study")
-    r.add_argument("--workers", type=int, default=2)
-    r.add_argument("--executor", choices=["local", "inline", "dask"], default="local")
-    r.add_argument("--address", help="dask scheduler address")
-    r.add_argument("--no-progress", action="store_true")
-    r.set_defaults(fn=cmd_run)
-    u = sub.add_parser("audit", help="summarise an audit log")
-    u.add_argument("path", help="audit.jsonl or a study directory")
-    u.add_argument("--json", action="store_true")
-    u.set_defaults(fn=cmd_audit)
-    a = ap.parse_args(argv)
-    return int(a.fn(a))
+# ---------------------------------------------------------------------------------------
+# agents
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InstallArgs:
+    """Install the pinned agent runtimes into the project's .runtimes/ (idempotent)."""
+
+    names: tuple[str, ...] = opt(RUNTIME_NAMES, choices=RUNTIME_NAMES, positional=True)
+    """runtimes to install (default: all)"""
+
+
+def cmd_install(a: InstallArgs) -> int:
+    from oracle.runtimes import get_runtime, install, runtimes_root
+
+    for name in a.names:  # a RuntimeInstallError is one line saying why (npm missing, ...)
+        had = get_runtime(name).probe(runtimes_root()).usable
+        if not had:
+            print(f"{name}: installing into {runtimes_root()} ...", file=sys.stderr, flush=True)
+        found = install(name)
+        print(f"{name} {found.version}: {'already installed, ' if had else ''}usable "
+              f"({found.executable})")
+    return 0
+
+
+@dataclass(frozen=True)
+class ListArgs:
+    """Show the pinned agent runtimes: installed version, usable or why not."""
+
+    json: bool = False
+    """print the list as JSON"""
+
+
+def cmd_list(a: ListArgs) -> int:
+    from oracle.runtimes import RUNTIMES, installed, runtimes_root
+
+    agents = {"codex": "codex", "claude-code": "claude-code"}
+    rows = [{"runtime": i.name, "pinned": i.pinned, "installed": i.version, "usable": i.usable,
+             "detail": i.detail, "executable": None if i.executable is None else str(i.executable),
+             "licence": RUNTIMES[i.name].spec.licence, "agent": agents.get(i.name)}
+            for i in installed()]
+    if a.json:
+        print(json.dumps({"root": str(runtimes_root()), "runtimes": rows}, indent=2))
+        return 0
+    print(f"runtimes in {runtimes_root()}")
+    for r in rows:
+        state = "usable" if r["usable"] else f"not usable: {r['detail']}"
+        agent = f"--agent {r['agent']}" if r["agent"] else "no harness adapter"
+        print(f"  {r['runtime']:<15} pinned {r['pinned']:<9} installed {r['installed'] or '-':<9}"
+              f" {state}  ({agent})")
+    return 0
+
+
+COMMANDS = {
+    "plan": (PlanArgs, cmd_plan),
+    "run": (RunArgs, cmd_run),
+    "audit": (AuditArgs, cmd_audit),
+    "agents": {"install": (InstallArgs, cmd_install), "list": (ListArgs, cmd_list)},
+}
+
+
+#: list options whose repeated flags are merged into one (``--task-opt a=1 --task-opt b=2``)
+MERGED = ("--agent-opt", "--task-opt")
+
+
+def merge_repeated(argv: Sequence[str]) -> list[str]:
+    """``argv`` with every repeated :data:`MERGED` flag's values gathered after one flag, so a
+    repeated flag adds to the list (the builder would keep only the last one)."""
+    rest: list[str] = []
+    values: dict[str, list[str]] = {}
+    words = list(argv)
+    i = 0
+    while i < len(words):
+        flag, eq, inline = words[i].partition("=")
+        i += 1
+        if flag not in MERGED:
+            rest.append(words[i - 1])
+            continue
+        got = values.setdefault(flag, [])
+        if eq:
+            got.append(inline)
+            continue
+        while i < len(words) and not words[i].startswith("-"):
+            got.append(words[i])
+            i += 1
+    for flag, vals in values.items():
+        rest += [flag, *vals]
+    return rest
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = merge_repeated(sys.argv[1:] if argv is None else argv)
+    return run_subcommands(COMMANDS, args, prog=PROG, description=__doc__)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Executors for running branches in parallel: any ``concurrent.futures.Executor`` works.
 
 * :func:`local_executor` - a local ``ProcessPoolExecutor`` (default 2 workers). Each branch
-  already runs its agent in its own process group; the pool only bounds concurrency.
+  already runs its agent under its own fail-stop; the pool only bounds concurrency. Its
+  workers never outlive the process that made the pool (:func:`oracle.processes.guard_worker`):
+  a SIGKILLed study runner leaves no worker, no forkserver, and no branch started after it.
 * :func:`dask_executor` - a Dask ``distributed`` client's executor (``client.get_executor()``),
   for the ``cluster`` extra; pass a scheduler address, or nothing for a ``LocalCluster``.
 * :class:`InlineExecutor` - runs each call synchronously in the caller (workers = 0), for
@@ -15,9 +17,12 @@ writes the audit log.
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any
+
+from oracle.processes import guard_worker
 
 __all__ = ["InlineExecutor", "close_executor", "dask_executor", "local_executor", "make_executor"]
 
@@ -38,14 +43,16 @@ def local_executor(workers: int = 2) -> Executor:
     """A local process pool with ``workers`` processes (0: :class:`InlineExecutor`).
 
     Uses the ``forkserver`` start method so workers do not inherit the parent's threads
-    (tqdm, reader threads) or open descriptors.
+    (tqdm, reader threads) or open descriptors; each worker is guarded to die with this
+    process (:func:`oracle.processes.guard_worker`).
     """
     if workers < 0:
         raise ValueError(f"workers must be >= 0, got {workers}")
     if workers == 0:
         return InlineExecutor()
     return ProcessPoolExecutor(max_workers=workers,
-                               mp_context=multiprocessing.get_context("forkserver"))
+                               mp_context=multiprocessing.get_context("forkserver"),
+                               initializer=guard_worker, initargs=(os.getpid(),))
 
 
 def dask_executor(address: str | None = None, *, client: Any = None, **cluster_kwargs: Any) -> Executor:

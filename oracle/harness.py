@@ -17,10 +17,16 @@ Branch (:func:`run_branch`), for restore point r, failure f, drive start d
        content-addressed store, so unchanged contents are not rewritten; its creation cost
        is recorded as ``cp_creation_s``; labels charge the nominal creation cost);
     3. drive: ``resume`` from d and **fail-stop** it in segment f. Precise rule: the run is
-       SIGKILLed (process group) at the first *event* report that arrives once boundary
-       f-1 has been passed (immediately on the first event when d >= f-1), so the failure
-       strikes after some work of segment f was done. A drive that ends before that
-       never reached the failure: the branch is quarantined ("failure not reached");
+       SIGKILLed — the agent and every process it started, tools in sessions of their own
+       included (:mod:`oracle.processes`: its own PID namespace) — at the first *event*
+       report that arrives once boundary f-1 has been passed (immediately on the first event
+       when d >= f-1), so the failure strikes after some work of segment f was done. An agent
+       that reports *activity* (real runtimes: a tool started, a model call in flight) is
+       struck instead at the first activity of the branch's strike mode in segment f —
+       mid-tool or mid-model-call, drawn from the branch seed (:func:`strike_mode`; both
+       branches of a pair alike); the record says which (``strike``). A drive that ends
+       before that never reached the failure: the branch is quarantined ("failure not
+       reached");
     4. restore r (CP: the checkpoint materialised in step 2; SKIP: the fallback c-'s
        nominal checkpoint; 0: the pristine template) into another fresh workspace, check
        its digest, ``resume`` with the preserved transcript and facts (never the lost
@@ -49,11 +55,12 @@ Running a whole study (nominal runs as jobs, a frozen plan, the audit log, resum
 is :mod:`oracle.study`'s; :class:`StudyContext` carries what a worker needs for one run
 of a study, including where its files live.
 
-Known limits. Agent programs run in their own sessions, so a runner that is SIGKILLed
-leaves them running until they finish by themselves; every branch attempt uses a fresh
-uniquely named directory (discarded when a study restarts), so a straggler never touches
-a later attempt. The nominal run's SIGSTOP lands one line-latency after the agent passed a
-boundary. With several workers, the two branches of a pair may overlap in time; "branch
+Known limits. Every branch attempt uses a fresh uniquely named directory (discarded when
+a study restarts); agent programs die with the process that runs them and pool workers
+with the study runner (:mod:`oracle.processes`), so a killed runner leaves nothing behind to
+touch a later attempt. The nominal run's SIGSTOP lands one line-latency after a command-line
+agent passed a boundary; a real runtime is held at the boundary exactly (its model server
+answers nothing until the harness has taken the boundary, :mod:`oracle.agents.runtime`). With several workers, the two branches of a pair may overlap in time; "branch
 order" is submission order. Whether a cell gets its third repetition depends on measured
 (wall-clock) advantages, so two executions of one plan may differ there, each consistent
 with its own records. Agents must be registered by an importable module (see
@@ -62,6 +69,7 @@ with its own records. Agents must be registered by an importable module (see
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import math
@@ -87,14 +95,17 @@ from oracle.agents.protocol import (
 )
 from oracle.checkpoint import DEFAULT_EXCLUDES, CheckpointStore, state_digest
 from oracle.effects import EffectLog
+from oracle.processes import ensure_parent
 
 __all__ = [
     "BranchSpec",
     "HarnessConfig",
     "NominalResult",
     "StudyContext",
+    "finish_discards",
     "run_branch",
     "run_nominal",
+    "strike_mode",
 ]
 
 
@@ -131,6 +142,40 @@ def _fresh_dir(path: Path) -> Path:
         shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     return path
+
+
+_discards: list[threading.Thread] = []
+
+
+def _discard(path: Path) -> None:
+    """Remove a finished branch's directory off the branch's critical path: renamed aside at
+    once (its name is free again) and deleted by a background thread; the process waits for
+    those threads at exit, and a study run discards leftovers of a killed one."""
+    trash = path.with_name(f".discard-{path.name}-{uuid.uuid4().hex[:8]}")
+    try:
+        path.rename(trash)
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    _discards[:] = [t for t in _discards if t.is_alive()]
+    t = threading.Thread(target=shutil.rmtree, args=(trash,), kwargs={"ignore_errors": True},
+                         name="discard-branch", daemon=True)
+    t.start()
+    _discards.append(t)
+
+
+def finish_discards(branches: Path | None = None) -> None:
+    """Wait for this process's background removals; with ``branches`` (a study's branch
+    folder) also remove what other processes (pool workers) left being removed there."""
+    for t in list(_discards):
+        t.join()
+    _discards.clear()
+    if branches is not None and branches.is_dir():
+        for left in branches.glob(".discard-*"):
+            shutil.rmtree(left, ignore_errors=True)
+
+
+atexit.register(finish_discards)
 
 
 def _pristine(task: TaskSpec, dest: Path) -> float:
@@ -232,6 +277,7 @@ def run_nominal(
     config: HarnessConfig, clock: Clock | None = None,
 ) -> NominalResult:
     """Run the task once from pristine, checkpointing at every boundary (see module doc)."""
+    ensure_parent()  # a pool worker whose study runner is gone starts nothing
     clock = clock or config.make_clock()
     work_dir = _fresh_dir(Path(work_dir))
     ws = work_dir / "workspace"
@@ -407,9 +453,21 @@ class StudyContext:
 _STORES: dict[str, CheckpointStore] = {}
 
 
+def strike_mode(seed: int, failure: int, n_boundaries: int) -> str:
+    """Where a branch's failure strikes for an agent that reports activity: ``"tool"`` (at
+    the first tool call started in segment ``failure``) or ``"model"`` (at its first model
+    request, while the call is in flight), drawn from the branch's seed, so both branches of
+    a pair strike alike; the segment after the last boundary holds no tool call: ``"model"``."""
+    if failure > n_boundaries:
+        return "model"
+    return ("tool", "model")[hashlib.sha256(f"strike:{int(seed)}".encode()).digest()[0] % 2]
+
+
 def _drive(agent: Agent, task: TaskSpec, restore: RestorePoint, ws: Path, seed: int,
-           failure: int, clock: Clock, cap_s: float, log: EffectLog) -> dict:
-    """Resume from ``restore`` and fail-stop the run in segment ``failure`` (module doc)."""
+           failure: int, clock: Clock, cap_s: float, log: EffectLog,
+           strike: str | None = None) -> dict:
+    """Resume from ``restore`` and fail-stop the run in segment ``failure`` (module doc);
+    ``strike`` (an activity) strikes at that activity instead of the first event."""
     t0 = clock.now()
     run = agent.resume(task, restore, ws, seed, clock)
     cap = _Cap(run, clock, t0, cap_s)
@@ -426,20 +484,25 @@ def _drive(agent: Agent, task: TaskSpec, restore: RestorePoint, ws: Path, seed: 
             elif rep.kind == "effect":
                 log.append(dict(rep.effect or {}))
                 n_eff += 1
+            elif rep.kind == "activity":
+                if strike is not None and rep.activity == strike and passed >= failure - 1:
+                    run.kill()  # fail-stop mid-tool / mid-model-call: every process of the run
+                    struck = True
+                    break
             elif rep.kind == "event":
                 assert rep.event is not None
                 o = _observation(rep.event)
                 if o is not None:
                     obs.append(o)
-                if passed >= failure - 1:
-                    run.kill()  # fail-stop: SIGKILL of the process group
+                if strike is None and passed >= failure - 1:
+                    run.kill()  # fail-stop: SIGKILL of the run and everything it started
                     struck = True
                     break
     finally:
         cap.cancel()
     rc = run.wait()
     return {"struck": struck, "boundary": passed, "drive_s": clock.now() - t0, "obs": obs,
-            "exit_code": rc, "effects": n_eff, "capped": cap.hit}
+            "exit_code": rc, "effects": n_eff, "capped": cap.hit, "strike": strike or "event"}
 
 
 def _expected_obs(nom: dict, lo_boundary: int, hi_event: int | None) -> list[tuple]:
@@ -466,6 +529,7 @@ def _describe(m: dict) -> str:
 
 def run_branch(spec: BranchSpec, ctx: StudyContext) -> dict:
     """Execute one branch and return its audit record (recovery-row fields + extras)."""
+    ensure_parent()  # a pool worker whose study runner is gone starts nothing
     t_branch = time.perf_counter()
     agent = ctx.agent()
     task = ctx.tasks[spec.task_id]
@@ -510,8 +574,10 @@ def run_branch(spec: BranchSpec, ctx: StudyContext) -> dict:
             if sim is not None:
                 cp_creation = float(sim(task, d, drive_ws)[0])
         # 3. drive into segment f and fail-stop
+        strike = strike_mode(spec.seed, spec.failure, int(nom["n_boundaries"])) \
+            if getattr(agent, "reports_activity", False) else None
         drive = _drive(agent, task, RestorePoint(d, drive_ws, transcript, facts), drive_ws,
-                       spec.seed, spec.failure, clock, cfg.branch_cap_s, log)
+                       spec.seed, spec.failure, clock, cfg.branch_cap_s, log, strike)
         if not drive["struck"]:
             reasons.append(f"failure {spec.failure} not reached: the drive from boundary {d} "
                            f"ended after boundary {drive['boundary']}")
@@ -611,6 +677,7 @@ def run_branch(spec: BranchSpec, ctx: StudyContext) -> dict:
             "cell_id": spec.cell_id, "candidate": spec.candidate, "fallback": spec.fallback,
             "order": spec.order, "drive_from": d, "drive_struck": drive["struck"],
             "drive_boundary": drive["boundary"], "drive_s": float(drive["drive_s"]),
+            "strike": drive["strike"],
             "cp_creation_s": None if cp_creation is None else float(cp_creation),
             "effects_emitted": len(log.effects_of(spec.branch_id)),
             "effects_undrained_at_kill": undrained, "exit_code": int(rc),
@@ -620,4 +687,4 @@ def run_branch(spec: BranchSpec, ctx: StudyContext) -> dict:
         }
     finally:
         log.close()
-        shutil.rmtree(bdir, ignore_errors=True)
+        _discard(bdir)

@@ -27,7 +27,6 @@ so no key, proxy or home of the caller leaks in.
 from __future__ import annotations
 
 import fcntl
-import functools
 import json
 import os
 import platform
@@ -42,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from oracle.processes import popen
+
 __all__ = [
     "RUNTIMES",
     "ClaudeCode",
@@ -52,7 +53,6 @@ __all__ = [
     "Runtime",
     "RuntimeInstallError",
     "RuntimeSpec",
-    "fail_stop_prefix",
     "get_runtime",
     "install",
     "installed",
@@ -66,8 +66,9 @@ DUMMY_KEY = "ripplecp-loopback"
 DEFAULT_MODEL = "loopback"
 
 
-class RuntimeInstallError(RuntimeError):
-    """A runtime could not be installed or found; the message is one line saying why."""
+class RuntimeInstallError(OSError):
+    """A runtime could not be installed or found; the message is one line saying why (an
+    ``OSError``: the machine lacks something, so commands report it as an input error)."""
 
 
 @dataclass(frozen=True)
@@ -103,12 +104,11 @@ class Launch:
 
     def start(self, *, fail_stop: bool = True, stdout: Any = subprocess.PIPE,
               stderr: Any = subprocess.PIPE) -> subprocess.Popen:
-        """Start the run (stdin closed, own session). With ``fail_stop`` it runs under
-        :func:`fail_stop_prefix`, so ``proc.kill()`` also kills every tool it started."""
-        prefix = fail_stop_prefix() if fail_stop else ()
-        return subprocess.Popen([*prefix, *self.argv], env=dict(self.env), cwd=self.cwd,
-                                stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                                start_new_session=True)
+        """Start the run (stdin closed, own session) with :func:`oracle.processes.popen`:
+        with ``fail_stop`` under the PID-namespace fail-stop, so ``proc.kill()`` also kills
+        every tool it started, and in any case dying with the process that started it."""
+        return popen(self.argv, env=self.env, cwd=self.cwd, fail_stop=fail_stop,
+                     stdout=stdout, stderr=stderr)
 
 
 def runtimes_root() -> Path:
@@ -124,26 +124,6 @@ def base_env(home: Path) -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
             "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": str(home),
             "NO_PROXY": "127.0.0.1,localhost,::1", "no_proxy": "127.0.0.1,localhost,::1"}
-
-
-@functools.cache
-def fail_stop_prefix() -> tuple[str, ...]:
-    """argv prefix that makes SIGKILL of the launched process a real fail-stop.
-
-    The runtimes start each tool command in a new session, so killing their process group
-    leaves the tool running. Under ``unshare --pid --fork --kill-child`` the runtime is PID
-    1 of its own PID namespace, and when the ``unshare`` process is killed every process in
-    the namespace dies with it. Empty where ``unshare`` is missing or not permitted.
-    """
-    exe = shutil.which("unshare")
-    if exe is None:
-        return ()
-    prefix = (exe, "--pid", "--fork", "--kill-child")
-    try:
-        ok = subprocess.run([*prefix, "true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        ok = False
-    return prefix if ok else ()
 
 
 # --------------------------------------------------------------------------- TOML

@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 import math
 import shutil
+import sys
+import time
 import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
@@ -29,7 +31,7 @@ from features.schema import write_parquet as write_trajectories
 from oracle.agents.protocol import TaskSpec
 from oracle.audit import AuditLog
 from oracle.executors import InlineExecutor
-from oracle.harness import BranchSpec, StudyContext, run_branch, run_nominal
+from oracle.harness import BranchSpec, StudyContext, finish_discards, run_branch, run_nominal
 from oracle.labels import DESIGNS, advantage, charged_cp, nominal_seed, sign_unstable
 from oracle.plan import Plan, full_table_plan, pilot_plan, tool_call_plan
 from oracle.tables import RECOVERY_COLUMNS, LabelSet, conform, empty, labels_from_recovery
@@ -109,12 +111,14 @@ def build_label_set(records: list[dict], study_dir: Path, provenance: dict | Non
 
 
 def collect_nominal(ctx: StudyContext, tasks: Iterable[TaskSpec], study_seed: int,
-                    executor: Executor | None = None) -> dict[str, dict]:
+                    executor: Executor | None = None,
+                    progress: bool | Callable[[dict], None] = False) -> dict[str, dict]:
     """Nominal records of ``tasks``: read from the study's audit log, or run and recorded.
 
     The nominal seed of a task is derived from the study seed
     (:func:`oracle.labels.nominal_seed`), so planning and running agree on it.
     """
+    tasks = list(tasks)
     ctx.study_dir.mkdir(parents=True, exist_ok=True)
     audit = AuditLog(ctx.study_dir / "audit.jsonl")
     records = {r["key"]: r for r in audit.records() if r.get("kind") == "nominal"}
@@ -122,11 +126,16 @@ def collect_nominal(ctx: StudyContext, tasks: Iterable[TaskSpec], study_seed: in
     futs: dict[Future, str] = {}
     out: dict[str, dict] = {}
 
+    bar = _Progress(progress, "nominal runs", "run")
+    bar.start(total=len(tasks), done=sum(f"nominal/{t.task_id}" in records for t in tasks),
+              quarantined=0)
+
     def record(f: Future) -> None:
         tid = futs.pop(f)
         rec = f.result()
         audit.append(rec)
         out[tid] = rec
+        bar.update(rec)
         for w in rec.get("warnings", []):
             warnings.warn(f"nominal run of {tid}: {w}", stacklevel=3)
 
@@ -141,22 +150,26 @@ def collect_nominal(ctx: StudyContext, tasks: Iterable[TaskSpec], study_seed: in
             futs[fut] = t.task_id
             if fut.done():  # an inline executor ran it already: record it before the next
                 record(fut)
-    while futs:
-        done, _ = wait(list(futs), return_when=FIRST_COMPLETED)
-        for f in done:
-            record(f)
+    try:
+        while futs:
+            done, _ = wait(list(futs), return_when=FIRST_COMPLETED)
+            for f in done:
+                record(f)
+    finally:
+        bar.close()
     return out
 
 
 def freeze_plan(ctx: StudyContext, tasks: list[TaskSpec], design: str, *, seed: int,
                 repetitions: int = 2, executor: Executor | None = None, stride: int = 1,
-                include_final: bool = False) -> Plan:
+                include_final: bool = False,
+                progress: bool | Callable[[dict], None] = False) -> Plan:
     """Run (or reuse) the nominal runs of ``tasks``, then freeze a plan of ``design``.
 
     ``design``: ``pilot`` (one early and one late cell per task), ``tool_call`` or ``full``.
     The plan records each nominal trajectory's hash, so a later run refuses a changed one.
     """
-    noms = collect_nominal(ctx, tasks, seed, executor)
+    noms = collect_nominal(ctx, tasks, seed, executor, progress)
     nb = {tid: int(r["n_boundaries"]) for tid, r in noms.items()}
     frozen = {tid: {"trajectory_sha256": r["trajectory_sha256"], "n_boundaries": nb[tid],
                     "verified": r["verified"]} for tid, r in noms.items()}
@@ -273,32 +286,47 @@ def run_study(
                                 queue.append(extra)
     finally:
         bar.close()
+        finish_discards(study_dir / "branches")
     if errors:
         bid, exc = errors[0]
         raise RuntimeError(f"{len(errors)} branch(es) failed (not recorded; a rerun retries "
                            f"them); first: {bid}: {exc!r}") from exc
-    ls = build_label_set(audit.records(), study_dir, provenance=plan.provenance())
+    prov = plan.provenance()
+    describe = getattr(ctx.agent(), "describe", None)
+    if describe is not None:  # a real runtime: which program and version made the labels
+        prov["runtime"] = describe()
+    ls = build_label_set(audit.records(), study_dir, provenance=prov)
     ls.save(Path(out) if out is not None else study_dir / "labelset")
     return ls
 
 
 class _Progress:
-    """tqdm progress bar (branches done/total, ETA, quarantined) or a callback."""
+    """Progress of a phase (nominal runs, branches) or a callback.
 
-    def __init__(self, progress: bool | Callable[[dict], None]) -> None:
+    On a terminal: a tqdm bar (done/total, ETA, quarantined). Elsewhere (a log file, CI): one
+    plain line per finished run instead of carriage-return redraws, e.g.
+    ``branches 3/16 quarantined=0 elapsed 0:41 eta 2:58 (t1:c0:f2:rep1/0)``.
+    """
+
+    def __init__(self, progress: bool | Callable[[dict], None], desc: str = "branches",
+                 unit: str = "branch") -> None:
         self.cb = progress if callable(progress) else None
         self.enabled = bool(progress) and self.cb is None
+        self.desc, self.unit = desc, unit
         self.bar: Any = None
         self.q = 0
         self.done = 0
         self.total = 0
+        self.started = 0
+        self.t0 = time.monotonic()
 
     def start(self, total: int, done: int, quarantined: int) -> None:
         self.total, self.done, self.q = total, done, quarantined
-        if self.enabled:
+        self.started, self.t0 = done, time.monotonic()
+        if self.enabled and sys.stderr.isatty():
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, initial=done, unit="branch", desc="branches")
+            self.bar = tqdm(total=total, initial=done, unit=self.unit, desc=self.desc)
             self.bar.set_postfix(quarantined=self.q)
 
     def grow(self, n: int) -> None:
@@ -313,8 +341,20 @@ class _Progress:
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix(quarantined=self.q)
+        elif self.enabled:
+            self._line(rec)
         if self.cb is not None:
             self.cb({"done": self.done, "total": self.total, "quarantined": self.q, "record": rec})
+
+    def _line(self, rec: dict) -> None:
+        from tqdm import tqdm
+
+        elapsed = time.monotonic() - self.t0
+        rate = (self.done - self.started) / elapsed if elapsed > 0 else 0.0
+        eta = tqdm.format_interval((self.total - self.done) / rate) if rate > 0 else "?"
+        print(f"{self.desc} {self.done}/{self.total} quarantined={self.q} elapsed "
+              f"{tqdm.format_interval(elapsed)} eta {eta} ({rec.get('key', '')})",
+              file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self.bar is not None:

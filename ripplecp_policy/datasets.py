@@ -33,13 +33,16 @@ from features.online import FEATURE_NAMES, FeatureConfig
 from features.schema import Trajectory
 from oracle.labels import stratum
 from oracle.tables import LabelSet
-from ripplecp_policy.episode import Episode, observation, prefix_features
+from ripplecp_policy.episode import Episode, charge_estimate, observation, prefix_features
+from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.policy import (
     BoundaryObservation,
     Budget,
+    HazardSpec,
     PlacementPolicy,
     Setting,
     as_setting,
+    canonical_hazard,
     check_setting,
 )
 from ripplecp_policy.pricing import TaskCosts, placement_objective
@@ -51,6 +54,53 @@ FEATURE_PREFIXES: tuple[str, ...] = ("cost__", "state__", "progress__", "ripple_
 POLICY_FEATURES: tuple[str, ...] = ("policy__boundary", "policy__since_last_cp", "policy__has_cp")
 
 FeatureFn = Callable[..., pd.DataFrame]
+
+
+_FULL_FRAMES: dict[tuple[int, str, tuple[int, ...]], tuple[Trajectory, pd.DataFrame]] = {}
+
+
+@dataclass(frozen=True)
+class FeatureSubset:
+    """A feature function (:data:`FeatureFn`) showing a policy only some feature families
+    (the prefixes of :data:`features.row.FAMILIES`): the ablation's instrument.
+
+    It returns :func:`features.online.boundary_features` with the other families' columns
+    left out; the full frame is computed once per (trajectory, granularity, placement
+    history) and shared by every subset. Immutable, so a clone shares it (``__deepcopy__``
+    returns it), which keeps the feature caches keyed on it warm across folds.
+    """
+
+    families: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        from features.row import FAMILIES
+
+        bad = [f for f in self.families if f not in FAMILIES]
+        if bad or not self.families:
+            raise ValueError(f"FeatureSubset: families must be a non-empty subset of {FAMILIES}, "
+                             f"got {list(self.families)}")
+
+    def __call__(self, traj: Trajectory, granularity: str = "turn",
+                 checkpoints: Iterable[int] = ()) -> pd.DataFrame:
+        from features.online import boundary_features
+
+        key = (id(traj), granularity, tuple(int(c) for c in checkpoints))
+        hit = _FULL_FRAMES.get(key)
+        if hit is None or hit[0] is not traj:
+            if len(_FULL_FRAMES) >= _CACHE_MAX:
+                _FULL_FRAMES.clear()
+            hit = (traj, boundary_features(traj, granularity=granularity, checkpoints=key[2]))
+            _FULL_FRAMES[key] = hit
+        frame = hit[1]
+        keep = [c for c in frame.columns
+                if not c.startswith(FEATURE_PREFIXES) or c.split("__", 1)[0] in self.families]
+        return frame[keep]
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FeatureSubset:
+        return self
+
+    def label(self) -> str:
+        return "+".join(self.families)
 
 
 def feature_columns(frame: pd.DataFrame) -> list[str]:
@@ -123,15 +173,12 @@ class TaskReplay:
         setting = as_setting(setting)
         self.task_id = task_id
         self.setting = setting
-        row = data.tasks.set_index("task_id").loc[task_id]
-        self.repo = str(row["repo"])
-        self.granularity = str(row["granularity"])
+        ev = evaluator_for(data)  # the label set's shared per-task arrays (one build per hazard)
+        self._evaluator = ev
+        self.repo = ev.repo_of(task_id)
+        self.granularity = ev.granularity_of(task_id)
         self.trajectory: Trajectory = data.trajectories[task_id]
-        self.costs = TaskCosts.build(
-            task_id, data.recovery[data.recovery["task_id"] == task_id],
-            data.checkpoints[data.checkpoints["task_id"] == task_id], setting.hazard,
-            float(row["nominal_s"]),
-        )
+        self.costs = ev.costs(task_id, setting.hazard)
         self.n_boundaries = self.costs.n_boundaries
         self.event_index = {b: int(self.costs.event_index[b]) for b in range(1, self.n_boundaries + 1)}
         self.failures = [int(f) for f in self.costs.failures]
@@ -191,7 +238,14 @@ class TaskReplay:
             features=self.features_at(boundary, history), cap=budget, spent=spent,
             history=list(history), elapsed_s=float(self.costs.nominal_t[boundary]),
             charge=self.charge(boundary, budget),
+            estimate=charge_estimate([self.charge(h, budget) for h in history],
+                                     self.charge_prior(budget)),
         )
+
+    def charge_prior(self, budget: Budget) -> float:
+        """The charge estimate before the task's first checkpoint (the training label set's
+        other repositories: :meth:`Evaluator.charge_prior`)."""
+        return self._evaluator.charge_prior(self.task_id, budget)
 
     def charge(self, boundary: int, budget: Budget) -> float:
         """What a checkpoint at ``boundary`` costs in the budget's unit."""
@@ -223,7 +277,7 @@ class TaskReplay:
                 shown.append(obs)
                 return ask(obs)
 
-        ep = Episode(self.task_id, self.repo, budget)
+        ep = Episode(self.task_id, self.repo, budget, prior=self.charge_prior(budget))
         ep.walk(decide, self.costs, self.costs.charges(budget), self.features_at)
         return ep.taken
 
@@ -283,8 +337,14 @@ def advantage_table(
     *,
     feature_fn: FeatureFn | None = None,
     verified_only: bool = False,
+    hazard: HazardSpec = "uniform",
 ) -> AdvantageTable:
     """One row per (task, candidate, fallback): features at the candidate, mean advantage.
+
+    Under a failure model other than ``"uniform"`` (e.g. ``"duration"``) the target weights
+    each failure by the hazard (the weights of the replays' cost arrays, which must be
+    built under that failure model): the mean over a cell's pairs becomes the
+    hazard-weighted mean over its failures (pairs of one failure averaged first).
 
     The target is the mean paired advantage of the cell's CP/SKIP pairs (the paper's label:
     J_skip - J_cp, J_cp charged the creation time, restore latency not folded in; see
@@ -300,20 +360,36 @@ def advantage_table(
     if verified_only:
         ok &= labels["verified"].fillna(False).astype(bool)
     labels = labels[ok]
+    weighted = canonical_hazard(hazard) != "uniform"
+    tasks = tasks if tasks is not None else replays(data, Setting(hazard=hazard), feature_fn=feature_fn)
+    if weighted:
+        bad = [t for t, r in tasks.items() if r.setting.hazard != canonical_hazard(hazard)]
+        if bad:
+            raise ValueError(f"advantage_table: replays of {bad[0]!r} are not under hazard {hazard!r}")
     source = "pairs"
     if labels.empty:
-        labels = table_labels(data, verified_only=verified_only)
+        labels = table_labels(data, verified_only=verified_only, tasks=tasks if weighted else None)
         source = "recovery_table"
+    elif weighted:
+        # one row per (cell, failure): the mean over its repetitions, weighted by the hazard
+        w = [_failure_weight(tasks[t].costs, int(f)) for t, f in zip(labels["task_id"], labels["failure"], strict=True)]
+        labels = (labels.assign(_w=w)
+                  .groupby(["task_id", "candidate", "fallback", "failure"], sort=True)
+                  .agg(repo=("repo", "first"), stratum=("stratum", "first"), advantage=("advantage", "mean"),
+                       creation_s=("creation_s", "mean"), protected_work_s=("protected_work_s", "mean"),
+                       _w=("_w", "first"))
+                  .reset_index())
+        tot = labels.groupby(["task_id", "candidate", "fallback"])["_w"].transform("sum")
+        labels["advantage"] = labels["advantage"] * labels["_w"] / tot
     if labels.empty:
         raise ValueError("labels: no usable (non-quarantined) pairs, and no full recovery "
                          "table to derive advantage targets from")
-    tasks = tasks if tasks is not None else replays(data, feature_fn=feature_fn)
     cells = (
         labels.groupby(["task_id", "candidate", "fallback"], sort=True)
         .agg(
             repo=("repo", "first"),
             stratum=("stratum", "first"),
-            advantage=("advantage", "mean"),
+            advantage=("advantage", "sum" if weighted and source == "pairs" else "mean"),
             n_labels=("advantage", "size"),
             creation_s=("creation_s", "mean"),
             protected_work_s=("protected_work_s", "mean"),
@@ -339,8 +415,16 @@ def advantage_table(
     return AdvantageTable(frame, names, set(frame["repo"]))
 
 
-def table_labels(data: LabelSet, *, verified_only: bool = False) -> pd.DataFrame:
-    """Cell targets derived from full recovery tables (no pairs needed); see ``advantage_table``."""
+def _failure_weight(costs: TaskCosts, failure: int) -> float:
+    """The failure model's weight of ``failure`` in a task's cost arrays."""
+    k = np.flatnonzero(costs.failures == failure)
+    return float(costs.weights[k[0]]) if k.size else 0.0
+
+
+def table_labels(data: LabelSet, *, verified_only: bool = False,
+                 tasks: dict[str, TaskReplay] | None = None) -> pd.DataFrame:
+    """Cell targets derived from full recovery tables (no pairs needed); see ``advantage_table``.
+    With ``tasks`` the mean over failures is weighted by their cost arrays' failure weights."""
     rows = []
     verified = data.tasks.set_index("task_id")["verified"]
     for tid in data.task_ids:
@@ -353,11 +437,14 @@ def table_labels(data: LabelSet, *, verified_only: bool = False) -> pd.DataFrame
             fs = [f for f in rt.failures if f > t]
             if not fs:
                 continue
+            w = None if tasks is None else np.array([_failure_weight(tasks[tid].costs, f) for f in fs])
             for c in range(t):
                 adv = [rt.advantage(t, c, f) for f in fs]
                 rows.append(dict(
                     task_id=tid, candidate=t, fallback=c, repo=data.repo_of(tid),
-                    stratum=stratum(c), advantage=float(np.mean(adv)),
+                    stratum=stratum(c),
+                    advantage=float(np.mean(adv)) if w is None or w.sum() <= 0
+                    else float(np.dot(w, adv) / w.sum()),
                     creation_s=rt.creation_s(t), protected_work_s=rt.nominal_t(t) - rt.nominal_t(c),
                 ))
     return pd.DataFrame(rows)

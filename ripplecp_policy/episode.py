@@ -56,17 +56,26 @@ class Placement:
     setting: Setting = field(default_factory=Setting)
 
 
+def charge_estimate(taken: Sequence[float], prior: float) -> float:
+    """What a runtime can know of the next checkpoint's charge before taking it: the mean
+    realised charge of the task's earlier checkpoints, or ``prior`` before the first."""
+    return float(np.mean(taken)) if len(taken) else float(prior)
+
+
 def observation(
     task_id: str, repo: str, boundary: int, *, event_index: int, features: dict[str, float],
     cap: Budget, spent: float, history: Sequence[int], elapsed_s: float, charge: float,
+    estimate: float | None = None,
 ) -> BoundaryObservation:
     """What a policy is shown at ``boundary``: the prefix features, the placement so far and
-    this checkpoint's charge, with ``spent`` of the cap ``cap`` already used."""
+    this checkpoint's estimated charge (``estimate``, see :func:`charge_estimate`; the
+    realised ``charge`` only when none is given), with ``spent`` of the cap ``cap`` already
+    used; ``affordable`` is the runner's own check of the realised charge."""
     return BoundaryObservation(
         task_id=task_id, repo=repo, boundary=boundary, event_index=event_index,
         features=features, budget=cap, remaining=cap.amount - spent,
         n_checkpoints=len(history), last_checkpoint=history[-1] if history else 0,
-        elapsed_s=elapsed_s, checkpoint_cost=charge,
+        elapsed_s=elapsed_s, checkpoint_cost=charge if estimate is None else estimate,
         affordable=fits(spent, charge, cap.amount), history=list(history),
     )
 
@@ -74,10 +83,12 @@ def observation(
 class Episode:
     """One task walked under one cap: what was asked, taken and refused, and the spend."""
 
-    def __init__(self, task_id: str, repo: str, cap: Budget) -> None:
+    def __init__(self, task_id: str, repo: str, cap: Budget, prior: float = 1.0) -> None:
         self.task_id = task_id
         self.repo = repo
         self.cap = cap
+        self.prior = prior  # the charge estimate before the task's first checkpoint
+        self.charges: list[float] = []  # realised charges of the checkpoints taken
         self.spent = 0.0
         self.taken: list[int] = []
         self.requested: list[int] = []
@@ -89,7 +100,7 @@ class Episode:
         return observation(
             self.task_id, self.repo, boundary, event_index=event_index, features=features,
             cap=self.cap, spent=self.spent, history=self.taken, elapsed_s=elapsed_s,
-            charge=charge,
+            charge=charge, estimate=charge_estimate(self.charges, self.prior),
         )
 
     def offer(self, boundary: int, charge: float) -> bool:
@@ -97,6 +108,7 @@ class Episode:
         self.requested.append(boundary)
         if fits(self.spent, charge, self.cap.amount):
             self.taken.append(boundary)
+            self.charges.append(charge)
             self.spent += charge
             return True
         self.refused.append(boundary)

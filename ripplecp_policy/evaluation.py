@@ -23,6 +23,7 @@ Verdicts over these results are :mod:`ripplecp_policy.verdicts`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,7 @@ from ripplecp_policy.pricing import (
     TaskCosts,
     optimal_placement,
     placement_metrics,
+    placement_objective,
     unlimited,
 )
 
@@ -63,11 +65,20 @@ class Evaluator:
         self.label_set = label_set
         self.cache_features = cache_features
         self._fcache: dict[tuple[str, FeatureConfig, tuple[int, ...]], list[dict[str, float] | None]] = {}
-        self._tasks = label_set.tasks.set_index("task_id")
+        tasks = label_set.tasks
+        # per-task columns as plain dicts: a run reads them per episode (pandas .at is slow)
+        self._repo = dict(zip(tasks["task_id"].astype(str), tasks["repo"].astype(str), strict=True))
+        self._granularity = dict(zip(tasks["task_id"].astype(str), tasks["granularity"].astype(str),
+                                     strict=True))
+        self._nominal = dict(zip(tasks["task_id"].astype(str), tasks["nominal_s"].astype(float),
+                                 strict=True))
         self._rec_idx: dict[str, np.ndarray] | None = None
         self._cps_idx: dict[str, np.ndarray] | None = None
         self._costs: dict[tuple[str, HazardSpec], TaskCosts] = {}
         self._optimum: dict[tuple[str, HazardSpec, Budget], tuple[list[int], float]] = {}
+        self._xfit: dict[tuple[str, HazardSpec, Budget], tuple[float, bool]] = {}
+        self._prior: dict[tuple[str, str], float] = {}
+        self._halves: dict[tuple[str, HazardSpec], tuple[TaskCosts, TaskCosts] | None] = {}
 
     def _rows(self, name: str, task_id: str) -> pd.DataFrame:
         """The rows of table ``name`` (recovery | checkpoints) for one task."""
@@ -84,13 +95,25 @@ class Evaluator:
         """The task's cost arrays with failure weights under ``hazard``."""
         key = (task_id, canonical_hazard(hazard))
         if key not in self._costs:
-            if task_id not in self._tasks.index:
+            if task_id not in self._nominal:
                 raise KeyError(f"task {task_id!r} is not in the label set")
             self._costs[key] = TaskCosts.build(
                 task_id, self._rows("recovery", task_id), self._rows("checkpoints", task_id),
-                key[1], float(self._tasks.at[task_id, "nominal_s"]),
+                key[1], self._nominal[task_id],
             )
         return self._costs[key]
+
+    def repo_of(self, task_id: str) -> str:
+        """The task's repository (KeyError naming an unknown task)."""
+        if task_id not in self._repo:
+            raise KeyError(f"task {task_id!r} is not in the label set")
+        return self._repo[task_id]
+
+    def granularity_of(self, task_id: str) -> str:
+        """The boundary granularity the task's recovery table is measured at."""
+        if task_id not in self._granularity:
+            raise KeyError(f"task {task_id!r} is not in the label set")
+        return self._granularity[task_id]
 
     def features_at(self, task_id: str, boundary: int, history: Sequence[int],
                     config: FeatureConfig | None = None) -> dict[str, float]:
@@ -122,6 +145,81 @@ class Evaluator:
             self._optimum[key] = optimal_placement(self.costs(task_id, hazard), budget)
         return self._optimum[key]
 
+    def charge_prior(self, task_id: str, budget: Budget) -> float:
+        """The estimate of a checkpoint's charge before the task's first: 1 for a count
+        budget; else the mean creation seconds (or bytes) of the checkpoints of the label
+        set's other repositories (other tasks when there is one repository; 0 when none)."""
+        if budget.kind == "count":
+            return 1.0
+        key = (self._repo.get(task_id, ""), budget.kind)
+        if key not in self._prior:
+            cps = self.label_set.checkpoints
+            col = "creation_s" if budget.kind == "seconds" else "size_bytes"
+            repo = cps["task_id"].astype(str).map(self._repo)
+            other = cps.loc[repo != key[0], col]
+            if other.empty:
+                other = cps.loc[cps["task_id"].astype(str) != task_id, col]
+            self._prior[key] = float(other.astype(float).mean()) if len(other) else 0.0
+        return self._prior[key]
+
+    def _half_costs(self, task_id: str, hazard: HazardSpec) -> tuple[TaskCosts, TaskCosts] | None:
+        """The task's cost arrays with J and restore latency from each half of its
+        repetitions (alternate repetitions of every recovery cell, in repetition order);
+        None unless every measured cell has >= 2 repetitions."""
+        key = (task_id, canonical_hazard(hazard))
+        if key not in self._halves:
+            tc = self.costs(task_id, hazard)
+            rec = self._rows("recovery", task_id)
+            ok = ~rec["quarantined"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+            rp = rec["restore_point"].to_numpy(dtype=np.int64)[ok]
+            k = np.searchsorted(tc.failures, rec["failure"].to_numpy(dtype=np.int64)[ok])
+            rep = rec["repetition"].to_numpy(dtype=np.int64)[ok]
+            J = rec["cost_s"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)[ok]
+            rl = rec["restore_latency_s"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)[ok]
+            order = np.lexsort((rep, k, rp))
+            rp, k, J, rl = rp[order], k[order], J[order], rl[order]
+            cell = rp * (len(tc.failures) + 1) + k
+            new_cell = np.r_[True, cell[1:] != cell[:-1]]
+            starts = np.flatnonzero(new_cell)
+            sizes = np.diff(np.r_[starts, len(cell)])
+            rank = np.arange(len(cell)) - np.repeat(starts, sizes)
+            halves = None
+            if len(cell) and int(sizes.min()) >= 2:
+                halves = []
+                for h in (0, 1):
+                    m = rank % 2 == h
+                    arrays = []
+                    for vals, full in ((J, tc.J), (rl, tc.restore_latency)):
+                        tot, cnt = np.zeros(full.shape), np.zeros(full.shape)
+                        fin = m & ~np.isnan(vals)
+                        np.add.at(tot, (rp[fin], k[fin]), vals[fin])
+                        np.add.at(cnt, (rp[fin], k[fin]), 1.0)
+                        with np.errstate(invalid="ignore", divide="ignore"):
+                            arrays.append(np.where(cnt > 0, tot / np.maximum(cnt, 1), full))
+                    halves.append(dataclasses.replace(tc, J=arrays[0], restore_latency=arrays[1]))
+                halves = tuple(halves)
+            self._halves[key] = halves  # type: ignore[assignment]
+        return self._halves[key]
+
+    def crossfit_optimum(self, task_id: str, budget: Budget, hazard: HazardSpec = "uniform") -> tuple[float, bool]:
+        """The honest limit of the task under ``budget``: ``(objective, cross_fitted)``.
+
+        The in-sample optimum is chosen and scored on the same repetitions, so it fits their
+        noise. Cross-fitted: the optimum chosen on one half of the repetitions scored on the
+        other, both directions averaged. With fewer than 2 repetitions of some recovery
+        cell there are no halves: the in-sample optimum, with ``cross_fitted`` False."""
+        key = (task_id, canonical_hazard(hazard), budget)
+        if key not in self._xfit:
+            halves = self._half_costs(task_id, hazard)
+            if halves is None:
+                self._xfit[key] = (self.optimum(task_id, budget, hazard)[1], False)
+            else:
+                a, b = halves
+                pa, _ = optimal_placement(a, budget)
+                pb, _ = optimal_placement(b, budget)
+                self._xfit[key] = (0.5 * (placement_objective(b, pa) + placement_objective(a, pb)), True)
+        return self._xfit[key]
+
     def run(
         self, policy: PlacementPolicy, task_id: str, setting: Setting, *,
         granularity: str | None = None, seed: int = 0,
@@ -141,7 +239,7 @@ class Evaluator:
             raise ValueError(f"run: the setting names no budget to run {policy.name} under")
         check_setting(policy, setting)
         tc = self.costs(task_id, setting.hazard)
-        task_gran = str(self._tasks.at[task_id, "granularity"])
+        task_gran = self.granularity_of(task_id)
         if granularity is not None and granularity != task_gran:
             raise ValueError(
                 f"{task_id}: the recovery table is measured at {task_gran!r} boundaries; "
@@ -150,7 +248,7 @@ class Evaluator:
         matched = policy.role is not Role.REFERENCE
         cap = setting.budget if matched else unlimited(setting.budget, tc)
         charge = tc.charges(cap)
-        ep = Episode(task_id, str(self._tasks.at[task_id, "repo"]), cap)
+        ep = Episode(task_id, self._repo[task_id], cap, prior=self.charge_prior(task_id, cap))
         policy.reset(task_id, seed)
         if policy.role is Role.OFFLINE:
             wanted = policy.place(tc, cap)
@@ -175,13 +273,19 @@ class Evaluator:
     def score(self, placement: Placement, budget: Budget | None = None) -> dict[str, Any]:
         """Metrics of a placement under its setting's failure model, plus regret to the optimum
         at ``budget`` (default: the cap it ran under — for an unmatched reference, the
-        unconstrained optimum), so regret >= 0."""
+        unconstrained optimum), so regret >= 0; and regret to the cross-fitted limit
+        (:meth:`crossfit_optimum`; ``limit_in_sample`` 1.0 when there were no halves), which
+        may be negative."""
         hazard = placement.setting.hazard
         tc = self.costs(placement.task_id, hazard)
         m = placement_metrics(tc, placement.checkpoints)
         _, opt = self.optimum(placement.task_id, budget or placement.budget, hazard)
         m["optimum_objective_s"] = opt
         m["regret_s"] = m["objective_s"] - opt
+        xfit, cross_fitted = self.crossfit_optimum(placement.task_id, budget or placement.budget, hazard)
+        m["xfit_optimum_objective_s"] = xfit
+        m["xfit_regret_s"] = m["objective_s"] - xfit
+        m["limit_in_sample"] = 0.0 if cross_fitted else 1.0
         m["spend"] = placement.spend
         m["n_refused"] = float(len(placement.refused))
         return m

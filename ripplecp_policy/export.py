@@ -16,26 +16,56 @@ the model across the rows of one call (per ``task_id``):
 
 Features that depend on the placement (``context__*``, ``*_since_cp``) must be computed
 with the checkpoints actually taken: call the model one boundary at a time, or pass a
-frame whose features were computed with the decided placement.
+frame whose features were computed with the decided placement. A runtime that calls it one
+boundary at a time passes its state as pyfunc params (in the signature, so MLflow does not
+drop them): ``predict(df, params={"remaining_budget": 1.0})`` — the budget left before the
+first row — and, to run under another budget, ``budget_kind`` / ``budget_amount``. (The
+advisor, :mod:`ripplecp_policy.advisor`, does all of this in-process and is the faster way.)
+
+Every output row also has ``out_of_range``: the share of its features outside the range seen
+in training (the model's ``feature_ranges``); a call with any such row warns, naming the
+worst share (a model trained on simulated features meeting a real log shows here). A frame
+without a column the policy was trained on is refused in one short line naming the columns.
+
+What is stored: the policy's own numbers where it has them — for the advantage policies on
+xgboost, the booster in xgboost's JSON model format and the threshold and feature names in
+``config.json`` (loaded without unpickling anything; ``config["format"] == "xgboost-json"``)
+— and a joblib pickle otherwise (``"joblib"``: fitted-Q, ridge, logistic). The pyfunc
+wrapper is logged as code (MLflow's models-from-code, :mod:`ripplecp_policy.pyfunc_model`),
+not as a pickled object.
+
+A logged model lives in an MLflow store; :func:`load_policy_model` loads one by its
+``models:/<model id>`` or ``runs:/<run id>/<name>`` URI from the store at a given mlruns root
+(``mlflow.pyfunc.load_model`` alone needs ``mlflow.set_tracking_uri`` first).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
+import logging
 import math
+import os
 import tempfile
 import warnings
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import joblib
+import numpy as np
 import pandas as pd
 
-from ripplecp_policy.datasets import FEATURE_PREFIXES
+from features.online import FeatureConfig, boundary_features, config_for
+from ripplecp_policy.datasets import FEATURE_PREFIXES, observation_vector, replays
 from ripplecp_policy.episode import Episode
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy
+from ripplecp_policy.learned.advantage import PackedTrees
+from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting
+
+if TYPE_CHECKING:
+    from oracle.tables import LabelSet
 
 STATE_COLUMNS = ("remaining_budget", "checkpoint_cost", "last_checkpoint", "n_checkpoints")
 ID_COLUMNS = ("task_id", "repo", "boundary", "event_index", "step")
@@ -65,7 +95,11 @@ def decide_frame(
     feats = [c for c in frame.columns if c.startswith(FEATURE_PREFIXES)]
     missing = [n for n in config.get("feature_names", []) if n not in frame.columns and not n.startswith("policy__")]
     if missing:
-        raise ValueError(f"boundary features frame lacks columns the policy was trained on: {missing[:5]}")
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise ValueError(f"boundary features frame lacks columns the policy was trained on "
+                         f"({len(missing)}): {', '.join(missing[:5])}{more}")
+    start_left = config.get("remaining_budget")
+    ranges = config.get("feature_ranges") or {}
     episodes: dict[str, Episode] = {}
     rows_seen: dict[str, int] = {}
     out = []
@@ -74,24 +108,86 @@ def decide_frame(
         ep = episodes.get(task_id)
         if ep is None:
             ep = episodes[task_id] = Episode(task_id, str(rec.get("repo", "")), budget)
+            if _present(start_left):
+                ep.spent = budget.amount - float(start_left)
             policy.reset(task_id, int(config.get("seed", 0)))
         rows_seen[task_id] = rows_seen.get(task_id, 0) + 1
         boundary = int(rec["boundary"]) if _present(rec.get("boundary")) else rows_seen[task_id]
         if _present(rec.get("remaining_budget")):
             ep.spent = budget.amount - float(rec["remaining_budget"])
         cost = float(rec["checkpoint_cost"]) if _present(rec.get("checkpoint_cost")) else default_cost
+        features = {k: (math.nan if not _present(rec[k]) else float(rec[k])) for k in feats}
         obs = ep.observe(
             boundary, event_index=int(rec["event_index"]) if _present(rec.get("event_index")) else pos,
-            features={k: (math.nan if not _present(rec[k]) else float(rec[k])) for k in feats},
-            elapsed_s=math.nan, charge=cost,
+            features=features, elapsed_s=math.nan, charge=cost,
         )
         given = {k: int(rec[k]) for k in ("last_checkpoint", "n_checkpoints") if _present(rec.get(k))}
         if given:
             obs = dataclasses.replace(obs, **given)
         take = bool(policy.decide(obs)) and ep.offer(boundary, cost)
         out.append({"task_id": task_id, "boundary": boundary, "checkpoint": take,
-                     "score": policy_score(policy, obs)})
-    return pd.DataFrame(out, columns=["task_id", "boundary", "checkpoint", "score"])
+                    "score": policy_score(policy, obs),
+                    "out_of_range": out_of_range_share(features, ranges)})
+    result = pd.DataFrame(out, columns=["task_id", "boundary", "checkpoint", "score", "out_of_range"])
+    if ranges and len(result) and (worst := float(result["out_of_range"].max())) > 0:
+        n = int((result["out_of_range"] > 0).sum())
+        warnings.warn(f"{n} of {len(result)} boundary rows lie partly outside the training range "
+                      f"(up to {worst:.0%} of a row's features): the policy was not trained on "
+                      "runs like this one", OutOfRangeWarning, stacklevel=2)
+    return result
+
+
+class OutOfRangeWarning(UserWarning):
+    """Boundary features outside the range the policy was trained on."""
+
+
+def feature_ranges(frames: Iterable[pd.DataFrame]) -> dict[str, list[float] | None]:
+    """``{feature: [min, max]}`` over boundary-feature frames (NaN ignored; None for a
+    feature never known): the training range saved in a model's config."""
+    lo: dict[str, float] = {}
+    hi: dict[str, float] = {}
+    names: set[str] = set()
+    for frame in frames:
+        for c in frame.columns:
+            if not c.startswith(FEATURE_PREFIXES):
+                continue
+            names.add(c)
+            col = pd.to_numeric(frame[c], errors="coerce")
+            if col.notna().any():
+                lo[c] = min(lo.get(c, math.inf), float(col.min()))
+                hi[c] = max(hi.get(c, -math.inf), float(col.max()))
+    return {c: [lo[c], hi[c]] if c in lo else None for c in sorted(names)}
+
+
+def training_feature_ranges(data: LabelSet, setting: Setting) -> dict[str, list[float] | None]:
+    """The feature ranges of ``data``'s nominal trajectories at their candidate boundaries,
+    under ``setting``'s feature configuration, each walked under four placements (none; one
+    at every boundary; one at the first; one mid-run), so the placement-dependent features
+    (``*_since_cp``, ``context__*``, ``ripple__from_prev_segment``) span about what any
+    placement gives."""
+    frames = []
+    for task in replays(data, setting).values():
+        traj = task.trajectory
+        config = config_for(traj, setting.features)
+        n = len(traj.boundaries(task.granularity))  # type: ignore[arg-type]
+        for cps in ((), range(1, n + 1), (1,), (max(1, n // 2),)) if n else ((),):
+            frames.append(boundary_features(traj, task.granularity, checkpoints=cps, config=config))
+    return feature_ranges(frames)
+
+
+def out_of_range_share(features: dict[str, float], ranges: dict[str, Any]) -> float:
+    """The share of the features with a known value that lie outside their training range
+    (``ranges``: ``{name: [lo, hi]}``, or None for a feature never seen in training, so any
+    value of it is outside): 0 for a row like the training rows, 1 for one unlike any."""
+    known = out = 0
+    for name, rng in ranges.items():
+        v = features.get(name)
+        if v is None or v != v:
+            continue
+        known += 1
+        if rng is None or v < rng[0] or v > rng[1]:
+            out += 1
+    return out / known if known else 0.0
 
 
 def _present(v: Any) -> bool:
@@ -100,30 +196,83 @@ def _present(v: Any) -> bool:
     return not (isinstance(v, float) and math.isnan(v))
 
 
-def _pyfunc_class() -> type:
-    import mlflow.pyfunc
+#: the models-from-code file MLflow stores as the pyfunc wrapper
+PYFUNC_CODE = Path(__file__).with_name("pyfunc_model.py")
 
-    class PlacementModel(mlflow.pyfunc.PythonModel):
-        """A fitted placement policy plus its budget config, as an MLflow pyfunc model."""
 
-        def load_context(self, context: Any) -> None:
-            self.policy = joblib.load(context.artifacts["policy"])
-            self.config = json.loads(Path(context.artifacts["config"]).read_text())
+class BoosterPolicy(PlacementPolicy):
+    """An advantage policy rebuilt from its stored numbers (no pickle): an xgboost booster
+    in xgboost's JSON format, the feature names and the threshold. Decides as the fitted
+    :class:`ripplecp_policy.learned.AdvantageRegressorPolicy` / ``AdvantageClassifierPolicy``
+    did: checkpoint when affordable and the score exceeds the threshold."""
 
-        def predict(self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
-            cfg = dict(self.config)
-            if params:
-                cfg.update({k: v for k, v in params.items() if v is not None})
-            return decide_frame(self.policy, pd.DataFrame(model_input), cfg)
+    def __init__(self, booster_path: str | None = None, feature_names: tuple[str, ...] = (),
+                 threshold: float = 0.0, policy_name: str = "BoosterPolicy") -> None:
+        self.booster_path = booster_path
+        self.feature_names = feature_names
+        self.threshold = threshold
+        self.policy_name = policy_name
 
-    return PlacementModel
+    @classmethod
+    def load(cls, booster_path: str | Path, config: dict[str, Any]) -> BoosterPolicy:
+        """The policy of a stored model: its booster file and ``config.json``."""
+        import xgboost
+
+        pol = cls(str(booster_path), tuple(config["feature_names"]), float(config["threshold"]),
+                  str(config["policy"]))
+        booster = xgboost.Booster()
+        booster.load_model(str(booster_path))
+        pol._scorer = PackedTrees.from_xgboost(booster).predict
+        pol.feature_names_ = list(pol.feature_names)
+        pol.threshold_ = pol.threshold
+        pol.setting_ = setting_from_config(config)
+        pol.is_fitted_ = True
+        return pol
+
+    @property
+    def name(self) -> str:
+        return self.policy_name
+
+    def score(self, obs: BoundaryObservation) -> float:
+        return float(self._scorer(observation_vector(obs, self.feature_names_)[None, :])[0])
+
+    def decide(self, obs: BoundaryObservation) -> bool:
+        return bool(obs.affordable) and self.score(obs) > self.threshold_
+
+
+def booster_of(policy: PlacementPolicy) -> Any:
+    """The xgboost booster an advantage policy scores with, or None (another model)."""
+    model = getattr(policy, "model_", None)
+    if model is None or not hasattr(model, "get_booster") or not hasattr(policy, "threshold_"):
+        return None
+    return model.get_booster()
+
+
+def setting_from_config(config: dict[str, Any]) -> Setting:
+    """The setting a stored policy was fitted under (budget, failure model, features)."""
+    fc = config.get("feature_config") or {}
+    features = FeatureConfig(**fc) if fc else FeatureConfig()
+    hazard = config.get("hazard", "uniform")
+    if isinstance(hazard, list):
+        hazard = tuple((int(f), float(w)) for f, w in hazard)
+    budget = Budget(config["budget_kind"], float(config["budget_amount"]))
+    return Setting(budget if config.get("fitted_budget", True) else None, hazard, features)
 
 
 def model_config(policy: PlacementPolicy, budget: Budget, *, default_checkpoint_cost: float = 1.0,
                  seed: int = 0) -> dict[str, Any]:
-    """The JSON config saved beside the policy: budget, features, threshold, provenance."""
+    """The JSON config saved beside the policy: budget, features, threshold, provenance, the
+    setting it was fitted under (failure model, feature configuration)."""
+    fitted = getattr(policy, "setting_", None)
+    features = fitted.features if fitted is not None else FeatureConfig()
+    hazard = fitted.hazard if fitted is not None else "uniform"
     return {
         "policy": policy.name,
+        "feature_config": {"edge_families": sorted(str(f) for f in features.edge_families),
+                           "expensive_tool_seconds": features.expensive_tool_seconds,
+                           "error_trend_window": features.error_trend_window},
+        "hazard": hazard if isinstance(hazard, str) else [list(p) for p in hazard],
+        "fitted_budget": fitted is None or fitted.budget is not None,
         "budget_kind": budget.kind,
         "budget_amount": float(budget.amount),
         "default_checkpoint_cost": float(default_checkpoint_cost),
@@ -134,19 +283,26 @@ def model_config(policy: PlacementPolicy, budget: Budget, *, default_checkpoint_
     }
 
 
-def _signature(example: pd.DataFrame, output: pd.DataFrame) -> Any:
+def _signature(example: pd.DataFrame, output: pd.DataFrame, cfg: dict[str, Any]) -> Any:
+    """Inputs: the example's columns, every one optional but the features checked by
+    :func:`decide_frame` (one short error), ids and state columns the example lacks added
+    (``step`` among them); params: the budget and the budget left."""
     from mlflow.models import infer_signature
-    from mlflow.types.schema import ColSpec, Schema
+    from mlflow.types.schema import ColSpec, ParamSchema, ParamSpec, Schema
 
     sig = infer_signature(example, output)
-    optional = set(STATE_COLUMNS) | set(ID_COLUMNS)
-    try:
-        cols = [
-            ColSpec(c.type, c.name, required=c.name not in optional) for c in sig.inputs.inputs
-        ]
-        sig.inputs = Schema(cols)
-    except TypeError:  # pragma: no cover - older MLflow without optional columns
-        pass
+    cols = [ColSpec(c.type, c.name, required=False) for c in sig.inputs.inputs]
+    have = {c.name for c in cols}
+    extra = {"task_id": "string", "repo": "string", "boundary": "long", "event_index": "long",
+             "step": "long", "remaining_budget": "double", "checkpoint_cost": "double",
+             "last_checkpoint": "long", "n_checkpoints": "long"}
+    cols += [ColSpec(t, n, required=False) for n, t in extra.items() if n not in have]
+    sig.inputs = Schema(cols)
+    sig.params = ParamSchema([
+        ParamSpec("budget_kind", "string", cfg["budget_kind"]),
+        ParamSpec("budget_amount", "double", float(cfg["budget_amount"])),
+        ParamSpec("remaining_budget", "double", None),
+    ])
     return sig
 
 
@@ -159,11 +315,17 @@ def log_policy_model(
     path: str | Path | None = None,
     default_checkpoint_cost: float = 1.0,
     seed: int = 0,
+    params: dict[str, Any] | None = None,
+    tags: dict[str, Any] | None = None,
+    ranges: dict[str, list[float] | None] | None = None,
 ) -> Any:
     """Log (inside an active MLflow run) or save (``path`` given) the policy as pyfunc.
 
     ``input_example`` is a boundary-features frame; the signature is inferred from it and
     from the decisions the in-process policy makes on it (state columns are optional).
+    ``params`` and ``tags`` go on the logged model (MLflow 3's model page and search).
+    ``ranges``: the training feature ranges (:func:`training_feature_ranges`), for the
+    out-of-range warning.
     """
     import mlflow.pyfunc
 
@@ -171,27 +333,94 @@ def log_policy_model(
     if "feature_fn" in pol.get_params():  # the runtime supplies features; keep the pickle small
         pol.set_params(feature_fn=None)
     cfg = model_config(pol, budget, default_checkpoint_cost=default_checkpoint_cost, seed=seed)
+    if ranges:
+        cfg["feature_ranges"] = ranges
     example = input_example.reset_index(drop=True)
-    output = decide_frame(copy.deepcopy(pol), example, cfg)
-    with tempfile.TemporaryDirectory() as tmp:
-        pkl = Path(tmp) / "policy.joblib"
-        joblib.dump(pol, pkl)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OutOfRangeWarning)
+        output = decide_frame(copy.deepcopy(pol), example, cfg)
+    booster = booster_of(pol)
+    cfg["format"] = "joblib" if booster is None else "xgboost-json"
+    with tempfile.TemporaryDirectory() as tmp, _quiet_mlflow():
         conf = Path(tmp) / "config.json"
         conf.write_text(json.dumps(cfg, indent=2, sort_keys=True))
+        if booster is None:
+            stored = Path(tmp) / "policy.joblib"
+            joblib.dump(pol, stored)
+            artifacts = {"policy": str(stored), "config": str(conf)}
+        else:
+            stored = Path(tmp) / "booster.json"
+            booster.save_model(str(stored))
+            artifacts = {"booster": str(stored), "config": str(conf)}
         with warnings.catch_warnings():
             # integer id columns (boundary, event_index) are never missing in boundary rows
             warnings.filterwarnings("ignore", message=".*integer column", category=UserWarning)
             kw: dict[str, Any] = dict(
-                python_model=_pyfunc_class()(),
-                artifacts={"policy": str(pkl), "config": str(conf)},
-                signature=_signature(example, output),
+                python_model=str(PYFUNC_CODE),
+                artifacts=artifacts,
+                signature=_signature(example, output, cfg),
                 input_example=example.head(min(len(example), 3)),
                 pip_requirements=["mlflow", "xgboost", "scikit-learn", "pandas", "numpy", "joblib"],
             )
             if path is not None:
                 mlflow.pyfunc.save_model(str(path), **kw)
                 return Path(path)
-            return mlflow.pyfunc.log_model(name=name, **kw)
+            return mlflow.pyfunc.log_model(name=name, params=params, tags=tags, **kw)
+
+
+@contextlib.contextmanager
+def _quiet_mlflow() -> Iterator[None]:
+    """While a model is logged: no MLflow INFO/WARNING lines or artifact progress bars (a
+    study logs many; the pickle warning is about this very model, whose code is ours)."""
+    log = logging.getLogger("mlflow")
+    level, bar = log.level, os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
+    log.setLevel(logging.ERROR)
+    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+        if bar is None:
+            os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
+        else:
+            os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = bar
+
+
+def load_policy_model(uri: str, root: str | Path | None = None) -> Any:
+    """The pyfunc model at ``uri`` (``models:/...``, ``runs:/...`` or a local path) from the
+    store at mlruns ``root`` (default: ``$RIPPLECP_MLRUNS`` or ``./mlruns``), without
+    changing MLflow's global tracking URI for longer than the load (``models:/`` URIs are
+    resolved through the global URI whatever ``tracking_uri`` a download is given)."""
+    import mlflow.pyfunc
+
+    from ripplecp_policy.tracking import using_store
+
+    if Path(uri).exists():
+        return mlflow.pyfunc.load_model(str(uri))
+    with using_store(root):
+        return mlflow.pyfunc.load_model(uri)
+
+
+def default_checkpoint_cost(data: LabelSet, budget: Budget) -> float:
+    """What a logged model charges a checkpoint when the runtime gives no
+    ``checkpoint_cost``: 1 for a count budget, else the mean creation seconds or bytes of
+    ``data``'s checkpoints."""
+    if budget.kind == "count":
+        return 1.0
+    col = "creation_s" if budget.kind == "seconds" else "size_bytes"
+    return float(np.mean(data.checkpoints[col].astype(float)))
+
+
+def policy_example(policy: PlacementPolicy, data: LabelSet, setting: Setting) -> pd.DataFrame:
+    """Boundary rows of ``data``'s first task as ``policy`` walks it under ``setting``'s
+    budget (ids, features, state columns): a logged model's input example and signature."""
+    if setting.budget is None:
+        raise ValueError("policy_example needs a setting with a budget")
+    task = next(iter(replays(data, setting).values()))
+    trace: list[BoundaryObservation] = []
+    policy.reset(task.task_id, 0)
+    task.replay(policy.decide, setting.budget, trace=trace)
+    return example_frame(trace)
 
 
 def example_frame(observations: list[BoundaryObservation]) -> pd.DataFrame:
@@ -209,4 +438,7 @@ def example_frame(observations: list[BoundaryObservation]) -> pd.DataFrame:
     return df.astype({c: "float64" for c in df.columns if c.startswith(FEATURE_PREFIXES)})
 
 
-__all__ = ["decide_frame", "example_frame", "log_policy_model", "model_config"]
+__all__ = ["PYFUNC_CODE", "BoosterPolicy", "OutOfRangeWarning", "booster_of", "decide_frame",
+           "default_checkpoint_cost", "example_frame", "feature_ranges", "load_policy_model",
+           "log_policy_model", "model_config", "out_of_range_share", "policy_example",
+           "policy_score", "setting_from_config", "training_feature_ranges"]

@@ -122,6 +122,27 @@ class BudgetSpec:
         return Budget(self.kind, round(value, 3) if self.kind != "count" else value)
 
 
+def check_budget_specs(specs: tuple[str, ...] | list[str]) -> None:
+    """``check=`` of a command's ``--budgets``: every spec parses (:meth:`BudgetSpec.parse`),
+    before any work."""
+    for spec in specs:
+        BudgetSpec.parse(spec)
+
+
+def fold_settings(specs: tuple[str, ...] | list[str], train: LabelSet,
+                  hazard: HazardSpec = "uniform") -> list[tuple[str, Setting]]:
+    """(label, setting) per budget spec for one fold of a study: a relative budget
+    (``seconds:2x``) is resolved on the fold's training tasks only — the held-out
+    repository never sets its own budget — so its amount differs by fold and the spec
+    itself is the label it is reported under; an absolute budget keeps its own label."""
+    out = []
+    for text in specs:
+        spec = BudgetSpec.parse(text)
+        budget = spec.resolve(train)
+        out.append((text if spec.relative else budget.label(), Setting(budget, hazard)))
+    return out
+
+
 def canonical_hazard(hazard: HazardSpec) -> HazardSpec:
     """A failure model in its one hashable form: a name of :data:`HAZARDS`, or explicit
     weights as sorted ``(failure, weight)`` pairs; ValueError naming the bad value."""
@@ -220,9 +241,11 @@ class BoundaryObservation:
     """What a policy may see at candidate boundary ``boundary`` (1-based) of a task.
 
     Everything here is computable online from the past: ``features`` are the prefix-causal
-    features with the placement so far; ``checkpoint_cost`` is the cost this checkpoint
-    would be charged (estimated by the runtime before it is taken; in table evaluation,
-    the measured creation cost); ``affordable`` says whether it fits the remaining budget
+    features with the placement so far; ``checkpoint_cost`` is an estimate of what this
+    checkpoint will be charged, known before it is taken (1 for a count budget; the mean
+    realised charge of the task's earlier checkpoints, or before the first the mean of the
+    other repositories' checkpoints: :func:`ripplecp_policy.episode.charge_estimate`); the
+    runner charges the realised cost; ``affordable`` says whether it fits the remaining budget
     (the runner's own check, :func:`ripplecp_policy.pricing.fits`: the runner refuses a
     checkpoint that does not fit, whatever the policy answers).
     """

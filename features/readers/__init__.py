@@ -14,15 +14,21 @@ that table:
 ``mini-swe-agent``       mini-SWE-agent ``.traj.json`` v1 and v1.1 (:mod:`.mini_swe_agent`)
 ``swe-agent``            SWE-agent ``.traj`` v1 and 0.x (:mod:`.swe_agent`)
 ``openhands``            OpenHands V0 event list (:mod:`.openhands`)
+``openhands-v1``         OpenHands V1 conversation: event list or directory (:mod:`.openhands_v1`)
 =======================  ====================================================
 
 The line-oriented formats have a streaming parser each (``ReaderSpec.parser``, a
 :class:`~features.readers.stream.StreamParser`): their ``read`` feeds it every line of the
 file, and a live harness feeds it lines as they arrive (:func:`stream_parser`).
 
-Bad input (empty, binary, non-JSON or torn lines, wrong field types, unknown format)
-raises :class:`TrajectoryFormatError` naming the file and the line or field. Unknown
-event types are kept as ``other`` events with an :class:`UnknownEventWarning`.
+Any log may be gzip- or zstandard-compressed (recognised by content). Only regular files
+(and, for formats that have one, a log directory) are read, within :class:`ReadLimits`.
+Bad input (empty, binary, non-JSON or torn lines, duplicate keys, NaN, too deep, values no
+table column can hold, wrong field types, unknown format) raises
+:class:`TrajectoryFormatError` naming the file and the line or field; a log of another
+format than the one asked for says what it looks like. Unknown event types are kept as
+``other`` events with an :class:`UnknownEventWarning`; a log with no events is an
+:class:`EmptyTrajectoryWarning`, times running backwards a :class:`TimeOrderWarning`.
 """
 
 from __future__ import annotations
@@ -39,13 +45,22 @@ from features.readers import (
     codex_rollout,
     mini_swe_agent,
     openhands,
+    openhands_v1,
     swe_agent,
 )
 from features.readers.common import (
+    EmptyTrajectoryWarning,
+    ReadLimits,
+    TimeOrderWarning,
     TrajectoryFormatError,
     UnknownEventWarning,
+    current_limits,
+    load_json,
+    parse_json_line,
     parse_test_counts,
+    read_limits,
     read_text,
+    reading,
 )
 from features.readers.stream import StreamParser
 from features.schema import Trajectory
@@ -54,8 +69,11 @@ from features.shell import is_git_commit, is_test_command
 __all__ = [
     "FORMATS",
     "READERS",
+    "EmptyTrajectoryWarning",
+    "ReadLimits",
     "ReaderSpec",
     "StreamParser",
+    "TimeOrderWarning",
     "TrajectoryFormatError",
     "UnknownEventWarning",
     "detect_format",
@@ -80,6 +98,7 @@ class ReaderSpec:
     aliases: tuple[str, ...] = ()
     options: frozenset[str] = frozenset()  # keyword options read() takes beyond task_id/repo
     parser: type[StreamParser] | None = None  # parser(source=, task_id=, repo=): feed/finish
+    detect_dir: Callable[[Path], bool] | None = None  # a log that is a directory
 
 
 _JSONL_OPTIONS = frozenset({"allow_truncated_tail"})
@@ -102,6 +121,8 @@ READERS: tuple[ReaderSpec, ...] = (
     ReaderSpec(swe_agent.FORMAT, "json", swe_agent.looks_like, swe_agent.read_swe_agent,
                ("sweagent",)),
     ReaderSpec(openhands.FORMAT, "json", openhands.looks_like, openhands.read_openhands),
+    ReaderSpec(openhands_v1.FORMAT, "json", openhands_v1.looks_like,
+               openhands_v1.read_openhands_v1, detect_dir=openhands_v1.looks_like_dir),
 )
 FORMATS: tuple[str, ...] = tuple(r.name for r in READERS)
 _BY_NAME: dict[str, ReaderSpec] = {n: r for r in READERS for n in (r.name, *r.aliases)}
@@ -114,8 +135,11 @@ def format_names() -> list[str]:
 
 def _detect(doc: Any, layout: str) -> str | None:
     for r in READERS:
-        if r.layout == layout and r.detect(doc):
-            return r.name
+        try:
+            if r.layout == layout and r.detect(doc):
+                return r.name
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+            continue  # a detector meeting an odd shape: not its format
     return None
 
 
@@ -123,21 +147,32 @@ def detect_format(path: str | Path) -> str:
     """The format name of a log, decided from its content.
 
     A file that parses as one JSON document is matched on its shape (mini-SWE-agent's
-    ``trajectory_format``/``messages``+``info``, SWE-agent's ``trajectory``, OpenHands'
-    list of events with ``id`` and ``action``/``observation``); otherwise the first line
-    of a JSONL stream decides (codex-exec ``type`` names, possibly arrival-wrapped;
-    rollout ``timestamp``+``type``+``payload``). Anything else is a
+    ``trajectory_format``/``messages``+``info``, SWE-agent's ``trajectory``, OpenHands V0's
+    list of events with ``id`` and ``action``/``observation``, V1's events with a
+    ``kind``); otherwise the first line of a JSONL stream decides (codex-exec ``type``
+    names, possibly arrival-wrapped; rollout ``timestamp``+``type``+``payload``); a
+    directory is asked of the formats that have a directory form. Anything else is a
     :class:`TrajectoryFormatError`.
     """
     path = Path(path)
+    if path.is_dir():
+        for r in READERS:
+            if r.detect_dir is not None and r.detect_dir(path):
+                return r.name
+        dirs = [r.name for r in READERS if r.detect_dir is not None]
+        raise TrajectoryFormatError(
+            f"{path}: a directory that holds no known log (formats with a directory form: "
+            f"{', '.join(dirs)})")
     text = read_text(path)
     doc: Any = None
     werr: json.JSONDecodeError | None = None
     try:
-        doc = json.loads(text)
+        doc = load_json(path)  # strict; the reader gets the same parse
         whole = True
-    except json.JSONDecodeError as exc:
-        whole, werr = False, exc
+    except TrajectoryFormatError as exc:
+        if not isinstance(exc.__cause__, json.JSONDecodeError):
+            raise  # valid JSON that no reader may take (duplicate keys, NaN, too deep)
+        whole, werr = False, exc.__cause__
     if whole:
         name = _detect(doc, "json") or (_detect(doc, "jsonl") if isinstance(doc, dict) else None)
         if name is not None:  # a JSON document, or a one-line JSONL stream
@@ -147,27 +182,42 @@ def detect_format(path: str | Path) -> str:
             f"{path}: unknown trajectory format (a JSON {shape}); known formats: "
             f"{', '.join(FORMATS)}"
         )
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text.split("\n"), 1):  # "\n" only, as in iter_jsonl
         if not line.strip():
             continue
-        try:
-            first = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if werr is not None and werr.lineno > lineno:  # a multi-line JSON document
-                raise TrajectoryFormatError(
-                    f"{path}: line {werr.lineno} column {werr.colno}: invalid JSON "
-                    f"({werr.msg})"
-                ) from werr
+        if werr is not None and werr.lineno > lineno and not _is_json_line(line):
+            # the first line does not parse alone: a JSON document broken further down
             raise TrajectoryFormatError(
-                f"{path}: line {lineno}: not valid JSON ({exc.msg}); cannot detect the format"
-            ) from exc
-        if isinstance(first, dict) and (name := _detect(first, "jsonl")) is not None:
+                f"{path}: line {werr.lineno} column {werr.colno}: invalid JSON ({werr.msg})"
+            ) from werr
+        if not line.lstrip().startswith("{"):
+            raise TrajectoryFormatError(
+                f"{path}: line {lineno}: unknown trajectory format (first record "
+                f"{line.strip()[:80]!r}); known formats: {', '.join(FORMATS)}")
+        try:
+            first = parse_json_line(line, path, lineno)
+        except TrajectoryFormatError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, json.JSONDecodeError):
+                raise
+            raise TrajectoryFormatError(
+                f"{path}: line {lineno}: not valid JSON ({cause.msg}); cannot detect the format"
+            ) from cause
+        if (name := _detect(first, "jsonl")) is not None:
             return name
         raise TrajectoryFormatError(
             f"{path}: line {lineno}: unknown trajectory format (first record "
             f"{str(first)[:80]!r}); known formats: {', '.join(FORMATS)}"
         )
     raise TrajectoryFormatError(f"{path}: empty file")
+
+
+def _is_json_line(line: str) -> bool:
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def read_trajectory(
@@ -179,6 +229,7 @@ def read_trajectory(
     arrival_times: Sequence[float] | None = None,
     allow_truncated_tail: bool = False,
     usage_base: Mapping[str, Any] | None = None,
+    limits: ReadLimits | None = None,
 ) -> Trajectory:
     """Read one agent log into a :class:`Trajectory`.
 
@@ -192,32 +243,61 @@ def read_trajectory(
     mid-write) with a warning instead of raising.
     ``usage_base`` (codex-exec only): the thread's running token total before this stream
     (a resumed or forked thread); see :mod:`features.readers.codex_exec`.
+    ``limits``: size and nesting bounds (default: those in force, see :func:`read_limits`).
+    The file is read and parsed once, however many steps look at it.
     """
     path = Path(path)
-    if format is None:
-        spec = _BY_NAME[detect_format(path)]
-    else:
-        found = _BY_NAME.get(format)
-        if found is None:
-            raise ValueError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
-        spec = found
-    if arrival_times is not None and "arrival_times" not in spec.options:
-        which = ", ".join(r.name for r in READERS if "arrival_times" in r.options)
-        raise ValueError(
-            f"arrival_times applies to the {which} formats only ({path} is {spec.name}, "
-            "which records its own times)"
-        )
-    if usage_base is not None and "usage_base" not in spec.options:
-        raise ValueError(f"usage_base applies to the codex-exec format only ({path} is "
-                         f"{spec.name})")
-    options: dict[str, Any] = {}
-    if arrival_times is not None:
-        options["arrival_times"] = arrival_times
-    if usage_base is not None:
-        options["usage_base"] = usage_base
-    if "allow_truncated_tail" in spec.options:
-        options["allow_truncated_tail"] = allow_truncated_tail
-    return spec.read(path, task_id=task_id, repo=repo, **options)
+    with read_limits(limits or current_limits()), reading(path):
+        if format is None:
+            spec = _BY_NAME[detect_format(path)]
+        else:
+            found = _BY_NAME.get(format)
+            if found is None:
+                raise ValueError(
+                    f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
+            spec = found
+        if arrival_times is not None and "arrival_times" not in spec.options:
+            which = ", ".join(r.name for r in READERS if "arrival_times" in r.options)
+            raise ValueError(
+                f"arrival_times applies to the {which} formats only ({path} is {spec.name}, "
+                "which records its own times)"
+            )
+        if usage_base is not None and "usage_base" not in spec.options:
+            raise ValueError(f"usage_base applies to the codex-exec format only ({path} is "
+                             f"{spec.name})")
+        options: dict[str, Any] = {}
+        if arrival_times is not None:
+            options["arrival_times"] = arrival_times
+        if usage_base is not None:
+            options["usage_base"] = usage_base
+        if "allow_truncated_tail" in spec.options:
+            options["allow_truncated_tail"] = allow_truncated_tail
+        try:
+            return spec.read(path, task_id=task_id, repo=repo, **options)
+        except TrajectoryFormatError as exc:
+            if format is not None:
+                _raise_if_another_format(path, spec, exc)
+            raise
+        except ValueError as exc:
+            if str(path) in str(exc):
+                raise  # an argument that does not fit the log (arrival_times), named
+            raise TrajectoryFormatError(f"{path}: {exc}") from exc
+        except (TypeError, AttributeError, KeyError, IndexError, RecursionError) as exc:
+            raise TrajectoryFormatError(
+                f"{path}: {spec.name} reader failed on unexpected input "
+                f"({type(exc).__name__}: {exc})") from exc
+
+
+def _raise_if_another_format(path: Path, spec: ReaderSpec, exc: TrajectoryFormatError) -> None:
+    """A log forced through the wrong reader says what it looks like."""
+    try:
+        other = detect_format(path)
+    except TrajectoryFormatError:
+        return
+    if other != spec.name:
+        reason = str(exc).removeprefix(f"{path}: ")
+        raise TrajectoryFormatError(
+            f"{path}: read as {spec.name} but it looks like {other} ({reason})") from exc
 
 
 def stream_parser(format: str, **options: Any) -> StreamParser:

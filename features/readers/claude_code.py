@@ -85,6 +85,7 @@ from features.readers.common import (
     mark_tool_return,
     new_step_on_user_input,
     parse_iso,
+    strip_compression,
     to_int,
     utf8_len,
     warn_unknown,
@@ -359,6 +360,8 @@ class ClaudeStreamParser(_ClaudeParser):
             self._result(obj, loc, ts, extra)
         elif t == "system" and obj.get("subtype") == "init" and "init" not in self.meta:
             self.meta["init"] = {k: v for k, v in obj.items() if k != "type"}
+            if isinstance(obj.get("cwd"), str):  # known from here on: a live follower's root
+                self.meta["cwd"] = obj["cwd"]
         else:
             if t not in STREAM_TYPES:
                 warn_unknown(self.source, f"line {lineno}", f"line type {t!r}")
@@ -667,12 +670,17 @@ def read_claude_stream(path: str | Path, *, task_id: str | None = None, repo: st
 
 def subagent_files(session: Path) -> Callable[[str], Path | None]:
     """Where a session's subagents keep their own files: ``<session id>/subagents/agent-<id>
-    .jsonl`` (newer CLIs) or ``agent-<id>.jsonl`` beside the session file (older)."""
+    .jsonl`` (newer CLIs) or ``agent-<id>.jsonl`` beside the session file (older); a
+    compressed session (``.jsonl.gz``/``.zst``) keeps its uncompressed name's folder, and a
+    subagent file may itself be compressed."""
+    base = Path(strip_compression(session.name)).stem
+
     def find(agent_id: str) -> Path | None:
-        for cand in (session.parent / session.stem / "subagents" / f"agent-{agent_id}.jsonl",
-                     session.parent / f"agent-{agent_id}.jsonl"):
-            if cand.is_file() and cand != session:
-                return cand
+        for folder in (session.parent / base / "subagents", session.parent):
+            for suffix in ("", ".gz", ".zst", ".zstd"):
+                cand = folder / f"agent-{agent_id}.jsonl{suffix}"
+                if cand.is_file() and cand != session:
+                    return cand
         return None
 
     return find

@@ -84,6 +84,7 @@ from features.readers.common import (
     apply_test_counts,
     classify_command,
     get,
+    load_embedded_json,
     mark_tool_return,
     new_step_on_user_input,
     parse_apply_patch,
@@ -659,7 +660,7 @@ def _call_event(payload: dict[str, Any], ptype: str, loc: Loc, step: int, ts: fl
                                                            "apply_patch"}:
         raw = get(payload, "arguments", str, loc, required=True)
         try:
-            args = json.loads(raw)
+            args = load_embedded_json(raw, loc / "arguments")
         except json.JSONDecodeError as exc:
             raise (loc / "arguments").error(f"not valid JSON ({exc.msg})") from exc
         if not isinstance(args, dict):

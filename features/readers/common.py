@@ -26,14 +26,24 @@ Conventions every reader follows (documented once here):
 
 from __future__ import annotations
 
+import errno
+import gzip
 import json
+import math
+import os
 import re
+import stat
 import warnings
+import zlib
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import zstandard
 
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
 from features.shell import is_git_commit, is_test_command
@@ -47,6 +57,14 @@ class UnknownEventWarning(UserWarning):
     """An event or item type the reader does not know; it is kept as an ``other`` event."""
 
 
+class EmptyTrajectoryWarning(UserWarning):
+    """A log read without error that holds no events (``python -m features`` exits 3)."""
+
+
+class TimeOrderWarning(UserWarning):
+    """Times that run backwards; kept, and flagged (see :func:`finish`)."""
+
+
 def warn_unknown(path: Path, where: str, what: str) -> None:
     """Emit an :class:`UnknownEventWarning` naming the file and location."""
     warnings.warn(
@@ -57,39 +75,382 @@ def warn_unknown(path: Path, where: str, what: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# Loading
+# Loading: regular files only, a size limit, transparent .gz / .zst, strict JSON
 # ---------------------------------------------------------------------------------------
 
 
-def read_text(path: Path) -> str:
-    """Read a log as UTF-8 text; empty, binary or undecodable files raise a format error."""
+@dataclass(frozen=True)
+class ReadLimits:
+    """Bounds on what one log may make a reader do, so bad input never exhausts memory.
+
+    ``max_bytes``: the largest log read, counted after decompression (a directory log: its
+    files together); ``max_depth``: the deepest nesting of JSON arrays and objects (deeper
+    documents break comparison, copying and JSON writing long before the parser's own
+    recursion limit). Set for a block with :func:`read_limits`, or per call with
+    ``read_trajectory(limits=...)`` / ``python -m features --max-mb``.
+    """
+
+    max_bytes: int = 512 * 2**20
+    max_depth: int = 128
+
+    def __post_init__(self) -> None:
+        for name in ("max_bytes", "max_depth"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"ReadLimits.{name} must be a positive integer, got {v!r}")
+
+
+DEFAULT_LIMITS = ReadLimits()
+_LIMITS: ContextVar[ReadLimits] = ContextVar("ripplecp_read_limits", default=DEFAULT_LIMITS)
+# path -> [text, parsed document or _UNPARSED] while a reading() block is open
+_ONCE: ContextVar[dict[str, list[Any]] | None] = ContextVar("ripplecp_read_once", default=None)
+_READING: ContextVar[Path | None] = ContextVar("ripplecp_reading", default=None)
+_UNPARSED = object()
+
+
+def current_limits() -> ReadLimits:
+    """The :class:`ReadLimits` in force (the defaults unless :func:`read_limits` set others)."""
+    return _LIMITS.get()
+
+
+@contextmanager
+def read_limits(limits: ReadLimits) -> Iterator[ReadLimits]:
+    """Apply ``limits`` to every read in the block (readers call :func:`read_text`)."""
+    token = _LIMITS.set(limits)
     try:
-        raw = path.read_bytes()
+        yield limits
+    finally:
+        _LIMITS.reset(token)
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """The block reads the log ``path``: a file is read and parsed once (format detection
+    and the reader share the text and the parsed document, which neither may change), and
+    :func:`finish` names ``path`` in its warnings and errors."""
+    token = _ONCE.set({})
+    ptoken = _READING.set(path)
+    try:
+        yield
+    finally:
+        _READING.reset(ptoken)
+        _ONCE.reset(token)
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd")
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"))
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:g} MiB"
+
+
+def _too_big(path: Path, limit: int, what: str) -> TrajectoryFormatError:
+    return TrajectoryFormatError(
+        f"{path}: {what} larger than the {_mib(limit)} limit (raise it with --max-mb or "
+        "ReadLimits(max_bytes=...))")
+
+
+def os_reason(exc: OSError) -> str:
+    """A short reason for an OS error opening a log (a symlink loop is named as such)."""
+    if exc.errno == errno.ELOOP:
+        return "a symbolic link loop (too many levels of symbolic links)"
+    if exc.errno == errno.ENOENT:
+        return "no such file"
+    return exc.strerror or str(exc)
+
+
+def _read_capped(stream: Any, limit: int, path: Path, what: str) -> bytes:
+    """Every byte of ``stream`` as long as there are at most ``limit`` of them."""
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        chunk = stream.read(min(1 << 22, limit + 1 - total))
+        if not chunk:
+            return b"".join(parts)
+        parts.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise _too_big(path, limit, what)
+
+
+def _unzstd(f: Any, limit: int, path: Path) -> bytes:
+    """Every frame of a zstandard file, fed in small chunks so that no frame expands past
+    the limit unseen, and a frame cut short is an error."""
+    dctx = zstandard.ZstdDecompressor()
+    parts: list[bytes] = []
+    total = 0
+    dobj = None
+    while data := f.read(1 << 10):
+        while data:
+            if dobj is None:
+                dobj = dctx.decompressobj()
+            out = dobj.decompress(data)
+            parts.append(out)
+            total += len(out)
+            if total > limit:
+                raise _too_big(path, limit, "decompressed zstandard data")
+            if dobj.eof:
+                data, dobj = dobj.unused_data, None
+            else:
+                data = b""
+    if dobj is not None:
+        raise zstandard.ZstdError("the last frame is incomplete")
+    return b"".join(parts)
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of a log, decompressed when it is gzip or zstandard (by content).
+
+    Only regular files are read: a FIFO, a device, a socket or a directory is refused at
+    once (the file is opened non-blocking and checked with ``fstat`` before any read), so
+    nothing hangs or streams forever. More than :attr:`ReadLimits.max_bytes` (after
+    decompression) is refused, so no compression bomb gets through.
+    """
+    limit = _LIMITS.get().max_bytes
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
-        raise TrajectoryFormatError(f"{path}: cannot read file: {exc}") from exc
-    if not raw.strip():
+        reason = os_reason(exc)
+        if exc.errno == errno.ENOENT and os.path.islink(path):
+            reason = f"a dangling symbolic link (to {os.readlink(path)})"
+        raise TrajectoryFormatError(f"{path}: cannot read file: {reason}") from exc
+    with open(fd, "rb", buffering=0) as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "not a file")
+            raise TrajectoryFormatError(f"{path}: not a regular file ({kind}); refused unread")
+        if st.st_size > limit:
+            raise _too_big(path, limit, f"file of {_mib(st.st_size)}")
+        head = f.read(4)
+        if head[:2] != _GZIP_MAGIC and head != _ZSTD_MAGIC:
+            return head + _read_capped(f, limit - len(head), path, "file")
+        f.seek(0)
+        kind = "gzip" if head[:2] == _GZIP_MAGIC else "zstandard"
+        try:
+            if kind == "gzip":
+                with gzip.GzipFile(fileobj=f, mode="rb") as gz:
+                    return _read_capped(gz, limit, path, "decompressed gzip data")
+            return _unzstd(f, limit, path)
+        except (OSError, EOFError, zlib.error, zstandard.ZstdError) as exc:
+            raise TrajectoryFormatError(f"{path}: corrupt or truncated {kind} data ({exc})") from exc
+
+
+def read_text(path: Path) -> str:
+    """Read a log as UTF-8 text (see :func:`read_bytes`); empty, binary or undecodable files
+    raise a format error."""
+    once = _ONCE.get()
+    key = os.fspath(path)
+    if once is not None and key in once:
+        return once[key][0]
+    raw = read_bytes(path)
+    if not raw or raw.isspace():
         raise TrajectoryFormatError(f"{path}: empty file")
-    if b"\x00" in raw:
-        raise TrajectoryFormatError(f"{path}: binary data (NUL byte at offset {raw.index(0)})")
+    nul = raw.find(0)
+    if nul >= 0:
+        raise TrajectoryFormatError(f"{path}: binary data (NUL byte at offset {nul})")
     try:
-        return raw.decode("utf-8-sig")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise TrajectoryFormatError(
             f"{path}: line {line}: not UTF-8 text (byte offset {exc.start})"
         ) from exc
+    if once is not None:
+        once[key] = [text, _UNPARSED]
+    return text
+
+
+class _Refused(Exception):
+    """Raised inside the strict JSON parse; located afterwards by :func:`_locate`."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        raise _Refused("duplicate")
+    return d
+
+
+def _constant(name: str) -> Any:
+    raise _Refused("constant")
+
+
+_STRICT = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant)
+_SURROGATE_ESCAPE = re.compile(r"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],:]|[^\s"{}\[\],:]+')
+
+
+def _too_deep(doc: Any, limit: int) -> bool:
+    """Whether ``doc`` nests deeper than ``limit`` (a walk over its containers only)."""
+    stack = [(doc, 1)]
+    while stack:
+        x, d = stack.pop()
+        if d > limit:
+            return True
+        for v in (x.values() if type(x) is dict else x):
+            if type(v) is dict or type(v) is list:
+                stack.append((v, d + 1))
+    return False
+
+
+def _lone_surrogate(text: str) -> int | None:
+    """Offset of the first ``\\uD8xx``-``\\uDFxx`` escape that is not half of a pair."""
+    pending: int | None = None  # offset of a high surrogate awaiting its low half
+    pending_end = -1
+    for m in _SURROGATE_ESCAPE.finditer(text):
+        if len(m.group(1)) % 2 == 0:  # an escaped backslash, then a literal 'u'
+            continue
+        start = m.end(1) - 1
+        low = m.group(2)[1].lower() in "cdef"
+        if pending is not None:
+            if low and start == pending_end:
+                pending = None
+                continue
+            return pending
+        if low:
+            return start
+        pending, pending_end = start, m.end()
+    return pending
+
+
+def _field_path(frames: list[list[Any]]) -> str:
+    out = ""
+    for f in frames:
+        if f[0] == "[":
+            out += f"[{f[1]}]"
+        elif f[2] is not None:
+            out += f".{f[2]}" if out else str(f[2])
+    return out
+
+
+def _locate(text: str, kind: str, *, depth: int = 0, offset: int = -1) -> tuple[int, str]:
+    """(offset, field path) of the first offence of ``kind`` in a JSON text: a duplicate
+    key, a NaN/Infinity, nesting deeper than ``depth``, or the value holding ``offset``."""
+    frames: list[list[Any]] = []  # ["{", keys, key, expecting_key] or ["[", index]
+    for m in _TOKEN.finditer(text):
+        tok = m.group()
+        c = tok[0]
+        top = frames[-1] if frames else None
+        if kind == "offset" and m.end() > offset:
+            return m.start(), _field_path(frames)
+        if c in "{[":
+            frames.append(["{", set(), None, True] if c == "{" else ["[", 0])
+            if kind == "depth" and len(frames) > depth:
+                return m.start(), _field_path(frames[:-1])
+        elif c in "}]":
+            if frames:
+                frames.pop()
+        elif c == ",":
+            if top is not None and top[0] == "[":
+                top[1] += 1
+            elif top is not None:
+                top[3] = True
+        elif c == ":":
+            if top is not None and top[0] == "{":
+                top[3] = False
+        elif top is not None and top[0] == "{" and top[3] and c == '"':
+            key = json.loads(tok)
+            if kind == "duplicate" and key in top[1]:
+                top[2] = key
+                return m.start(), _field_path(frames)
+            top[1].add(key)
+            top[2] = key
+        elif kind == "constant" and tok in ("NaN", "Infinity", "-Infinity"):
+            return m.start(), _field_path(frames)
+    return max(offset, 0), _field_path(frames)
+
+
+_REFUSALS = {
+    "duplicate": "duplicate key (a JSON reader would keep only the last value and drop the "
+                 "others)",
+    "constant": "NaN or Infinity is not a JSON number",
+}
+
+
+def _refusal(text: str, kind: str, limits: ReadLimits, offset: int = -1) -> tuple[int, str, str]:
+    """(offset, field path, message) for a strictness refusal of ``kind``."""
+    if kind == "depth":
+        off, field = _locate(text, "depth", depth=limits.max_depth)
+        return off, field, f"JSON nested deeper than {limits.max_depth} levels"
+    if kind == "surrogate":
+        off, field = _locate(text, "offset", offset=offset)
+        return offset, field, ("a lone UTF-16 surrogate escape (not a character: "
+                               "no text column can hold it)")
+    off, field = _locate(text, kind)
+    return off, field, _REFUSALS[kind]
+
+
+def _strict_decode(text: str, check_surrogates: bool = True) -> Any:
+    """``json.loads`` that refuses duplicate keys, NaN/Infinity, nesting deeper than the
+    limit and lone surrogates (raising ``_Refused``); JSONDecodeError as usual."""
+    try:
+        doc = _STRICT.decode(text)
+    except RecursionError:
+        raise _Refused("depth") from None
+    if (type(doc) is dict or type(doc) is list) and _too_deep(doc, _LIMITS.get().max_depth):
+        raise _Refused("depth")
+    if check_surrogates and "\\u" in text and _lone_surrogate(text) is not None:
+        raise _Refused("surrogate")
+    return doc
+
+
+def _refused_error(path: Path, text: str, exc: _Refused, line: int | None) -> TrajectoryFormatError:
+    offset = _lone_surrogate(text) if exc.kind == "surrogate" else -1
+    off, field, msg = _refusal(text, exc.kind, _LIMITS.get(), offset if offset is not None else -1)
+    if line is None:
+        line = text.count("\n", 0, off) + 1
+    return Loc(path, line, field).error(msg)
 
 
 def load_json(path: Path, text: str | None = None) -> Any:
-    """Parse a whole-file JSON document; errors name the file, line and column."""
+    """Parse a whole-file JSON document strictly; errors name the file, line and field.
+
+    Refused besides invalid JSON: duplicate keys, NaN/Infinity, nesting deeper than
+    :attr:`ReadLimits.max_depth`, lone surrogate escapes (see the module docstring).
+    """
+    once = _ONCE.get() if text is None else None
+    if once is not None:
+        text = read_text(path)
+        entry = once[os.fspath(path)]
+        if entry[1] is not _UNPARSED:
+            return entry[1]
     if text is None:
         text = read_text(path)
     try:
-        return json.loads(text)
+        doc = _strict_decode(text)
     except json.JSONDecodeError as exc:
         raise TrajectoryFormatError(
             f"{path}: line {exc.lineno} column {exc.colno}: invalid JSON ({exc.msg})"
         ) from exc
+    except _Refused as exc:
+        raise _refused_error(path, text, exc, None) from None
+    if once is not None:
+        once[os.fspath(path)][1] = doc
+    return doc
+
+
+def load_embedded_json(text: str, loc: Loc) -> Any:
+    """A JSON document held in a string field (tool-call arguments, a replay config), parsed
+    as strictly as a file: duplicate keys, NaN/Infinity, nesting deeper than the limit and
+    lone surrogates raise a :class:`TrajectoryFormatError` naming the field. Invalid JSON
+    raises ``json.JSONDecodeError``, for the caller to word."""
+    try:
+        return _strict_decode(text)
+    except _Refused as exc:
+        offset = _lone_surrogate(text) if exc.kind == "surrogate" else -1
+        _, field, msg = _refusal(text, exc.kind, _LIMITS.get(), offset if offset is not None
+                                 else -1)
+        raise loc.error(f"its JSON text holds {msg}" + (f" (at {field})" if field else "")
+                        ) from None
 
 
 @dataclass
@@ -99,6 +460,23 @@ class JsonlLine:
     arrival: float | None = None
 
 
+def parse_json_line(line: str, path: Path, lineno: int, *, check_surrogates: bool = True
+                    ) -> dict[str, Any]:
+    """One JSONL line as a JSON object, parsed as strictly as :func:`load_json`; errors name
+    the file, the line and the field. For streaming parsers that get lines one by one."""
+    try:
+        obj = _strict_decode(line, check_surrogates)
+    except json.JSONDecodeError as exc:
+        raise TrajectoryFormatError(f"{path}: line {lineno}: not valid JSON ({exc.msg})") from exc
+    except _Refused as exc:
+        raise _refused_error(path, line, exc, lineno) from None
+    if type(obj) is not dict:
+        raise TrajectoryFormatError(
+            f"{path}: line {lineno}: expected a JSON object, got {type(obj).__name__}"
+        )
+    return obj
+
+
 def iter_jsonl(
     path: Path,
     text: str | None = None,
@@ -106,21 +484,28 @@ def iter_jsonl(
     allow_truncated_tail: bool = False,
     meta: dict[str, Any] | None = None,
 ) -> Iterator[JsonlLine]:
-    """Yield each non-blank line as a JSON object with its 1-based line number.
+    """Yield each non-blank line (lines end at ``"\\n"``) as a JSON object with its 1-based
+    line number.
 
     A line that is not JSON, or not a JSON object, raises :class:`TrajectoryFormatError`
-    naming the line. The last line is treated the same unless ``allow_truncated_tail``.
+    naming the line; so does one :func:`load_json` would refuse. The last line is treated
+    the same unless ``allow_truncated_tail``.
     """
     if text is None:
         text = read_text(path)
-    lines = text.splitlines()
+    check_surrogates = "\\u" in text and _lone_surrogate(text) is not None
+    # lines end at "\n" only (as json counts them): str.splitlines would also break at
+    # U+2028/U+2029, \x85, \x0c, ... which JSON strings may hold raw
+    lines = text.split("\n")
     last = max((i for i, s in enumerate(lines) if s.strip()), default=-1)
     for i, s in enumerate(lines):
         if not s.strip():
             continue
         try:
-            obj = json.loads(s)
-        except json.JSONDecodeError as exc:
+            obj = parse_json_line(s, path, i + 1, check_surrogates=check_surrogates)
+        except TrajectoryFormatError as exc:
+            if not isinstance(exc.__cause__, json.JSONDecodeError):
+                raise
             if i == last and allow_truncated_tail:
                 warnings.warn(
                     f"{path}: line {i + 1}: torn last line skipped (stream cut mid-write?)",
@@ -132,12 +517,8 @@ def iter_jsonl(
                 return
             hint = " (last line: stream cut mid-write?)" if i == last else ""
             raise TrajectoryFormatError(
-                f"{path}: line {i + 1}: not valid JSON ({exc.msg}){hint}"
-            ) from exc
-        if not isinstance(obj, dict):
-            raise TrajectoryFormatError(
-                f"{path}: line {i + 1}: expected a JSON object, got {type(obj).__name__}"
-            )
+                f"{path}: line {i + 1}: not valid JSON ({exc.__cause__.msg}){hint}"
+            ) from exc.__cause__
         yield JsonlLine(i + 1, obj)
 
 
@@ -157,16 +538,29 @@ def _type_name(t: type | tuple[type, ...]) -> str:
 
 
 class Loc:
-    """Where a value sits in a log: file plus line (JSONL) or field path (JSON)."""
+    """Where a value sits in a log: file plus line (JSONL) or field path (JSON).
 
-    __slots__ = ("path", "line", "field")
+    ``loc / key`` is cheap (readers make one per field they read): the field path is
+    spelled out only when an error needs it."""
 
-    def __init__(self, path: Path, line: int | None = None, field: str = "") -> None:
-        self.path, self.line, self.field = path, line, field
+    __slots__ = ("path", "line", "_field", "_parent", "_key")
+
+    def __init__(self, path: Path, line: int | None = None, field: str = "",
+                 _parent: Loc | None = None, _key: str | int | None = None) -> None:
+        self.path, self.line, self._field, self._parent, self._key = (
+            path, line, field, _parent, _key)
 
     def __truediv__(self, key: str | int) -> Loc:
-        sub = f"[{key}]" if isinstance(key, int) else (f".{key}" if self.field else key)
-        return Loc(self.path, self.line, self.field + sub)
+        return Loc(self.path, self.line, None, self, key)  # type: ignore[arg-type]
+
+    @property
+    def field(self) -> str:
+        """The field path: ``messages[3].role``."""
+        if self._field is None:
+            base, key = self._parent.field, self._key  # type: ignore[union-attr]
+            self._field = (f"{base}[{key}]" if isinstance(key, int)
+                           else f"{base}.{key}" if base else str(key))
+        return self._field
 
     def __str__(self) -> str:
         where = f"line {self.line}" if self.line is not None else ""
@@ -178,12 +572,27 @@ class Loc:
         return TrajectoryFormatError(f"{self}: {msg}")
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _checked_int(v: int, loc: Loc) -> int:
+    if not _INT64[0] <= v <= _INT64[1]:
+        raise loc.error(f"integer {v:.3g} is beyond the 64-bit range a table column holds")
+    return v
+
+
+def _checked_float(v: float, loc: Loc) -> float:
+    if not math.isfinite(v):
+        raise loc.error(f"expected a finite number, got {v}")
+    return v
+
+
 def get(obj: dict[str, Any], key: str, typ: type | tuple[type, ...], loc: Loc,
         *, required: bool = False, default: Any = None) -> Any:
     """``obj[key]`` checked against ``typ``; a wrong type raises naming the field path.
 
-    ``int`` fields reject booleans; ``float`` fields accept ints. Missing keys give
-    ``default`` unless ``required``.
+    ``int`` fields reject booleans and integers beyond 64 bits; ``float`` fields accept
+    ints and reject non-finite values. Missing keys give ``default`` unless ``required``.
     """
     if key not in obj:
         if required:
@@ -191,12 +600,16 @@ def get(obj: dict[str, Any], key: str, typ: type | tuple[type, ...], loc: Loc,
         return default
     v = obj[key]
     ts = typ if isinstance(typ, tuple) else (typ,)
-    if float in ts and isinstance(v, int) and not isinstance(v, bool):
-        return float(v)
-    if isinstance(v, bool) and bool not in ts:
-        raise (loc / key).error(f"expected {_type_name(typ)}, got boolean")
+    if isinstance(v, bool):
+        if bool not in ts:
+            raise (loc / key).error(f"expected {_type_name(typ)}, got boolean")
+        return v
+    if float in ts and isinstance(v, int | float):
+        return to_float(v, loc / key)
     if not isinstance(v, ts):
         raise (loc / key).error(f"expected {_type_name(typ)}, got {_json_type(v)}")
+    if isinstance(v, int):
+        return _checked_int(v, loc / key)
     return v
 
 
@@ -207,34 +620,75 @@ def _json_type(v: Any) -> str:
 
 
 def to_int(v: Any, loc: Loc) -> int | None:
-    """An int from an int or an integral string (some logs store numbers as text)."""
+    """An int from an int or an integral string (some logs store numbers as text); beyond
+    64 bits is refused (no table column could hold it)."""
     if v is None:
         return None
     if isinstance(v, bool):
         raise loc.error("expected integer, got boolean")
     if isinstance(v, int):
-        return v
+        return _checked_int(v, loc)
     if isinstance(v, float) and v.is_integer():
-        return int(v)
+        return _checked_int(int(v), loc)
     if isinstance(v, str) and re.fullmatch(r"-?\d+", v.strip()):
-        return int(v)
+        return _checked_int(int(v), loc)
     raise loc.error(f"expected integer, got {_json_type(v)} {v!r:.40}")
 
 
 def to_float(v: Any, loc: Loc) -> float | None:
-    """A float from a number or a numeric string (SWE-agent 0.x stores times as text)."""
+    """A finite float from a number or a numeric string (SWE-agent 0.x stores times as
+    text); NaN, infinities and numbers beyond a float's range are refused."""
     if v is None:
         return None
     if isinstance(v, bool):
         raise loc.error("expected number, got boolean")
     if isinstance(v, int | float):
-        return float(v)
+        try:
+            return _checked_float(float(v), loc)
+        except OverflowError:
+            raise loc.error(f"number {v:.3g} is beyond a float's range") from None
     if isinstance(v, str):
         try:
-            return float(v)
+            f = float(v)
         except ValueError:
             pass
+        else:
+            return _checked_float(f, loc)
     raise loc.error(f"expected number, got {_json_type(v)} {v!r:.40}")
+
+
+def to_duration(v: Any, loc: Loc) -> float | None:
+    """A duration in seconds: :func:`to_float`, and never negative (a measured duration
+    cannot be; a negative one would make every elapsed-time feature wrong)."""
+    d = to_float(v, loc)
+    if d is not None and d < 0:
+        raise loc.error(f"negative duration {d:g} s")
+    return d
+
+
+def message_text(content: Any, loc: Loc) -> str:
+    """The text of a chat message's ``content``: a string, or a list of parts (strings or
+    objects whose ``text`` is a string, e.g. ``{"type": "text", "text": ...}``) joined by
+    newlines; parts without text (images) are skipped, None is ''. Anything else raises."""
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    if not isinstance(content, list):
+        raise loc.error(f"expected string or array, got {_json_type(content)}")
+    parts = []
+    for j, c in enumerate(content):
+        if isinstance(c, str):
+            parts.append(c)
+        elif isinstance(c, dict):
+            t = c.get("text")
+            if isinstance(t, str):
+                parts.append(t)
+            elif t is not None:
+                raise (loc / j / "text").error(f"expected string, got {_json_type(t)}")
+        else:
+            raise (loc / j).error(f"expected object or string, got {_json_type(c)}")
+    return "\n".join(parts)
 
 
 def parse_iso(ts: Any, loc: Loc) -> float:
@@ -420,31 +874,118 @@ def finish(
     source_format: str,
     events: list[Event],
     meta: dict[str, Any],
+    *,
+    path: Path | None = None,
 ) -> Trajectory:
-    """Number events, mark ``turn_end`` on each step's last event, add totals, validate."""
+    """Number events, mark ``turn_end`` on each step's last event, then :func:`seal` (times
+    that run backwards flagged, totals, validation, a warning for no events)."""
+    n = len(events)
     for i, e in enumerate(events):
         e.index = i
-        e.turn_end = False
-    for i, e in enumerate(events):
-        if i + 1 == len(events) or events[i + 1].step != e.step:
-            e.turn_end = True
+        e.turn_end = i + 1 == n or events[i + 1].step != e.step
+    return seal(task_id, repo, source_format, events, meta, path=path)
+
+
+def seal(
+    task_id: str,
+    repo: str,
+    source_format: str,
+    events: list[Event],
+    meta: dict[str, Any],
+    *,
+    path: Path | None = None,
+    time_flagged: list[int] | None = None,
+) -> Trajectory:
+    """The trajectory of numbered events, as every reader ends: flag times that run
+    backwards (see :func:`flag_times`; ``time_flagged``: the indices a streaming parser
+    already flagged with :func:`time_flags` as it released them), add totals, validate (a
+    value no table column can hold raises a :class:`TrajectoryFormatError` naming
+    ``path``). No events at all is an :class:`EmptyTrajectoryWarning`."""
+    if path is None:
+        path = _READING.get()
+    where = str(path) if path is not None else task_id
+    if time_flagged is None:
+        flag_times(events, meta, where)
+    else:
+        _warn_time_flags(time_flagged, meta, where)
+    if not events:
+        warnings.warn(f"{where}: the log holds no events", EmptyTrajectoryWarning, stacklevel=3)
     meta.setdefault("totals", {}).update(totals(events))
     traj = Trajectory(task_id, repo, source_format, events, meta)
-    traj.validate()
+    try:
+        traj.validate()
+    except ValueError as exc:
+        raise TrajectoryFormatError(f"{path}: {exc}" if path is not None else str(exc)) from exc
     return traj
+
+
+def time_flags(e: Event, latest: float | None) -> tuple[list[str], float | None]:
+    """The time flags of one event given the latest end of the events before it, and the
+    latest end including it (see :func:`flag_times`; for parsers that release events one
+    by one)."""
+    flags: list[str] = []
+    if e.end is not None:
+        if e.start is not None and e.end < e.start:
+            flags.append("end_before_start")
+        if latest is not None and e.end < latest:
+            flags.append("end_before_previous")
+        latest = e.end if latest is None or e.end > latest else latest
+    return flags, latest
+
+
+def flag_times(events: Sequence[Event], meta: dict[str, Any], where: str) -> None:
+    """Keep and flag times that run backwards (clocks jump; refusing would lose real logs):
+    an event that ends before it starts (``"end_before_start"``), or ends before an earlier
+    event ended (``"end_before_previous"``; events sit where their result arrived, so ends
+    only grow). Flags go to ``extra["time_flags"]``, the flagged indices to
+    ``meta["time_flags"]``, with one :class:`TimeOrderWarning`. Starts are not compared
+    across events: a model call's start may come from the provider's clock."""
+    latest: float | None = None
+    flagged: list[int] = []
+    for e in events:
+        flags, latest = time_flags(e, latest)
+        if flags:
+            e.extra["time_flags"] = flags
+            flagged.append(e.index)
+    _warn_time_flags(flagged, meta, where)
+
+
+def _warn_time_flags(flagged: list[int], meta: dict[str, Any], where: str) -> None:
+    if flagged:
+        meta["time_flags"] = flagged
+        warnings.warn(f"{where}: times run backwards at {len(flagged)} event(s) (first: event "
+                      f"{flagged[0]}); kept and flagged in extra['time_flags']",
+                      TimeOrderWarning, stacklevel=5)
 
 
 def totals(events: Sequence[Event]) -> dict[str, Any]:
     """Counts and token sums over events (token sums are None when no event has tokens)."""
+    kinds = dict.fromkeys(EventKind, 0)
+    errors = boundaries = 0
+    steps: set[int] = set()
+    tokens: list[int | None] = [None, None, None]
+    for e in events:
+        kinds[e.kind] += 1
+        errors += e.is_error
+        boundaries += e.safe_boundary
+        steps.add(e.step)
+        for j, v in enumerate((e.input_tokens, e.cached_tokens, e.output_tokens)):
+            if v is not None:
+                tokens[j] = v if tokens[j] is None else tokens[j] + v  # type: ignore[operator]
     out: dict[str, Any] = {"events": len(events)}
-    for k in EventKind:
-        out[f"n_{k.value}"] = sum(1 for e in events if e.kind == k)
-    out["n_errors"] = sum(1 for e in events if e.is_error)
-    out["n_safe_boundaries"] = sum(1 for e in events if e.safe_boundary)
-    out["steps"] = len({e.step for e in events})
-    for name in ("input_tokens", "cached_tokens", "output_tokens"):
-        vals = [getattr(e, name) for e in events if getattr(e, name) is not None]
-        out[name] = sum(vals) if vals else None
+    out.update({f"n_{k.value}": n for k, n in kinds.items()})
+    out["n_errors"] = errors
+    out["n_safe_boundaries"] = boundaries
+    out["steps"] = len(steps)
+    out.update(zip(("input_tokens", "cached_tokens", "output_tokens"), tokens, strict=True))
+    return out
+
+
+def without(d: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """A copy of ``d`` without ``keys`` (order kept): the log's own fields an event keeps."""
+    out = dict(d)
+    for k in keys:
+        out.pop(k, None)
     return out
 
 
@@ -469,9 +1010,18 @@ def repo_from_instance_id(iid: str | None) -> str | None:
 
 
 def stem(path: Path) -> str:
-    """File name without known log suffixes (``.traj.json``, ``.traj``, ``.jsonl``, ``.json``)."""
-    name = path.name
+    """File name without a compression suffix (``.gz``, ``.zst``) and known log suffixes
+    (``.traj.json``, ``.traj``, ``.jsonl``, ``.json``)."""
+    name = strip_compression(path.name)
     for suf in (".traj.json", ".traj", ".jsonl", ".json", ".txt", ".log"):
         if name.endswith(suf):
             return name[: -len(suf)]
-    return path.stem
+    return Path(name).stem
+
+
+def strip_compression(name: str) -> str:
+    """``name`` without a trailing ``.gz`` / ``.zst`` / ``.zstd``."""
+    for suf in _COMPRESSED_SUFFIXES:
+        if name.endswith(suf) and len(name) > len(suf):
+            return name[: -len(suf)]
+    return name

@@ -1,5 +1,6 @@
 """Reader for mini-SWE-agent trajectories (``*.traj.json``), formats ``mini-swe-agent-1``
-(mini 1.x) and ``mini-swe-agent-1.1`` (mini >= 2.0).
+(mini 1.x) and ``mini-swe-agent-1.1`` (mini >= 2.0; later ``1.N`` read the same way, a
+later major version too, with a warning).
 
 Mapping:
 
@@ -17,8 +18,18 @@ Mapping:
   ``<output>``, or v1.1's ``raw_output``) in ``extra["output"]``, test counts; it is a safe boundary.
   The submission turn's observation (a bare diff, no returncode tag) leaves ``exit_code``
   None. A user message that answers an assistant message without a usable action is the
-  agent's format-error feedback: a ``message`` event with ``is_error``.
-* ``exit`` messages (v1.1) → ``other``.
+  agent's format-error feedback: a ``message`` event with ``is_error``; in v1.1 such a
+  message (``extra.interrupt_type`` ``FormatError``) also carries the billed response,
+  which becomes a ``model_call`` before it.
+* v1.1 with tool-calling models: observations are ``tool`` messages answering by
+  ``tool_call_id``; with the Responses API the model's turn is the response object itself
+  (``object`` ``response``: text of its ``message`` outputs, ``input_tokens`` /
+  ``output_tokens`` usage) and results are ``function_call_output`` items (``call_id``).
+* ``exit`` messages (v1.1) → ``other``, except the ``Submitted`` exit that answers the
+  submit command (mini >= 2 raises on the submit command's output, so no tool message
+  does): it is merged into that command as its result (``extra["output"]`` the
+  submission, ``extra["exit_message"]``), which makes it a safe boundary. A command no
+  message answers is marked ``extra["incomplete"]``.
 
 Steps: mini-SWE-agent runs one user turn, so every event is step 1 (one step per model
 response would contradict the paper's logical steps); a later ``user`` message that is
@@ -46,11 +57,14 @@ from features.readers.common import (
     get,
     load_json,
     mark_tool_return,
+    message_text,
     repo_from_instance_id,
     stem,
+    strip_compression,
     to_float,
     to_int,
     warn_unknown,
+    without,
 )
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
@@ -76,41 +90,97 @@ def looks_like(doc: Any) -> bool:
     )
 
 
-def _text(content: Any, loc: Loc) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for j, c in enumerate(content):
-            if isinstance(c, dict) and isinstance(c.get("text"), str):
-                parts.append(c["text"])
-            elif isinstance(c, str):
-                parts.append(c)
-            elif not isinstance(c, dict):
-                raise (loc / j).error("expected object or string")
-        return "\n".join(parts)
-    if content is None:
-        return ""
-    raise loc.error(f"expected string or array, got {type(content).__name__}")
+_MINOR_OF_V11 = re.compile(r"^mini-swe-agent-1\.\d+$")
+_SUBMIT_MARKERS = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
+
+
+def _is_v11(version: str | None) -> bool:
+    """The 1.1 layout (mini >= 2.0): ``mini-swe-agent-1.N`` for N >= 1, and any later
+    major version (read as the latest layout, with a warning)."""
+    if version is None or version == "mini-swe-agent-1":
+        return False
+    return bool(_MINOR_OF_V11.match(version)) or version not in VERSIONS
+
+
+def _role(m: dict[str, Any], mloc: Loc) -> str:
+    """A message's role; the Responses API's response objects (the model's turn) and
+    ``function_call_output`` items (a tool result) carry none."""
+    if "role" not in m:
+        if m.get("object") == "response":
+            return "assistant"
+        if m.get("type") == "function_call_output":
+            return "tool"
+    return get(m, "role", str, mloc, required=True)
+
+
+def _content(m: dict[str, Any], role: str, mloc: Loc) -> str:
+    if m.get("object") == "response":  # output items: messages' text parts
+        out = get(m, "output", list, mloc, default=[])
+        return "\n".join(message_text(o.get("content"), mloc / "output" / j / "content")
+                         for j, o in enumerate(out)
+                         if isinstance(o, dict) and o.get("type") == "message")
+    if m.get("type") == "function_call_output" and "content" not in m:
+        return message_text(m.get("output"), mloc / "output")
+    return message_text(m.get("content"), mloc / "content")
 
 
 def _usage(response: Any, loc: Loc) -> tuple[int | None, int | None, int | None]:
+    """(input, cached, output) tokens of a LiteLLM chat completion (``prompt_tokens``...) or
+    a Responses API response (``input_tokens``...)."""
     if not isinstance(response, dict):
         return None, None, None
     usage = response.get("usage")
     if not isinstance(usage, dict):
         return None, None, None
     uloc = loc / "usage"
-    inp = to_int(usage.get("prompt_tokens"), uloc / "prompt_tokens")
-    out = to_int(usage.get("completion_tokens"), uloc / "completion_tokens")
-    details = usage.get("prompt_tokens_details")
+    chat = "prompt_tokens" in usage or "completion_tokens" in usage
+    ik, ok, dk = (("prompt_tokens", "completion_tokens", "prompt_tokens_details") if chat
+                  else ("input_tokens", "output_tokens", "input_tokens_details"))
+    inp = to_int(usage.get(ik), uloc / ik)
+    out = to_int(usage.get(ok), uloc / ok)
+    details = usage.get(dk)
     cached = None
     if isinstance(details, dict):
-        cached = to_int(details.get("cached_tokens"), uloc / "prompt_tokens_details" /
-                        "cached_tokens")
+        cached = to_int(details.get("cached_tokens"), uloc / dk / "cached_tokens")
     if cached is None and usage.get("cache_read_input_tokens") is not None:
         cached = to_int(usage.get("cache_read_input_tokens"), uloc / "cache_read_input_tokens")
     return inp, cached, out
+
+
+def _model_call(response: Any, rloc: Loc, mextra: dict[str, Any], eloc: Loc, v11: bool,
+                step: int, text: str | None, base: dict[str, Any]) -> Event:
+    inp, cached, out = _usage(response, rloc)
+    created = response.get("created", response.get("created_at")) if isinstance(
+        response, dict) else None
+    ts = to_float(mextra.get("timestamp"), eloc / "timestamp") if v11 else None
+    return Event(index=0, kind=EventKind.MODEL_CALL, step=step,
+                 start=None if v11 else to_float(created, rloc / "created"),
+                 end=ts, input_tokens=inp, cached_tokens=cached, output_tokens=out,
+                 text=text, extra={**base, **mextra})
+
+
+def _submitting(pending: list[Event], mextra: dict[str, Any]) -> Event | None:
+    """The command a ``Submitted`` exit message answers (mini >= 2 raises on the submit
+    command's output, so no tool message answers it): the pending one that prints the
+    submit marker, else the only pending one."""
+    if mextra.get("exit_status") != "Submitted" or not pending:
+        return None
+    marked = [e for e in pending if any(k in (e.command or "") for k in _SUBMIT_MARKERS)]
+    if marked:
+        return marked[0]
+    return pending[0] if len(pending) == 1 else None
+
+
+def _merge_exit(ev: Event, content: str, mextra: dict[str, Any], mloc: Loc, v11: bool,
+                i: int) -> None:
+    ev.extra["observation_index"] = i
+    ev.extra["observation"] = content
+    ev.extra["exit_message"] = mextra
+    sub = mextra.get("submission")
+    ev.extra["output"] = sub if isinstance(sub, str) else content
+    if v11 and mextra.get("timestamp") is not None:
+        ev.end = to_float(mextra.get("timestamp"), mloc / "extra" / "timestamp")
+    mark_tool_return(ev)
 
 
 def _command_event(cmd: str, step: int, extra: dict[str, Any]) -> Event:
@@ -129,15 +199,16 @@ def read_mini_swe_agent(
     if not isinstance(doc, dict):
         raise root.error(f"expected a JSON object at top level, got {type(doc).__name__}")
     version = get(doc, "trajectory_format", str, root)
-    if version is not None and version not in VERSIONS:
+    v11 = _is_v11(version)
+    if version is not None and version not in VERSIONS and not _MINOR_OF_V11.match(version):
         warn_unknown(path, "field trajectory_format", f"mini-swe-agent version {version!r}")
     messages = get(doc, "messages", list, root, required=True)
     info = get(doc, "info", dict, root, default={})
-    v11 = version == "mini-swe-agent-1.1"
 
     events: list[Event] = []
+    commands: list[Event] = []
     step = 1
-    pending: list[Event] = []  # commands awaiting their observation, in order
+    pending: list[Event] = []  # commands of the last model response awaiting a result
     by_call_id: dict[str, Event] = {}
     seen_assistant = False
     last_assistant_had_action = False
@@ -145,24 +216,17 @@ def read_mini_swe_agent(
         mloc = root / "messages" / i
         if not isinstance(m, dict):
             raise mloc.error(f"expected object, got {type(m).__name__}")
-        role = get(m, "role", str, mloc, required=True)
-        content = _text(m.get("content"), mloc / "content")
+        role = _role(m, mloc)
+        content = _content(m, role, mloc)
         mextra = get(m, "extra", dict, mloc, default={})
         base = {"message_index": i, "role": role,
-                **{k: v for k, v in m.items() if k not in ("role", "content", "extra")}}
+                **without(m, "role", "content", "extra")}
         if role == "assistant":
             seen_assistant = True
             eloc = mloc / "extra"
-            response = mextra.get("response")
-            inp, cached, out = _usage(response, eloc / "response")
-            created = response.get("created") if isinstance(response, dict) else None
-            ts = to_float(mextra.get("timestamp"), eloc / "timestamp") if v11 else None
-            mc = Event(index=0, kind=EventKind.MODEL_CALL, step=step,
-                       start=to_float(created, eloc / "response" / "created") if not v11
-                       else None,
-                       end=ts, input_tokens=inp, cached_tokens=cached, output_tokens=out,
-                       text=content, extra={**base, **mextra})
-            events.append(mc)
+            response, rloc = (m, mloc) if m.get("object") == "response" else (
+                mextra.get("response"), eloc / "response")
+            events.append(_model_call(response, rloc, mextra, eloc, v11, step, content, base))
             cmds: list[tuple[str, str | None]] = []
             if v11 or "actions" in mextra:
                 actions = get(mextra, "actions", list, eloc, default=[])
@@ -181,12 +245,22 @@ def read_mini_swe_agent(
                 ev = _command_event(cmd, step, {"message_index": i,
                                                 **({"tool_call_id": tcid} if tcid else {})})
                 events.append(ev)
+                commands.append(ev)
                 pending.append(ev)
                 if tcid:
                     by_call_id[tcid] = ev
             last_assistant_had_action = bool(cmds)
+        elif role == "user" and mextra.get("interrupt_type") == "FormatError":
+            # mini >= 2: a billed response whose action could not be parsed
+            response = mextra.get("response")
+            if isinstance(response, dict):
+                events.append(_model_call(response, mloc / "extra" / "response", mextra,
+                                          mloc / "extra", v11, step, None, base))
+            events.append(Event(index=0, kind=EventKind.MESSAGE, step=step, text=content,
+                                is_error=True, extra={**base, "format_error_feedback": True,
+                                                      **mextra}))
         elif role in ("user", "tool") and seen_assistant:
-            tcid = m.get("tool_call_id")
+            tcid = m.get("tool_call_id", m.get("call_id"))
             target = None
             if isinstance(tcid, str) and tcid in by_call_id:
                 target = by_call_id.pop(tcid)
@@ -207,6 +281,9 @@ def read_mini_swe_agent(
                 events.append(Event(index=0, kind=EventKind.MESSAGE, step=step, text=content,
                                     extra={**base, **mextra}))
                 seen_assistant = False
+        elif role == "exit" and (target := _submitting(pending, mextra)) is not None:
+            pending.remove(target)
+            _merge_exit(target, content, mextra, mloc, v11, i)
         elif role == "exit":
             events.append(Event(index=0, kind=EventKind.OTHER, step=step, text=content,
                                 extra={**base, **mextra}))
@@ -219,8 +296,9 @@ def read_mini_swe_agent(
             events.append(Event(index=0, kind=kind, step=step, text=content,
                                 extra={**base, **mextra}))
 
-    for ev in pending:
-        ev.extra["incomplete"] = True
+    for ev in commands:
+        if "observation_index" not in ev.extra:
+            ev.extra["incomplete"] = True
     events.sort(key=_position)
     sub = info.get("submission")
     meta: dict[str, Any] = {
@@ -229,7 +307,7 @@ def read_mini_swe_agent(
         "submission_present": isinstance(sub, str) and bool(sub.strip()),
         "model_stats": info.get("model_stats"),
         "mini_version": info.get("mini_version"),
-        "info": {k: v for k, v in info.items() if k != "config"},
+        "info": without(info, "config"),
         "config": info.get("config"),
         "instance_id": doc.get("instance_id"),
         **{f"top_{k}": v for k, v in doc.items()
@@ -250,7 +328,7 @@ def read_mini_swe_agent(
     iid = doc.get("instance_id")
     tid = task_id or (iid if isinstance(iid, str) else None) or stem(path)
     rep = repo or repo_from_instance_id(iid if isinstance(iid, str) else tid) or "unknown"
-    return finish(tid, rep, FORMAT, events, meta)
+    return finish(tid, rep, FORMAT, events, meta, path=path)
 
 
 def _position(ev: Event) -> tuple[int, int]:
@@ -287,7 +365,7 @@ def _merge_observation(ev: Event, content: str, mextra: dict[str, Any], mloc: Lo
 
 
 def _report_path(path: Path) -> Path | None:
-    name = path.name
+    name = strip_compression(path.name)
     for suf in (".traj.json", ".json"):
         if name.endswith(suf):
             cand = path.with_name(name[: -len(suf)] + ".report.json")

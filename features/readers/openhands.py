@@ -1,5 +1,7 @@
 """Reader for OpenHands (V0) event streams: a JSON list of serialised events, or an
 evaluation record (``output.jsonl`` line saved as JSON) holding them under ``history``.
+V1 conversations (software-agent-sdk: events with a ``kind``, string ids) are another
+format, ``openhands-v1`` (:mod:`.openhands_v1`).
 
 Mapping:
 
@@ -13,8 +15,8 @@ Mapping:
   insert, undo_edit) → ``file_change`` with ``paths_written=[path]`` as published and
   ``bytes_written`` from the content written (``write.content``, ``file_text``,
   ``new_str``, or the new content of a created file), ``read`` and ``edit view`` →
-  ``other`` with ``paths_read``; ``message``/``finish``/``think`` → ``message``; the other
-  known actions → ``other``.
+  ``other`` with ``paths_read``; ``message``/``chat``/``finish``/``think`` → ``message``;
+  the other known actions → ``other``.
 * Before an agent action whose ``tool_call_metadata.model_response`` carries ``usage`` a
   ``model_call`` event is emitted, once per response id (several tool calls may share a
   response): input = ``prompt_tokens``, cached = ``cache_read_input_tokens`` (or
@@ -47,6 +49,7 @@ from features.readers.common import (
     to_int,
     utf8_len,
     warn_unknown,
+    without,
 )
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
@@ -61,23 +64,24 @@ OBSERVATIONS = {"run", "run_ipython", "read", "write", "edit", "browse", "error"
                 "agent_state_changed", "null", "delegate", "success", "user_rejected",
                 "think", "recall", "condense", "mcp", "task_tracking", "chat",
                 "download", "loop_detection"}
-_MESSAGE_ACTIONS = {"message", "finish", "think", "system"}
+_MESSAGE_ACTIONS = {"message", "chat", "finish", "think", "system"}
 
 
 def looks_like(doc: Any) -> bool:
-    """Whether a parsed JSON document is an OpenHands event list (or record with history)."""
+    """Whether a parsed JSON document is an OpenHands V0 event list (or record with
+    history): events with an ``action`` or ``observation`` name and no V1 ``kind``."""
     events = doc.get("history") if isinstance(doc, dict) else doc
     if not isinstance(events, list) or not events:
         return False
     first = events[0]
-    return isinstance(first, dict) and "id" in first and (
-        "action" in first or "observation" in first
+    return isinstance(first, dict) and "id" in first and "kind" not in first and (
+        isinstance(first.get("action"), str) or isinstance(first.get("observation"), str)
     )
 
 
 def _usage(mr: dict[str, Any], loc: Loc) -> tuple[int | None, int | None, int | None] | None:
-    usage = mr.get("usage")
-    if not isinstance(usage, dict):
+    usage = get(mr, "usage", (dict, type(None)), loc)
+    if usage is None:
         return None
     uloc = loc / "usage"
     inp = to_int(usage.get("prompt_tokens"), uloc / "prompt_tokens")
@@ -117,6 +121,9 @@ def read_openhands(
         loc = base_loc / i
         if not isinstance(raw, dict):
             raise loc.error(f"expected object, got {type(raw).__name__}")
+        if "kind" in raw:
+            raise loc.error("an OpenHands V1 event (it has a 'kind'): read the file as "
+                            "openhands-v1")
         eid = to_int(raw.get("id"), loc / "id")
         ts = parse_iso(raw["timestamp"], loc / "timestamp") if "timestamp" in raw else None
         source = get(raw, "source", str, loc)
@@ -140,7 +147,7 @@ def read_openhands(
                 index=0, kind=EventKind.OTHER, step=state["step"], start=ts,
                 is_error=observation == "error",
                 text=content if isinstance(content, str) else None,
-                extra={"event_index": i, **{k: v for k, v in raw.items() if k != "content"}}))
+                extra={"event_index": i, **without(raw, "content")}))
             continue
 
         assert action is not None
@@ -150,11 +157,12 @@ def read_openhands(
             state["agent_acted"] = True
         step = state["step"]
 
-        tcm = raw.get("tool_call_metadata")
-        if isinstance(tcm, dict) and isinstance(tcm.get("model_response"), dict):
-            mr = tcm["model_response"]
+        tloc = loc / "tool_call_metadata"
+        tcm = get(raw, "tool_call_metadata", (dict, type(None)), loc)
+        mr = get(tcm, "model_response", (dict, type(None)), tloc) if tcm is not None else None
+        if mr is not None:
             rid = mr.get("id")
-            u = _usage(mr, loc / "tool_call_metadata" / "model_response")
+            u = _usage(mr, tloc / "model_response")
             if u is not None and (not isinstance(rid, str) or rid not in seen_responses):
                 if isinstance(rid, str):
                     seen_responses.add(rid)
@@ -171,7 +179,7 @@ def read_openhands(
         args = get(raw, "args", dict, loc, default={})
         aloc = loc / "args"
         ev = Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
-                   extra={"event_index": i, **{k: v for k, v in raw.items()}})
+                   extra={"event_index": i, **raw})
         thought = args.get("thought")
         if isinstance(thought, str) and thought:
             ev.text = thought
@@ -210,7 +218,7 @@ def read_openhands(
 
     events.sort(key=_position)
     meta: dict[str, Any] = {
-        **{k: v for k, v in record.items() if k != "history"},
+        **without(record, "history"),
         "n_events_in_log": len(items),
         "n_observations_merged": sum(1 for e in events if "observation" in e.extra),
     }
@@ -219,7 +227,7 @@ def read_openhands(
     inst = record.get("instance")
     logged_repo = inst.get("repo") if isinstance(inst, dict) else None
     rep = repo or (logged_repo if isinstance(logged_repo, str) else None) or "unknown"
-    return finish(tid, rep, FORMAT, events, meta)
+    return finish(tid, rep, FORMAT, events, meta, path=path)
 
 
 def _position(ev: Event) -> tuple[int, int]:
@@ -231,11 +239,25 @@ def _position(ev: Event) -> tuple[int, int]:
 def _bytes(action: str, sub: str | None, args: dict[str, Any], loc: Loc) -> int | None:
     if action == "write":
         return utf8_len(get(args, "content", str, loc))
-    if sub == "create" and isinstance(args.get("file_text"), str):
+    return editor_bytes(sub, args, loc)
+
+
+def editor_bytes(command: str | None, args: dict[str, Any], loc: Loc) -> int | None:
+    """Bytes an OpenHands file-editor call writes, from its arguments: ``file_text`` of a
+    ``create``, ``new_str`` of a ``str_replace``/``insert``; else None (V0 and V1 alike)."""
+    if command == "create" and isinstance(args.get("file_text"), str):
         return utf8_len(args["file_text"])
-    if sub in ("str_replace", "insert") and isinstance(args.get("new_str"), str):
+    if command in ("str_replace", "insert") and isinstance(args.get("new_str"), str):
         return utf8_len(args["new_str"])
     return None  # filled from the observation when it reports a created file
+
+
+def created_file_bytes(result: dict[str, Any]) -> int | None:
+    """Size of a file the editor created, from its result (``prev_exist`` false and the
+    ``new_content``), else None."""
+    if result.get("prev_exist") is False and isinstance(result.get("new_content"), str):
+        return utf8_len(result["new_content"])
+    return None
 
 
 def _merge_observation(ev: Event, raw: dict[str, Any], observation: str, loc: Loc,
@@ -246,7 +268,7 @@ def _merge_observation(ev: Event, raw: dict[str, Any], observation: str, loc: Lo
     if extras is not None and not isinstance(extras, dict):
         raise (loc / "extras").error("expected object")
     extras = extras or {}
-    ev.extra["observation"] = {k: v for k, v in raw.items() if k != "content"}
+    ev.extra["observation"] = without(raw, "content")
     ev.extra["output"] = content
     if observation == "error" or observation == "user_rejected":
         ev.is_error = True
@@ -257,11 +279,17 @@ def _merge_observation(ev: Event, raw: dict[str, Any], observation: str, loc: Lo
         code = to_int(md.get("exit_code"), loc / "extras" / "metadata" / "exit_code")
         ev.exit_code = None if code == -1 else code  # -1: OpenHands' "no exit code"
     if ev.kind == EventKind.FILE_CHANGE and ev.bytes_written is None:
-        if extras.get("prev_exist") is False and isinstance(extras.get("new_content"), str):
-            ev.bytes_written = utf8_len(extras["new_content"])
+        ev.bytes_written = created_file_bytes(extras)
+    settle_result(ev, content if isinstance(content, str) else None)
+
+
+def settle_result(ev: Event, output: str | None) -> None:
+    """The last step of merging an action's result (V0 and V1 alike): a file change that
+    failed writes nothing (its paths move to ``extra["attempted_paths"]``), a test gets
+    its counts from the output, and the action becomes a safe boundary."""
     if ev.kind == EventKind.FILE_CHANGE and ev.is_error:
         ev.extra["attempted_paths"] = ev.paths_written
         ev.paths_written = []
         ev.bytes_written = None
-    apply_test_counts(ev, content if isinstance(content, str) else None)
+    apply_test_counts(ev, output)
     mark_tool_return(ev)

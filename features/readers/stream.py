@@ -32,15 +32,19 @@ Rules every parser keeps (each tested):
   Claude Code ``stream-json``) take event times from it, and from nowhere else; formats that
   stamp every line (rollout, session file) ignore it. A harness that stamps lines may also
   feed ``{"arrival": t, "line": {...}}`` (the stamped form), unwrapped here.
-* **Bad input.** A line that is not JSON, or not a JSON object, raises
+* **Bad input.** A line that is not JSON, or not a JSON object, or one a file reader would
+  refuse (duplicate keys, NaN/Infinity, nesting deeper than the limit, a lone surrogate:
+  :func:`~features.readers.common.parse_json_line`), or text past the
+  :class:`~features.readers.common.ReadLimits` size bound, raises
   :class:`~features.readers.common.TrajectoryFormatError` naming the source and the line;
-  blank lines are skipped (and counted, so line numbers match the file's).
+  blank lines are skipped (and counted, so line numbers match the file's). Times running
+  backwards are kept and flagged as events are released, and a stream with no events warns,
+  as for files (:func:`~features.readers.common.seal`).
 * After :meth:`finish`, :meth:`feed` raises.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -48,10 +52,13 @@ from typing import Any, ClassVar
 from features.readers.common import (
     Loc,
     TrajectoryFormatError,
+    current_limits,
     iter_jsonl,
+    parse_json_line,
+    seal,
     stem,
+    time_flags,
     to_float,
-    totals,
 )
 from features.schema import Event, Trajectory
 
@@ -84,6 +91,9 @@ class StreamParser:
         self._closed = False
         self._wrapped = False
         self._given_arrival = False
+        self._fed_bytes = 0  # raw text fed so far, bounded by ReadLimits.max_bytes
+        self._latest_end: float | None = None
+        self._time_flagged: list[int] = []
 
     # -- the public face -----------------------------------------------------------------
     @property
@@ -107,17 +117,15 @@ class StreamParser:
                 raise TrajectoryFormatError(
                     f"{self.source}: line {self.lineno}: not UTF-8 text (byte offset "
                     f"{exc.start})") from exc
+            self._fed_bytes += len(line)
+            limit = current_limits().max_bytes
+            if self._fed_bytes > limit:
+                raise TrajectoryFormatError(
+                    f"{self.source}: line {self.lineno}: the stream passed the "
+                    f"{limit / 2**20:g} MiB limit (ReadLimits.max_bytes)")
             if not text.strip():
                 return []
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise TrajectoryFormatError(
-                    f"{self.source}: line {self.lineno}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(obj, dict):
-                raise TrajectoryFormatError(
-                    f"{self.source}: line {self.lineno}: expected a JSON object, got "
-                    f"{type(obj).__name__}")
+            obj = parse_json_line(text, self.source, self.lineno)
         return self.feed_record(obj, self.lineno, arrival_s)
 
     def feed_record(self, obj: dict[str, Any], lineno: int,
@@ -173,12 +181,9 @@ class StreamParser:
         self.on_final()
         meta = self.meta
         meta["has_arrival_times"] = self._wrapped or self._given_arrival
-        meta.setdefault("totals", {}).update(totals(self._events))
         tid = self.task_id or self.task_default()
-        traj = Trajectory(tid, self.repo or self.repo_default() or "unknown", self.FORMAT,
-                          list(self._events), meta)
-        traj.validate()
-        return traj
+        return seal(tid, self.repo or self.repo_default() or "unknown", self.FORMAT,
+                    list(self._events), meta, path=self.source, time_flagged=self._time_flagged)
 
     # -- for subclasses ------------------------------------------------------------------
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
@@ -216,6 +221,10 @@ class StreamParser:
         if self._events and ev.step < self._events[-1].step:
             ev.step = self._events[-1].step  # a late result never moves a step backwards
         ev.index = len(self._events)
+        flags, self._latest_end = time_flags(ev, self._latest_end)
+        if flags:
+            ev.extra["time_flags"] = flags
+            self._time_flagged.append(ev.index)
         self._events.append(ev)
         self._out.append(ev)
 

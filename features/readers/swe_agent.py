@@ -1,5 +1,7 @@
-"""Reader for SWE-agent ``.traj`` files: v1 (``state`` a dict, ``execution_time`` per
-step) and the older 0.x (``state`` a JSON *string*, no ``execution_time``).
+"""Reader for SWE-agent ``.traj`` files: 1.x (``state`` a dict, ``execution_time`` per
+step; with function calling, ``tool_calls`` on the history's actions; ``replay_config`` a
+JSON string; ``query`` per step from 1.1) and the older 0.x (``state`` a JSON *string*,
+no ``execution_time``).
 
 Mapping:
 
@@ -17,7 +19,9 @@ Mapping:
   in the step's ``state`` (the state after the action), as published. An edit the tool
   refused (``Your proposed edit has introduced new syntax error(s)``) is ``is_error`` and
   writes nothing. ``bytes_written`` is the size of the inserted text when the action
-  carries it.
+  carries it. The history's action message of the step (the same ``action``, in order)
+  gives ``extra["tool_calls"]`` and, where the action text cannot be split as shell words,
+  the path and text the tool call's JSON arguments name.
 * No per-step tokens or wall-clock times exist; run totals (``model_stats``:
   ``tokens_sent``, ``tokens_received``, ``api_calls``, cost) are in ``meta``.
 
@@ -38,12 +42,15 @@ from features.readers.common import (
     classify_command,
     finish,
     get,
+    load_embedded_json,
     load_json,
     mark_tool_return,
+    message_text,
     repo_from_instance_id,
     stem,
-    to_float,
+    to_duration,
     to_int,
+    without,
 )
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
@@ -78,7 +85,7 @@ def _state(raw: Any, loc: Loc) -> dict[str, Any]:
         if not raw.strip():
             return {}
         try:
-            st = json.loads(raw)
+            st = load_embedded_json(raw, loc)
         except json.JSONDecodeError as exc:
             raise loc.error(f"state string is not valid JSON ({exc.msg})") from exc
         if not isinstance(st, dict):
@@ -122,14 +129,12 @@ def read_swe_agent(
         if role == "assistant":
             break
         content = h.get("content")
-        if isinstance(content, list):
-            content = "\n".join(c.get("text", "") for c in content if isinstance(c, dict))
-        elif content is not None and not isinstance(content, str):
-            raise (hloc / "content").error("expected string or array")
-        events.append(Event(index=0, kind=EventKind.MESSAGE, step=1, text=content,
+        text = None if content is None else message_text(content, hloc / "content")
+        events.append(Event(index=0, kind=EventKind.MESSAGE, step=1, text=text,
                             extra={"history_index": i,
-                                   **{k: v for k, v in h.items() if k != "content"}}))
+                                   **without(h, "content")}))
 
+    actions = _history_actions(history, root)
     versions = set()
     for i, s in enumerate(traj):
         sloc = root / "trajectory" / i
@@ -141,7 +146,9 @@ def read_swe_agent(
         raw_state = s.get("state")
         versions.add("0.x" if isinstance(raw_state, str) else "v1")
         state = _state(raw_state, sloc / "state")
-        et = to_float(s.get("execution_time"), sloc / "execution_time")
+        et = to_duration(s.get("execution_time"), sloc / "execution_time")
+        hist = actions[i] if i < len(actions) and actions[i][1].get("action") == action else None
+        calls = _tool_calls(hist, root) if hist is not None else []
         cmd = action.strip()
         argv = split_command(cmd)
         head = (argv[0] if argv else cmd.split(maxsplit=1)[0] if cmd else "")
@@ -149,34 +156,40 @@ def read_swe_agent(
         paths: list[str] = []
         payload: str | None = None
         refused = obs is not None and any(r in obs for r in _REFUSED)
+        words = argv  # what the mapping reads; argv stays the action's own words
+        if words is None and len(calls) == 1:  # unsplittable text: the call's own arguments
+            head = calls[0][0]
+            words = _words_from_call(head, _arguments(calls[0][1]))
         if head in _EDIT_TOOLS or (
-            head == "str_replace_editor" and argv is not None and len(argv) >= 3
-            and argv[1] in _STR_REPLACE_WRITES
+            head == "str_replace_editor" and words is not None and len(words) >= 3
+            and words[1] in _STR_REPLACE_WRITES
         ):
             kind = EventKind.FILE_CHANGE
-            if head == "str_replace_editor" and argv is not None:
-                paths = [argv[2]]
-                if argv[1] == "create" and "--file_text" in argv:
-                    k = argv.index("--file_text")
-                    payload = argv[k + 1] if k + 1 < len(argv) else None
-                elif "--new_str" in argv:
-                    k = argv.index("--new_str")
-                    payload = argv[k + 1] if k + 1 < len(argv) else None
-            elif head == "create" and argv is not None and len(argv) >= 2:
+            if head == "str_replace_editor" and words is not None:
+                paths = [words[2]]
+                if words[1] == "create" and "--file_text" in words:
+                    k = words.index("--file_text")
+                    payload = words[k + 1] if k + 1 < len(words) else None
+                elif "--new_str" in words:
+                    k = words.index("--new_str")
+                    payload = words[k + 1] if k + 1 < len(words) else None
+            elif head == "create" and words is not None and len(words) >= 2:
                 opened = state.get("open_file")
-                paths = [opened if isinstance(opened, str) and opened.endswith(argv[1])
-                         else argv[1]]
+                paths = [opened if isinstance(opened, str) and opened.endswith(words[1])
+                         else words[1]]
             else:
                 opened = state.get("open_file")
                 if isinstance(opened, str) and opened not in ("n/a", ""):
                     paths = [opened]
-                payload = _edit_payload(action, argv)
+                payload = _edit_payload(action, words)
         ev = Event(
             index=0, kind=kind, step=1, duration=et, command=cmd, argv=argv, text=thought,
             is_error=refused,
             paths_written=[] if refused else paths,
             bytes_written=None if refused or payload is None else len(payload.encode()),
             extra={"trajectory_index": i, "output": obs, "state": state,
+                   **({"tool_calls": hist[1]["tool_calls"], "history_index": hist[0]}
+                      if hist is not None and "tool_calls" in hist[1] else {}),
                    **({"cwd": state["working_dir"]}
                       if isinstance(state.get("working_dir"), str) else {}),
                    **({"attempted_paths": paths} if refused and paths else {}),
@@ -196,11 +209,12 @@ def read_swe_agent(
     replay = doc.get("replay_config")
     iid = None
     rc: Any = replay
-    if isinstance(replay, str):
+    if isinstance(replay, str) and replay.strip():
         try:
-            rc = json.loads(replay)
-        except json.JSONDecodeError:
-            rc = None
+            rc = load_embedded_json(replay, root / "replay_config")
+        except json.JSONDecodeError as exc:
+            raise (root / "replay_config").error(
+                f"a string that is not JSON ({exc.msg} at column {exc.colno})") from exc
     ps = rc.get("problem_statement") if isinstance(rc, dict) else None
     if isinstance(ps, dict) and isinstance(ps.get("id"), str):
         iid = ps["id"]
@@ -224,4 +238,61 @@ def read_swe_agent(
     }
     tid = task_id or iid or stem(path)
     rep = repo or repo_from_instance_id(iid) or "unknown"
-    return finish(tid, rep, FORMAT, events, meta)
+    return finish(tid, rep, FORMAT, events, meta, path=path)
+
+
+def _history_actions(history: list[Any], root: Loc) -> list[tuple[int, dict[str, Any]]]:
+    """(index, item) of the history's own action messages (demonstrations left out), in
+    order: one per trajectory step."""
+    out = []
+    for i, h in enumerate(history):
+        if (isinstance(h, dict) and h.get("role") == "assistant" and not h.get("is_demo")
+                and h.get("message_type", "action") == "action"):
+            out.append((i, h))
+    return out
+
+
+def _tool_calls(hist: tuple[int, dict[str, Any]], root: Loc) -> list[tuple[str, Any]]:
+    """(function name, raw arguments) of an action message's tool calls."""
+    i, h = hist
+    hloc = root / "history" / i
+    calls = get(h, "tool_calls", (list, type(None)), hloc, default=None) or []
+    out = []
+    for j, c in enumerate(calls):
+        cloc = hloc / "tool_calls" / j
+        if not isinstance(c, dict):
+            raise cloc.error("expected object")
+        fn = get(c, "function", dict, cloc, required=True)
+        name = get(fn, "name", str, cloc / "function", required=True)
+        out.append((name, get(fn, "arguments", (str, dict), cloc / "function", default="{}")))
+    return out
+
+
+def _arguments(raw: str | dict[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments (JSON text or an object); {} when they do not parse (the
+    model's own text: the action string stays the record)."""
+    try:
+        args = json.loads(raw) if isinstance(raw, str) else raw
+    except json.JSONDecodeError:
+        return {}
+    return args if isinstance(args, dict) else {}
+
+
+def _words_from_call(name: str, args: dict[str, Any]) -> list[str] | None:
+    """The words the action would have split into, from a tool call's arguments (only for
+    the editor tools whose path and text the mapping reads)."""
+    if name == "str_replace_editor" and isinstance(args.get("command"), str) and isinstance(
+            args.get("path"), str):
+        argv = [name, args["command"], args["path"]]
+        for key in ("file_text", "new_str"):
+            if isinstance(args.get(key), str):
+                argv += [f"--{key}", args[key]]
+        return argv
+    if name == "create" and isinstance(args.get("filename"), str):
+        return [name, args["filename"]]
+    if name in ("insert", "append") and isinstance(args.get("text"), str):
+        return [name, args["text"]]
+    if name == "edit" and isinstance(args.get("search"), str) and isinstance(
+            args.get("replace"), str):
+        return [name, args["search"], args["replace"]]
+    return None

@@ -21,8 +21,10 @@ stamped with its arrival time from the run's clock. Every JSON line is handed to
   outside the workspace (Codex: its session rollout). ``preserved()`` returns a copy as
   of the last boundary passed.
 
-The process runs in its own session/process group (``start_new_session=True``), so
-:meth:`CliRun.kill` is a real fail-stop: SIGKILL to the whole group.
+The process runs in its own session under the harness's fail-stop
+(:func:`oracle.processes.popen`: its own PID namespace, and it dies with the process that
+started it), so :meth:`CliRun.kill` is a real fail-stop: SIGKILL to the program and to every
+process it started, tools in sessions of their own included.
 
 Ready configurations of real runtimes build on this adapter, one module each beside it
 (:mod:`oracle.agents.codex` for Codex CLI).
@@ -45,11 +47,13 @@ from typing import Any
 
 from features.schema import EventKind
 from oracle.agents.protocol import AgentReport, Clock, RestorePoint, TaskSpec
+from oracle.processes import kill_tree, popen
 
 __all__ = [
     "CliRun",
     "CommandLineAgent",
     "default_update_state",
+    "run_dir_for",
     "run_verifier",
     "substitute",
 ]
@@ -92,6 +96,18 @@ def run_verifier(argv: Sequence[str], workspace: Path, timeout: float = 600.0) -
     return proc.returncode == 0
 
 
+def run_dir_for(workspace: Path) -> Path:
+    """A new directory for one run's own files, beside (never inside) the workspace:
+    ``.<workspace>.agent/run<N>``."""
+    base = workspace.parent / f".{workspace.name}.agent"
+    n = 0
+    while (base / f"run{n}").exists():
+        n += 1
+    d = base / f"run{n}"
+    d.mkdir(parents=True)
+    return d
+
+
 class CliRun:
     """A running agent program (see module docstring for the numbering rules)."""
 
@@ -127,17 +143,15 @@ class CliRun:
         self.usage: dict = {"tokens": 0, "tool_calls": 0, "lines": 0, "non_json_lines": 0}
         self.killed = False
         self.started_at = clock.now()
+        self._queue: queue.Queue[tuple[float, bytes | AgentReport] | None] = queue.Queue()
         self._stderr = open(run_dir / "stderr.log", "wb")  # noqa: SIM115 - closed in wait()
         try:
-            self.proc = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=self._stderr, start_new_session=True,
-            )
+            self.proc = popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                              stderr=self._stderr)
         except OSError as exc:
             self._stderr.close()
             raise RuntimeError(f"cannot start agent program {argv[0]!r}: {exc}") from exc
         self.pid = self.proc.pid
-        self._lines: queue.Queue[tuple[float, bytes] | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, name=f"cli-reader-{self.pid}", daemon=True)
         self._reader.start()
 
@@ -145,17 +159,25 @@ class CliRun:
         assert self.proc.stdout is not None
         try:
             for raw in iter(self.proc.stdout.readline, b""):
-                self._lines.put((self.clock.now(), raw))
+                self._queue.put((self.clock.now(), raw))
         finally:
-            self._lines.put(None)
+            self._queue.put(None)
+
+    def inject(self, report: AgentReport) -> None:
+        """Queue a report from another source (e.g. a model server thread) among the lines."""
+        self._queue.put((self.clock.now(), report))
 
     def reports(self) -> Iterator[AgentReport]:
         """Yield reports as lines arrive; ends at the program's EOF (exit or kill)."""
         while True:
-            item = self._lines.get()
+            item = self._queue.get()
             if item is None:
                 return
             arrival, raw = item
+            if isinstance(raw, AgentReport):
+                yield raw
+                self._after_injected(raw)
+                continue
             text = raw.decode("utf-8", errors="replace").strip()
             if not text:
                 continue
@@ -167,9 +189,16 @@ class CliRun:
             if not isinstance(obj, dict):
                 self._skip_line(text)
                 continue
-            self._update_state(obj, self._transcript, self._facts)
-            for rep in self._parse(obj, arrival):
-                yield from self._finish(rep, arrival)
+            yield from self._line_reports(obj, arrival)
+
+    def _line_reports(self, obj: dict, arrival: float) -> Iterator[AgentReport]:
+        """The reports of one JSON line (state update, parser, numbering)."""
+        self._update_state(obj, self._transcript, self._facts)
+        for rep in self._parse(obj, arrival):
+            yield from self._finish(rep, arrival)
+
+    def _after_injected(self, report: AgentReport) -> None:
+        """Called once the harness has taken an injected report (a hook; nothing here)."""
 
     def _skip_line(self, text: str) -> None:
         """Count a stdout line that is not a JSON object; warn on the first, naming it."""
@@ -220,13 +249,9 @@ class CliRun:
         return copy.deepcopy(self._preserved[0]), copy.deepcopy(self._preserved[1])
 
     def kill(self) -> None:
-        """Fail-stop: SIGKILL the agent's whole process group, then reap it."""
+        """Fail-stop: SIGKILL the agent and every process it started, then reap it."""
         self.killed = True
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.proc.wait()
+        kill_tree(self.proc)
 
     def pause(self) -> None:
         """Stop the whole process group (SIGSTOP) while the harness checkpoints the workspace."""
@@ -297,13 +322,7 @@ class CommandLineAgent:
         return self._parse_line() if self._parser_is_factory else self._parse_line  # type: ignore[call-arg,return-value]
 
     def _run_dir(self, workspace: Path) -> Path:
-        base = workspace.parent / f".{workspace.name}.agent"
-        n = 0
-        while (base / f"run{n}").exists():
-            n += 1
-        d = base / f"run{n}"
-        d.mkdir(parents=True)
-        return d
+        return run_dir_for(workspace)
 
     def _values(self, task: TaskSpec, workspace: Path, seed: int, run_dir: Path) -> dict[str, str]:
         task_file = run_dir / "task.json"

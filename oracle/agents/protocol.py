@@ -4,7 +4,9 @@ An :class:`Agent` starts a task from a pristine workspace or resumes it from a
 :class:`RestorePoint` (a restored workspace plus the preserved transcript and facts). A
 run (:class:`AgentRun`) yields :class:`AgentReport` objects live: events in the canonical
 schema (``features.schema.Event``), candidate boundaries reached (numbered 1..B from the
-pristine start, also on a resumed run), and side effects for the durable effect log.
+pristine start, also on a resumed run), side effects for the durable effect log, and — from
+agents that can say so — *activity*: the run is now inside a tool (``"tool"``) or waiting on
+a model call (``"model"``), the moments a fail-stop can strike mid-tool or mid-model-call.
 
 Time comes from a :class:`Clock`: :class:`WallClock` for real agents, :class:`VirtualClock`
 for simulated ones (sleep advances time instantly), so the same harness measures both.
@@ -24,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 from features.schema import Event
 
 __all__ = [
+    "ACTIVITIES",
     "Agent",
     "AgentReport",
     "AgentRun",
@@ -112,15 +115,21 @@ class RestorePoint:
     facts: dict[str, Any]  # preserved discovered facts at that boundary
 
 
+#: what an ``activity`` report says the run is doing
+ACTIVITIES = ("tool", "model")
+
+
 @dataclass
 class AgentReport:
-    """One thing a running agent reports: an event, a boundary reached, or a side effect."""
+    """One thing a running agent reports: an event, a boundary reached, a side effect, or an
+    activity (a tool started, a model call is waiting for its answer)."""
 
-    kind: str  # "event" | "boundary" | "effect"
+    kind: str  # "event" | "boundary" | "effect" | "activity"
     event: Event | None = None
     boundary: int | None = None  # 1-based from the pristine start, also on resumed runs;
     #   a parser inside an adapter may leave it None ("a boundary passed"): the adapter numbers it
     effect: dict | None = None
+    activity: str | None = None  # "tool" | "model" (kind "activity")
 
     def __post_init__(self) -> None:
         if self.kind == "event" and self.event is None:
@@ -129,8 +138,12 @@ class AgentReport:
             raise ValueError(f"AgentReport(kind='boundary') needs boundary >= 1, got {self.boundary}")
         if self.kind == "effect" and self.effect is None:
             raise ValueError("AgentReport(kind='effect') needs an effect dict")
-        if self.kind not in ("event", "boundary", "effect"):
-            raise ValueError(f"AgentReport.kind must be event|boundary|effect, got {self.kind!r}")
+        if self.kind == "activity" and self.activity not in ACTIVITIES:
+            raise ValueError(f"AgentReport(kind='activity') needs activity in {ACTIVITIES}, "
+                             f"got {self.activity!r}")
+        if self.kind not in ("event", "boundary", "effect", "activity"):
+            raise ValueError("AgentReport.kind must be event|boundary|effect|activity, got "
+                             f"{self.kind!r}")
 
 
 @runtime_checkable
@@ -161,6 +174,9 @@ class Agent(Protocol):
     them, or a ``ValueError`` saying why not; see :func:`make_tasks`), ``granularity``
     (``"turn"`` | ``"tool_call"``) and ``clock_kind`` (``"wall"`` | ``"virtual"``; default
     ``"virtual"`` when the agent has ``simulated_checkpoint_cost``, else ``"wall"``).
+    An agent whose runs report ``activity`` sets ``reports_activity = True``: the harness
+    then strikes a branch's failure at a tool or model-call activity (see
+    :mod:`oracle.harness`), else at the first event of the failure segment.
     """
 
     name: str

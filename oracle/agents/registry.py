@@ -8,8 +8,10 @@ so nothing needs importing beforehand and a worker process finds every built-in 
 (:mod:`oracle.workloads`). :func:`register_agent` adds agents defined elsewhere (a worker
 finds those only if their module is imported there too).
 
-A new runtime (Claude Code, mini-swe-agent, an agent driven by a loopback model server)
-is one module beside :mod:`oracle.agents.codex` and one entry here.
+``codex`` and ``claude-code`` are the pinned runtimes driven by a brain on a loopback model
+server (:mod:`oracle.agents.runtime`); ``codex-cli`` is Codex CLI as installed and configured
+by the user (:func:`oracle.agents.codex.codex_agent`). A new runtime is its stream rules in
+:mod:`oracle.agents.runtime` and one entry here.
 
 Standard library only: the scripted agent's child program imports this package.
 """
@@ -29,8 +31,10 @@ __all__ = ["BUILTIN_AGENTS", "SIMULATED_PREFIX", "agent_names", "get_agent", "re
 #: built-in agents: name -> "module:factory" (``factory(**options) -> Agent``)
 BUILTIN_AGENTS: dict[str, str] = {
     "cbuild": "oracle.agents.cbuild:CbuildAgent",
+    "claude-code": "oracle.agents.runtime:claude_code_agent",
     "cli": "oracle.agents.command_line:CommandLineAgent",
-    "codex": "oracle.agents.codex:codex_agent",
+    "codex": "oracle.agents.runtime:codex_runtime_agent",
+    "codex-cli": "oracle.agents.codex:codex_agent",
     "depres": "oracle.agents.depres:DepresAgent",
     "llm-free": "oracle.agents.llmfree:LLMFreeAgent",
     "migrate": "oracle.agents.migrate:MigrateAgent",

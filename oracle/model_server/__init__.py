@@ -4,8 +4,9 @@ Codex CLI (OpenAI Responses), Claude Code (Anthropic Messages) and litellm / min
 (OpenAI chat completions) are pointed at :class:`ModelServer` on 127.0.0.1; each request is
 read into one normalized :class:`Conversation`, a pluggable :class:`Brain` decides the next
 :class:`Step`, and the server renders it in the request's protocol and writes the exchange to
-an append-only audit log. Brains: ``scripted`` (a fixed JSON plan) and ``proxy`` (a real
-endpoint). ``python -m oracle.model_server`` runs one as a process.
+an append-only audit log. Brains: ``scripted`` (a fixed JSON plan), ``repair`` (the LLM-free
+repair agent's decisions, from the transcript) and ``proxy`` (a real endpoint).
+``python -m oracle.model_server`` runs one as a process.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from oracle.model_server.conversation import (
 )
 from oracle.model_server.latency import LatencyModel
 from oracle.model_server.proxy import ProxyBrain
+from oracle.model_server.repair import RepairBrain
 from oracle.model_server.scripted import Plan, PlanError, ScriptedBrain, Turn
 from oracle.model_server.server import PROTOCOLS, ModelServer, ServerConfig, check_loopback
 from oracle.model_server.wire import BadRequest, Reply
@@ -33,18 +35,22 @@ from oracle.model_server.wire import BadRequest, Reply
 __all__ = [
     "BRAINS", "PROTOCOLS", "Action", "BadRequest", "Brain", "BrainError", "Call",
     "Conversation", "Edit", "LatencyModel", "Message", "ModelRequest", "ModelServer", "Plan",
-    "PlanError", "ProxyBrain", "Reply", "ScriptedBrain", "ServerConfig", "Shell", "Step",
+    "PlanError", "ProxyBrain", "RepairBrain", "Reply", "ScriptedBrain", "ServerConfig", "Shell", "Step",
     "StepBrain", "ToolCall", "ToolResult", "Turn", "check_loopback", "make_brain",
 ]
 
 #: the brains ``--brain`` selects, by name
-BRAINS: dict[str, type[Brain]] = {ScriptedBrain.name: ScriptedBrain, ProxyBrain.name: ProxyBrain}
+BRAINS: dict[str, type[Brain]] = {ScriptedBrain.name: ScriptedBrain, RepairBrain.name: RepairBrain,
+                                  ProxyBrain.name: ProxyBrain}
 
 
 def make_brain(name: str, *, plan: str | Path | Plan | None = None, url: str | None = None,
                key_env: str | None = None) -> Brain:
-    """A brain by name: ``scripted`` needs ``plan`` (a file or a :class:`Plan`), ``proxy``
-    needs ``url`` and, where the endpoint wants a key, ``key_env`` (the variable's NAME)."""
+    """A brain by name: ``scripted`` needs ``plan`` (a file or a :class:`Plan`), ``repair``
+    nothing (its task comes in the prompt), ``proxy`` needs ``url`` and, where the endpoint
+    wants a key, ``key_env`` (the variable's NAME)."""
+    if name == RepairBrain.name:
+        return RepairBrain()
     if name == ScriptedBrain.name:
         if plan is None:
             raise ValueError("brain 'scripted' needs a plan (--plan P.json)")

@@ -22,7 +22,7 @@ from ripplecp_cli import opt, run
 class Args:
     """Serve a model API on loopback for agent runtimes, driven by a brain."""
 
-    brain: Literal["scripted", "proxy"] = opt("scripted", choices=tuple(BRAINS))
+    brain: Literal["scripted", "repair", "proxy"] = opt("scripted", choices=tuple(BRAINS))
     """who decides the answers"""
     plan: Path | None = None
     """the scripted brain's plan (JSON)"""

@@ -113,6 +113,12 @@ class _HTTPServer(ThreadingHTTPServer):
         self.owner = owner
         super().__init__(address, _Handler)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A runtime that went away mid-request (killed: a fail-stop) is not an error."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"

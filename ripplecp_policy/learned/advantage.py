@@ -36,7 +36,7 @@ from ripplecp_policy.datasets import (
     observation_vector,
     replays,
 )
-from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting, as_setting
+from ripplecp_policy.policy import BoundaryObservation, PlacementPolicy, Setting, as_setting
 from ripplecp_policy.splits import SplitAudit, inner_splits
 
 Scorer = Callable[[np.ndarray], np.ndarray]
@@ -67,8 +67,32 @@ def rank_report(y_true: np.ndarray, y_pred: np.ndarray, strata: np.ndarray) -> d
     return out
 
 
+_MEMOS: list[tuple[LabelSet, dict[Any, Any]]] = []
+_MEMO_SIZE = 8
+
+
+def _memo_for(data: LabelSet) -> dict[Any, Any]:
+    """Fits shared by every policy fitted on this label set object (small LRU, identity-keyed).
+
+    The advantage table and the scorer fits depend on the data, the features and the model's
+    parameters, never on the budget or the failure model: a study fitting one policy under
+    several budgets (the matched-budget folds) fits each model once. Fits are deterministic,
+    so a memoised model is the model a fresh fit gives."""
+    for i, (ls, memo) in enumerate(_MEMOS):
+        if ls is data:
+            _MEMOS.append(_MEMOS.pop(i))
+            return memo
+    memo: dict[Any, Any] = {}
+    _MEMOS.append((data, memo))
+    del _MEMOS[:-_MEMO_SIZE]
+    return memo
+
+
 class _ScoredPolicy(PlacementPolicy):
     """Shared machinery: fit a scorer on decision cells, pick a threshold on validation repos."""
+
+    #: parameters that choose the threshold, not the scorer (left out of the fit memo's key)
+    _THRESHOLD_PARAMS = ("threshold", "n_thresholds")
 
     _default_threshold: float = 0.0
     _tuning_metric: str = "rmse"
@@ -83,6 +107,28 @@ class _ScoredPolicy(PlacementPolicy):
     def _fit_scorer(self, X: np.ndarray, y: np.ndarray) -> tuple[Any, Scorer]:
         model = self._fit_model(X, y)
         return model, self._scorer_for(model)
+
+    def _memo_key(self, *what: Any) -> tuple[Any, ...]:
+        params = tuple(sorted((k, v) for k, v in self.get_params(deep=False).items()
+                              if k not in self._THRESHOLD_PARAMS))
+        return (type(self), params, *what)
+
+    def _table_for(self, data: LabelSet, tasks: dict[str, TaskReplay], setting: Setting) -> AdvantageTable:
+        """The advantage table of ``data`` (memoised per label set, features, target rule)."""
+        key = ("table", setting.features, setting.hazard, self.feature_fn, self.verified_only)
+        memo = _memo_for(data)
+        if key not in memo:
+            memo[key] = advantage_table(data, tasks, verified_only=self.verified_only, hazard=setting.hazard)
+        return memo[key]
+
+    def _fit_on(self, data: LabelSet, table: AdvantageTable, setting: Setting) -> tuple[Any, Scorer]:
+        """:meth:`_fit_scorer` on ``table`` (all of it or a repository subset of the table of
+        ``data``), memoised per repositories, features and model parameters."""
+        key = self._memo_key("fit", setting.features, setting.hazard, frozenset(table.repos), len(table.frame))
+        memo = _memo_for(data)
+        if key not in memo:
+            memo[key] = self._fit_scorer(table.X, self._target(table))
+        return memo[key]
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(super().__getstate__())  # a copy: Python returns the live __dict__
@@ -102,7 +148,7 @@ class _ScoredPolicy(PlacementPolicy):
         setting = as_setting(setting)
         budget = setting.budget
         tasks = replays(data, setting, self.feature_fn)
-        table = advantage_table(data, tasks, verified_only=self.verified_only)
+        table = self._table_for(data, tasks, setting)
         self.audit_ = SplitAudit()
         self.feature_names_ = list(table.feature_names)
         self.repos_ = sorted(table.repos)
@@ -115,8 +161,8 @@ class _ScoredPolicy(PlacementPolicy):
             self.threshold_source_ = "default (no budget given)"
             self.validation_costs_ = pd.DataFrame()
         else:
-            self._select_threshold(table, tasks, budget)
-        self.model_, self._scorer = self._fit_scorer(table.X, self._target(table))
+            self._select_threshold(data, table, tasks, setting)
+        self.model_, self._scorer = self._fit_on(data, table, setting)
         self.audit_.record("scaler", table.repos)
         self.audit_.record("model", table.repos)
         self.train_report_ = rank_report(
@@ -128,8 +174,10 @@ class _ScoredPolicy(PlacementPolicy):
         return table.y
 
     def _select_threshold(
-        self, table: AdvantageTable, tasks: dict[str, TaskReplay], budget: Budget
+        self, data: LabelSet, table: AdvantageTable, tasks: dict[str, TaskReplay], setting: Setting
     ) -> None:
+        budget = setting.budget
+        assert budget is not None
         task_repo = {t: r.repo for t, r in tasks.items()}
         splits = list(inner_splits(table.repos, task_repo, max_splits=self.max_inner_splits))
         if not splits:
@@ -145,7 +193,7 @@ class _ScoredPolicy(PlacementPolicy):
             sub = table.subset_repos(tr_repos)
             if sub.frame.empty:
                 continue
-            _, scorer = self._fit_scorer(sub.X, self._target(sub))
+            _, scorer = self._fit_on(data, sub, setting)
             self.audit_.record("threshold_inner_model", tr_repos)
             self.audit_.record("threshold", tr_repos | va_repos)
             val = table.subset_repos(va_repos)
@@ -205,7 +253,8 @@ class _ScoredPolicy(PlacementPolicy):
         """For :func:`ripplecp_policy.tuning.tune`: the objective's name and, per trial's
         parameters, the validation error of the model on each split's validation
         repositories (the feature table does not depend on the parameters: built once)."""
-        table = advantage_table(data, replays(data, setting, self.feature_fn), verified_only=self.verified_only)
+        table = advantage_table(data, replays(data, setting, self.feature_fn), verified_only=self.verified_only,
+                                hazard=setting.hazard)
         task_repo = dict(zip(data.tasks["task_id"], data.tasks["repo"], strict=True))
 
         def run(params: dict[str, Any]) -> list[float]:
@@ -242,7 +291,7 @@ class _ScoredPolicy(PlacementPolicy):
     def heldout_metrics(self, data: LabelSet, setting: Setting) -> dict[str, float]:
         """Model quality on held-out ``data`` under ``setting``: :meth:`report` of its
         advantage table, and the threshold in use."""
-        table = advantage_table(data, replays(data, setting, self.feature_fn))
+        table = advantage_table(data, replays(data, setting, self.feature_fn), hazard=setting.hazard)
         return {**self.report(table), "threshold": float(self.threshold_)}
 
     def feature_importances(self) -> pd.Series:

@@ -164,7 +164,7 @@ class FittedQPolicy(PlacementPolicy):
         cost_cell = tc.recovery_cost()
         d = len(self.feature_names_) + 1
         rng = np.random.default_rng([self.random_state, seed, zlib.crc32(task.task_id.encode())])
-        ep = Episode(task.task_id, task.repo, budget)
+        ep = Episode(task.task_id, task.repo, budget, prior=task.charge_prior(budget))
 
         def behave(obs: BoundaryObservation) -> bool:
             b = obs.boundary

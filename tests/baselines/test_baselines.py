@@ -21,7 +21,7 @@ def test_every_baseline_passes_conformance(proto, small):
 def test_all_baselines_names_are_unique_and_complete():
     names = [p.name for p in all_baselines(0)]
     assert len(set(names)) == len(names)
-    for want in ("no-checkpoint", "every-boundary", "fixed-k", "time-young-daly", "time-tuned",
+    for want in ("no-checkpoint", "every-boundary", "fixed-k", "fixed-positions", "time-young-daly", "time-tuned",
                  "first-boundary", "state-change", "progress", "failure-risk", "random",
                  "oracle", "optimum"):
         assert want in names

@@ -24,8 +24,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
+from features.schema import Event, Trajectory
+from oracle.tables import LabelSet
 from ripplecp_cli import field_docs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,3 +113,40 @@ def failed_in_one_line() -> Callable[..., None]:
     """``(proc, prog, needle)``: a finished real run exited 2 with one stderr line
     ``PROG: error: …needle…``."""
     return _failed_in_one_line
+
+
+def seal_label_table(labels: pd.DataFrame, path: Path) -> Path:
+    """A saved label set around a label table: tasks, three boundaries per task, the pairs'
+    CP and SKIP branches and a nominal trajectory each, sealed by ``LabelSet.save``."""
+    first = labels.drop_duplicates("task_id")
+    tasks = pd.DataFrame(dict(task_id=first["task_id"], repo=first["repo"], family="synthetic",
+                              verified=first["verified"], nominal_s=400.0, n_boundaries=3,
+                              granularity="turn"))
+    creation = labels.groupby(["task_id", "candidate"])["creation_s"].first()
+    cps = pd.DataFrame([dict(task_id=t, boundary=b, event_index=b - 1, step=b,
+                             nominal_t_s=100.0 * b, creation_s=float(creation.get((t, b), 4.0)),
+                             size_bytes=1000 * b + i, restore_latency_s=0.5)
+                        for i, t in enumerate(tasks["task_id"]) for b in (1, 2, 3)])
+    rec = []
+    for r in labels.itertuples():
+        pair = f"{r.cell_id}:rep{r.repetition}"
+        for k, (role, point, cost) in enumerate((("cp", r.candidate, r.j_cp - r.creation_s),
+                                                 ("skip", r.fallback, r.j_skip))):
+            rec.append(dict(task_id=r.task_id, restore_point=point, failure=r.failure,
+                            repetition=r.repetition, branch_id=f"{pair}/{k}", pair_id=pair,
+                            role=role, cost_s=cost, restore_latency_s=0.5, tokens=None,
+                            tool_calls=None, verified=r.verified, capped=False, seed=r.pair_seed,
+                            state_digest=None, obs_digest=None, quarantined=False,
+                            quarantine_reason=None))
+    trajs = {t: Trajectory(t, repo, "synthetic", [
+        Event(i, "command", step=i + 1, safe_boundary=True, boundary_kind="tool_return",
+              turn_end=True) for i in range(3)]) for t, repo in zip(tasks["task_id"], tasks["repo"],
+                                                                     strict=True)}
+    return LabelSet(tasks, cps, pd.DataFrame(rec), labels, trajs, {"source": "test"}).save(path)
+
+
+@pytest.fixture
+def seal_labels() -> Callable[[pd.DataFrame, Path], Path]:
+    """:func:`seal_label_table`: a label table saved as a sealed label set (every reader
+    verifies it)."""
+    return seal_label_table

@@ -149,6 +149,44 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
     arts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"summary.csv", "report.txt", "curves"} <= arts
 
+    # as a researcher opens it (issue 16): the runs table first, every artifact in the store,
+    # child runs with their policy's parameters and fitted values, the learned policies as models
+    from ripplecp_policy.export import load_policy_model
+    from ripplecp_policy.learned import default_learned_policies
+    from ripplecp_policy.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
+
+    assert exp.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+    assert "workflowType=machine_learning" in proc.stdout and "--host 127.0.0.1" in proc.stdout
+    home = (store / "artifacts").resolve().as_uri() + "/"
+    assert all(e.artifact_location.startswith(home) for e in client.search_experiments())
+    by = {(c.data.tags["ripplecp.policy"], c.data.tags["ripplecp.budget"], c.data.tags["ripplecp.split"]): c
+          for c in children}
+    for (pol, _b, _s), c in by.items():
+        assert c.data.params, f"{pol}: a child run without params"
+    fixed = [c for (pol, _b, _s), c in by.items() if pol == "fixed-k"]
+    assert fixed and all(int(c.data.params["k_"]) >= 1 for c in fixed)
+    timed = [c for (pol, _b, _s), c in by.items() if pol == "time-tuned"]
+    assert timed and all(float(c.data.params["interval_"]) > 0 for c in timed)
+    ridge = [c for (pol, _b, _s), c in by.items() if pol == "AdvantageRegressorPolicy[ridge]"]
+    assert ridge and all(c.data.params["model"] == "ridge" and "threshold_" in c.data.params
+                         for c in ridge)
+    learned = {p.name for p in default_learned_policies(quick=True)}
+    assert learned and learned <= policies
+    models = client.search_logged_models(experiment_ids=[exp.experiment_id])
+    got = {(m.tags["ripplecp.policy"], m.tags["ripplecp.budget"]) for m in models}
+    assert got == {(p, b) for p in learned for b in {k[2] for k in keys}}  # one per policy, budget
+    assert len(models) == len(got)
+    for m in models:
+        run = client.get_run(m.source_run_id)  # the child run of the fold that kept the models
+        assert run.data.tags["ripplecp.policy"] == m.tags["ripplecp.policy"]
+        assert run.data.tags["ripplecp.budget"] == m.tags["ripplecp.budget"]
+        assert m.params == run.data.params and m.params
+        assert m.artifact_location.startswith(home)
+        assert "MLmodel" in {a.path for a in client.list_logged_model_artifacts(m.model_id)}
+    loaded = load_policy_model(models[0].model_uri, store)
+    decided = loaded.predict(loaded.input_example)
+    assert len(decided) == len(loaded.input_example) and decided["checkpoint"].dtype == bool
+
     # the study is listed by experiments.compare
     from experiments.compare import list_studies
 
@@ -170,3 +208,73 @@ def test_labels_option_reads_a_saved_label_set(tmp_path, make_label_set):
     assert list(data) == ["synthetic"]  # the set's own family, since no simulated name matches
     assert sorted(data["synthetic"].task_ids) == sorted(ls.task_ids)
     assert data["synthetic"].content_hash() == ls.content_hash()
+
+
+def test_best_simple_baseline_is_chosen_on_the_training_folds_only(make_label_set):
+    """Bar (b): per fold and budget, the online simple baseline with the lowest mean
+    training objective; its held-out rows come back as best-simple rows naming it."""
+    from baselines import FirstBoundary, FixedK, NoCheckpoint
+    from baselines.grid import training_objective
+    from experiments.matched_budget import run_fold
+    from ripplecp_policy.splits import leave_one_repo_out
+    from ripplecp_policy.verdicts import BEST_SIMPLE
+
+    ls = make_label_set(n_repos=3, tasks_per_repo=2, seed=2)
+    settings = [Setting(Budget("count", 1)), Setting(Budget("count", 2))]
+    args = parse_args(["--quick"])
+    fold = next(iter(leave_one_repo_out(ls)))
+    res, _ = run_fold("synthetic", ls, fold, [FirstBoundary(), NoCheckpoint(), FixedK()],
+                   [(s.budget.label(), s) for s in settings], args)
+    best = res[res["policy"] == BEST_SIMPLE]
+    train = ls.subset(fold.train_tasks)
+    for setting in settings:
+        label = setting.budget.label()
+        objectives = {p.name: training_objective(p.fit(train, setting), train, setting)
+                      for p in (FirstBoundary(), NoCheckpoint(), FixedK())}
+        want = min(objectives, key=objectives.get)
+        got = best[best["budget"] == label]
+        assert set(got["chosen"]) == {want}
+        held = res[(res["policy"] == want) & (res["budget"] == label)]
+        assert list(got["total_failure_cost"]) == list(held["total_failure_cost"])
+        assert set(got["task_id"]) == set(fold.test_tasks)  # scored on the held-out tasks
+
+
+@pytest.mark.parametrize("repetitions", [1, 2])
+def test_the_table_prints_the_crossfitted_limit_beside_the_in_sample_one(make_label_set, repetitions):
+    from baselines import ClairvoyantOptimum, FirstBoundary
+    from ripplecp_policy.evaluation import Evaluator
+
+    ls = make_label_set(n_repos=2, tasks_per_repo=2, repetitions=repetitions, seed=6)
+    ev = Evaluator(ls)
+    res = pd.concat([ev.evaluate(p, ls.task_ids, Setting(Budget("count", 1)))
+                     for p in (FirstBoundary(), ClairvoyantOptimum())], ignore_index=True)
+    summary = summarise(res, compare(res, "first-boundary", n_resamples=200), parse_args(["--quick"]))
+    table = format_table(summary)
+    assert "regret x-fit s" in table
+    if repetitions == 1:
+        assert summary["limit_in_sample"].all() and "in-sample only" in table
+    else:
+        assert not summary["limit_in_sample"].any() and "cross-fitted" in table
+        opt = summary.set_index("policy").loc["optimum"]
+        assert opt["xfit_regret"] == pytest.approx(opt["tfc"] - opt["xfit_limit"])
+
+
+def test_relative_budgets_are_resolved_on_the_training_repositories_only(make_label_set):
+    """seconds:2x is 2 x the mean creation seconds of the fold's training tasks: the held-out
+    repository's checkpoints never set its own budget."""
+    from baselines import FirstBoundary
+    from experiments.matched_budget import fold_settings, run_fold
+    from ripplecp_policy.splits import leave_one_repo_out
+
+    ls = make_label_set(n_repos=3, tasks_per_repo=2, seed=2)
+    args = parse_args(["--quick", "--budgets", "count:1", "seconds:2x"])
+    for fold in leave_one_repo_out(ls):
+        train = ls.subset(fold.train_tasks)
+        labelled = fold_settings(args.budgets, train, args.hazard)
+        assert [label for label, _ in labelled] == ["1ckpt", "seconds:2x"]
+        want = round(2 * float(train.checkpoints["creation_s"].mean()), 3)
+        whole = round(2 * float(ls.checkpoints["creation_s"].mean()), 3)
+        assert labelled[1][1].budget.amount == want != whole
+        res, _ = run_fold("synthetic", ls, fold, [FirstBoundary()], labelled, args)
+        secs = res[res["budget"] == "seconds:2x"]
+        assert len(secs) and (secs["budget_amount"] == want).all()

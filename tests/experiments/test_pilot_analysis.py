@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,13 +12,14 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from oracle.tables import write_table
+from oracle.tables import LabelSet
 from ripplecp_policy.tracking import tracking_uri
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real command, importing this checkout (not whichever one is installed)."""
     env = dict(os.environ, PYTHONPATH=str(REPO))  # this checkout, whatever cwd
     return subprocess.run(
         [sys.executable, "-m", "experiments.pilot_analysis", *args],
@@ -65,11 +67,9 @@ def test_pilot_command(tmp_path: Path, mlruns: Path) -> None:
     assert not (tmp_path / "mlruns").exists()  # nothing went to the default ./mlruns
 
 
-def test_synthetic_label_set(tmp_path: Path, mlruns: Path, synthetic_labels) -> None:
+def test_synthetic_label_set(tmp_path: Path, mlruns: Path, synthetic_labels, seal_labels) -> None:
     labels = synthetic_labels(n_tasks=9, reps=2, seed=5)
-    lset = tmp_path / "labelset"
-    lset.mkdir()
-    write_table(labels, "labels", lset / "labels.parquet")
+    lset = seal_labels(labels, tmp_path / "labelset")
     feats = labels.groupby("cell_id").agg(tool_calls=("tool_calls_skip", "first")).reset_index()
     feats.to_parquet(tmp_path / "cell_features.parquet")
     out = tmp_path / "out"
@@ -87,6 +87,9 @@ def test_synthetic_label_set(tmp_path: Path, mlruns: Path, synthetic_labels) -> 
         assert (out / png).stat().st_size > 1000
     runs = _runs(mlruns, "synthetic")
     assert len(runs) == 1 and runs[0].data.params["n_resamples"] == "2000"
+    # the hash of the set it verified and read (was: the manifest's, whatever the tables held)
+    manifest = json.loads((lset / "label_set.json").read_text())
+    assert runs[0].data.params["label_set_hash"] == manifest["hash"] == LabelSet.load(lset).content_hash()
     assert "table1_marginal_value.csv" in _artifact_names(mlruns, runs[0].info.run_id)
 
 

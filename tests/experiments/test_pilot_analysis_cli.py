@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from experiments.pilot_analysis import PROG, Args, main
-from oracle.tables import write_table
 
 MODULE = "experiments.pilot_analysis"
 
@@ -42,16 +41,15 @@ def test_wrong_arguments(one_line_error, argv, needle) -> None:
     one_line_error(main, [*argv, "--no-mlflow"], needle)
 
 
-def test_wrong_inputs_checked_right_after_loading(tmp_path: Path, one_line_error, synthetic_labels) -> None:
+def test_wrong_inputs_checked_right_after_loading(tmp_path: Path, one_line_error, synthetic_labels,
+                                                  seal_labels) -> None:
     """A folder without labels, a --features file that is no parquet or lacks the keys, and a
     --proxies column the cells lack: one line, before any table is computed."""
     (tmp_path / "empty").mkdir()
     one_line_error(main, ["--labels", str(tmp_path / "empty"), "--no-mlflow", "--out", str(tmp_path / "o")],
                    "argument --labels: ")
-    lset = tmp_path / "labelset"
-    lset.mkdir()
     labels = synthetic_labels(n_tasks=4, reps=2, seed=5)
-    write_table(labels, "labels", lset / "labels.parquet")
+    lset = seal_labels(labels, tmp_path / "labelset")  # a bare labels.parquet is refused now
     base = ["--labels", str(lset), "--no-mlflow", "--out", str(tmp_path / "o")]
     one_line_error(main, [*base, "--proxies", "protected_work", "tool_callz"],
                    "argument --proxies: invalid choice 'protected_work' (did you mean 'protected_work_s'?)")

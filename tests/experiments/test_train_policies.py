@@ -54,6 +54,8 @@ def test_quick_study_logs_runs_trials_and_model(labels: Path, tmp_path: Path, ca
     for r in folds:
         assert "heldout_cost_s" in r.data.metrics and "first_boundary_cost_s" in r.data.metrics
         assert r.data.params["held_out"] in r.info.run_name
+        # the policy's parameters and fitted scalars (issue 16): ridge's threshold_, FQI's
+        assert "random_state" in r.data.params and any(k.endswith("_") for k in r.data.params)
     trials = [r for r in runs if r.info.run_name.startswith("trial-")]
     assert len(trials) == 2 * 6 and all("objective" in r.data.metrics for r in trials)
     fold_ids = {r.info.run_id for r in folds}
@@ -67,6 +69,7 @@ def test_quick_study_logs_runs_trials_and_model(labels: Path, tmp_path: Path, ca
     mlflow.set_tracking_uri(tracking_uri(root))
     models = client.search_logged_models([exp.experiment_id])
     assert len(models) == 1
+    assert models[0].params and models[0].params.get("random_state") is not None
     loaded = mlflow.pyfunc.load_model(models[0].model_uri)
     data = toy_label_set(n_repos=3, tasks_per_repo=2, seed=5)
     task = next(iter(replays(data).values()))
@@ -75,7 +78,7 @@ def test_quick_study_logs_runs_trials_and_model(labels: Path, tmp_path: Path, ca
     # no state columns: the model tracks its own placement and the study's budget (2)
     frame = example_frame(trace).drop(columns=["remaining_budget", "last_checkpoint", "n_checkpoints"])
     out = loaded.predict(frame)
-    assert list(out.columns) == ["task_id", "boundary", "checkpoint", "score"]
+    assert list(out.columns) == ["task_id", "boundary", "checkpoint", "score", "out_of_range"]
     assert len(out) == task.n_boundaries and out["checkpoint"].sum() <= 2
 
 

@@ -15,7 +15,14 @@ import pytest
 from oracle.agents.scripted import ScriptedAgent, make_scripted_tasks
 from oracle.checkpoint import CheckpointStore, state_digest
 from oracle.effects import ForkBarrierError
-from oracle.harness import BranchSpec, HarnessConfig, StudyContext, run_branch, run_nominal
+from oracle.harness import (
+    BranchSpec,
+    HarnessConfig,
+    StudyContext,
+    finish_discards,
+    run_branch,
+    run_nominal,
+)
 from oracle.study import run_nominal_job
 
 # ---------------------------------------------------------------------------------------
@@ -81,7 +88,8 @@ def test_cp_and_skip_branches_fail_stop_and_rederive(scripted: StudyContext) -> 
     assert cp["cp_creation_s"] > 0 and sk["cp_creation_s"] is None
     # SKIP restarts from pristine: it must search again (more tool calls and tokens)
     assert sk["tool_calls"] > cp["tool_calls"] and sk["tokens"] > cp["tokens"]
-    # every attempt's workspaces are cleaned up
+    # every attempt's workspaces are cleaned up (removed in the background: wait for it)
+    finish_discards()
     assert list((scripted.study_dir / "branches").iterdir()) == []
 
 

@@ -31,15 +31,16 @@ from oracle.model_server import (
     ServerConfig,
     Step,
 )
+from oracle.processes import fail_stop_prefix
 from oracle.runtimes import (
     ClaudeCode,
     Codex,
     Launch,
     MiniSweAgent,
     RuntimeInstallError,
-    fail_stop_prefix,
     toml_text,
 )
+from tests.oracle.conftest import ready_runtime
 
 THREE_STEPS = Plan.from_json([
     {"shell": "printf 'hello\\n' > hello.txt"},
@@ -219,20 +220,9 @@ def _wait_for(cond: Callable[[], bool], timeout: float) -> None:
 
 # ----------------------------------------------------------------------------- real programs
 
-_install_results: dict[str, object] = {}
-
-
 def _ready(name: str) -> runtimes.Runtime:
     """The runtime, installed (once per session), or skip saying why it cannot be."""
-    if name not in _install_results:
-        try:
-            _install_results[name] = runtimes.install(name)
-        except RuntimeInstallError as exc:
-            _install_results[name] = exc
-    found = _install_results[name]
-    if isinstance(found, Exception):
-        pytest.skip(f"{name} cannot be installed here: {found}")
-    return runtimes.get_runtime(name)
+    return ready_runtime(name)
 
 
 class _Recording(ScriptedBrain):
@@ -424,3 +414,38 @@ def test_nothing_leaves_loopback_under_strace(name: str, tmp_path: Path) -> None
     text = trace.read_text()
     assert f"htons({srv.port})" in text  # the trace did see the model connection
     assert _connects(trace) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["codex", "claude-code"])
+def test_nothing_leaves_loopback_in_a_harness_branch(name: str, tmp_path: Path) -> None:
+    """A nominal run and a branch (drive killed in its failure segment, recovery resumed from a
+    checkpoint) of the real runtime under the harness, every launch traced: every connection
+    goes to the run's loopback model server, no DNS."""
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not installed (apt-get install -y strace)")
+    _ready(name)
+    from oracle.agents import get_agent
+    from oracle.harness import BranchSpec, HarnessConfig, StudyContext, run_branch
+    from oracle.study import run_nominal_job
+
+    wrap = [strace, "-f", "-qq", "-e", "trace=connect,sendto,sendmsg",
+            "-o", str(tmp_path / "trace-{run}")]
+    options = {"wrap": wrap}
+    (task,) = get_agent(name).make_tasks(
+        1, 0, tmp_path / "tasks", n_repos=1, families={"numeric": ("colorsys",)},
+        passing_sample=1, failing_sample=1, top_lines=1, max_edits=2)
+    ctx = StudyContext(name, options, {task.task_id: task}, HarnessConfig(granularity="tool_call"),
+                       tmp_path / "study", "strace")
+    nom = run_nominal_job(task.task_id, ctx, seed=0)
+    assert nom["n_boundaries"] >= 3
+    ctx.nominal[task.task_id] = nom
+    rec = run_branch(BranchSpec("b", task.task_id, "table", 1, 3, 2, 1, 5, cell_id="c"), ctx)
+    assert rec["drive_struck"] and not rec["quarantined"], rec["quarantine_reason"]
+    traces = sorted(tmp_path.glob("trace-*"))
+    assert len(traces) == 3  # the nominal run, the drive, the recovery
+    for trace in traces:
+        text = trace.read_text()
+        assert re.search(r'inet_addr\("127\.0\.0\.1"\)', text)  # it did talk to its server
+        assert _connects(trace) == [], trace.name

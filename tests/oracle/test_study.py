@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -200,3 +201,56 @@ def test_inline_study_records_each_branch_before_starting_the_next(scripted_plan
     study_mod.run_study(plan, study, executor=InlineExecutor())
     assert len(seen) >= 8
     assert seen == list(range(seen[0], seen[0] + len(seen))), seen
+
+
+def _marked(marker: str) -> list[int]:
+    from oracle.processes import processes_with_env
+
+    return processes_with_env("RIPPLECP_TEST_MARK", marker)
+
+
+@pytest.mark.slow
+def test_a_killed_study_runner_leaves_no_process_and_no_worker_starts_a_branch(
+        tmp_path: Path) -> None:
+    """SIGKILL of ``python -m oracle run --jobs 2`` (its pid only, as a shell's ``kill -9 $!``)
+    leaves neither pool workers, the forkserver, the resource tracker nor an agent; no branch
+    starts after the runner is gone; a rerun finishes the study."""
+    from oracle.__main__ import main
+
+    plan = tmp_path / "p.json"
+    assert main(["plan", "--agent", "scripted", "--tasks", "2", "--seed", "0", "--out", str(plan),
+                 "--task-opt", "time_scale=1.5", "--task-opt", "n_files=3",
+                 "--no-progress"]) == 0
+    study = tmp_path / "p.study"
+    marker = uuid.uuid4().hex
+    env = dict(os.environ, PYTHONPATH=str(REPO), RIPPLECP_TEST_MARK=marker)
+    p = subprocess.Popen([sys.executable, "-m", "oracle", "run", str(plan), "--jobs", "2",
+                          "--no-progress"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    branches = study / "branches"
+    give_up = time.monotonic() + PROGRESS_LIMIT_S
+    # both workers are inside a branch, each with its agent program running
+    while not (branches.is_dir() and len(list(branches.iterdir())) >= 2
+               and sum("oracle.agents.scripted" in Path(f"/proc/{q}/cmdline").read_bytes().decode(
+                   errors="replace") for q in _marked(marker) if Path(f"/proc/{q}").exists()) >= 2):
+        assert p.poll() is None, "the study finished before it could be killed"
+        assert time.monotonic() < give_up, "the runner started no branch"
+        time.sleep(0.05)
+    before = set(branches.iterdir())
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    end = time.monotonic() + 10
+    while _marked(marker) and time.monotonic() < end:
+        time.sleep(0.05)
+    left = [Path(f"/proc/{q}/cmdline").read_bytes().replace(b"\0", b" ")[:100]
+            for q in _marked(marker)]
+    assert left == [], left
+    time.sleep(1.0)
+    assert set(branches.iterdir()) == before  # nothing started once the runner was gone
+    done = subprocess.run([sys.executable, "-m", "oracle", "run", str(plan), "--jobs", "2",
+                           "--no-progress"], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=PROGRESS_LIMIT_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not _marked(marker)
+    ls = LabelSet.load(study / "labelset")
+    assert {s.branch_id for s in Plan.load(plan).branch_specs((1, 2))} <= set(ls.recovery["branch_id"])

@@ -3,36 +3,11 @@
 import pandas as pd
 import pytest
 
-from features.schema import Event, Trajectory
 from oracle.tables import LabelSet, LabelSetError, RecoveryTable, conform, labels_from_recovery
 
 
-def _recovery_row(r, f, role="table", pair=None, bid=None, cost=None, rep=0, q=False):
-    return dict(
-        task_id="a", restore_point=r, failure=f, repetition=rep, branch_id=bid or f"b{r}{f}{rep}{role}",
-        pair_id=pair, role=role, cost_s=cost if cost is not None else 10.0 * (f - r),
-        restore_latency_s=0.1, tokens=None, tool_calls=3, verified=True, capped=False, seed=7,
-        state_digest="d", obs_digest="o", quarantined=q, quarantine_reason="diverged" if q else None,
-    )
-
-
-def _label_set(extra_rows=()):
-    tasks = pd.DataFrame([dict(task_id="a", repo="r", family="x", verified=True, nominal_s=100.0,
-                               n_boundaries=2, granularity="turn")])
-    cps = pd.DataFrame([dict(task_id="a", boundary=b, event_index=b, step=b, nominal_t_s=40.0 * b,
-                             creation_s=1.5, size_bytes=100 * b, restore_latency_s=0.5) for b in (1, 2)])
-    rows = [_recovery_row(r, f) for f in (1, 2, 3) for r in range(f)]
-    rows += [_recovery_row(1, 2, "cp", "p1", "p1/1", cost=12.0), _recovery_row(0, 2, "skip", "p1", "p1/0", cost=30.0)]
-    rows += list(extra_rows)
-    rec = pd.DataFrame(rows)
-    labels = labels_from_recovery(tasks, cps, rec)
-    traj = Trajectory("a", "r", "test", [Event(i, "command", step=i + 1, safe_boundary=True,
-                                              boundary_kind="tool_return") for i in range(2)])
-    return LabelSet(tasks, cps, rec, labels, {"a": traj}, {"seed": 1})
-
-
-def test_pair_label_is_skip_minus_cp_net_of_creation():
-    ls = _label_set()
+def test_pair_label_is_skip_minus_cp_net_of_creation(tiny_label_set):
+    ls = tiny_label_set()
     (lab,) = ls.labels.to_dict("records")
     assert lab["j_cp"] == 12.0 + 1.5 and lab["j_skip"] == 30.0
     assert lab["advantage"] == pytest.approx(30.0 - 13.5)
@@ -40,8 +15,8 @@ def test_pair_label_is_skip_minus_cp_net_of_creation():
     assert lab["protected_work_s"] == 40.0
 
 
-def test_recovery_table_costs_and_placement():
-    rt = _label_set().recovery_table("a")
+def test_recovery_table_costs_and_placement(tiny_label_set):
+    rt = tiny_label_set().recovery_table("a")
     assert rt.is_full()
     assert rt.cost(0, 3) == 30.0
     assert rt.cost(1, 2) == pytest.approx((10.0 + 12.0) / 2)  # mean over the table and the cp branch
@@ -53,14 +28,14 @@ def test_recovery_table_costs_and_placement():
         rt.cost(2, 2)
 
 
-def test_quarantined_branches_are_kept_but_not_averaged():
-    ls = _label_set([_recovery_row(0, 1, cost=999.0, rep=1, q=True)])
+def test_quarantined_branches_are_kept_but_not_averaged(tiny_label_set, recovery_row):
+    ls = tiny_label_set([recovery_row(0, 1, cost=999.0, rep=1, q=True)])
     assert (ls.recovery["quarantined"]).sum() == 1
     assert ls.recovery_table("a").cost(0, 1) == 10.0
 
 
-def test_save_load_round_trip_and_hash(tmp_path):
-    ls = _label_set()
+def test_save_load_round_trip_and_hash(tmp_path, tiny_label_set):
+    ls = tiny_label_set()
     ls.save(tmp_path / "ls")
     back = LabelSet.load(tmp_path / "ls")
     assert back.content_hash() == ls.content_hash()
@@ -68,19 +43,19 @@ def test_save_load_round_trip_and_hash(tmp_path):
     assert back.trajectories == ls.trajectories
 
 
-def test_edited_table_is_detected(tmp_path):
-    ls = _label_set()
+def test_edited_table_is_detected(tmp_path, tiny_label_set):
+    ls = tiny_label_set()
     ls.save(tmp_path / "ls")
     ls.recovery.loc[0, "cost_s"] = 1.0
     from oracle.tables import write_table
 
     write_table(ls.recovery, "recovery", tmp_path / "ls" / "recovery.parquet")
-    with pytest.raises(LabelSetError, match="hash mismatch"):
+    with pytest.raises(LabelSetError, match="field .hash. does not match"):
         LabelSet.load(tmp_path / "ls")
 
 
-def test_schema_errors_name_table_and_column():
-    ls = _label_set()
+def test_schema_errors_name_table_and_column(tiny_label_set):
+    ls = tiny_label_set()
     bad = ls.recovery.drop(columns=["cost_s"])
     with pytest.raises(LabelSetError, match="cost_s"):
         conform(bad, "recovery")
@@ -89,14 +64,14 @@ def test_schema_errors_name_table_and_column():
         conform(bad, "recovery")
 
 
-def test_unpaired_branch_is_an_error():
-    ls = _label_set()
-    rec = pd.concat([ls.recovery, pd.DataFrame([_recovery_row(0, 3, "cp", "lonely", "l/0")])])
+def test_unpaired_branch_is_an_error(tiny_label_set, recovery_row):
+    ls = tiny_label_set()
+    rec = pd.concat([ls.recovery, pd.DataFrame([recovery_row(0, 3, "cp", "lonely", "l/0")])])
     with pytest.raises(LabelSetError, match="lonely"):
         labels_from_recovery(ls.tasks, ls.checkpoints, rec)
 
 
-def test_column_lists_are_the_schemas():
+def test_column_lists_are_the_schemas(tiny_label_set):
     from oracle.tables import (
         CHECKPOINT_COLUMNS,
         LABEL_COLUMNS,
@@ -109,19 +84,19 @@ def test_column_lists_are_the_schemas():
     assert CHECKPOINT_COLUMNS == tuple(SCHEMAS["checkpoints"].names)
     assert RECOVERY_COLUMNS == tuple(SCHEMAS["recovery"].names)
     assert LABEL_COLUMNS == tuple(SCHEMAS["labels"].names)
-    assert list(_label_set().labels.columns) == list(LABEL_COLUMNS)
+    assert list(tiny_label_set().labels.columns) == list(LABEL_COLUMNS)
 
 
-def test_placement_price_is_creation_before_plus_restore_latency_plus_recovery():
+def test_placement_price_is_creation_before_plus_restore_latency_plus_recovery(recovery_row):
     """The one price of a placement at a failure, by hand (restore latency included)."""
     cps = pd.DataFrame([dict(task_id="a", boundary=b, event_index=b, step=b, nominal_t_s=30.0 * b,
                              creation_s=c, size_bytes=100, restore_latency_s=rl)
                         for b, c, rl in ((1, 2.0, 0.7), (2, 3.0, 0.9), (3, 4.0, 1.1))])
     J = {(0, 1): 10.0, (0, 2): 20.0, (1, 2): 8.0, (0, 3): 30.0, (1, 3): 15.0, (2, 3): 12.0}
     rl = {0: 0.25, 1: 1.0, 2: 1.5}  # measured by the branches
-    rows = [_recovery_row(r, f, cost=j) | {"restore_latency_s": rl[r]} for (r, f), j in J.items()]
-    rows.append(_recovery_row(2, 3, cost=14.0, rep=1) | {"restore_latency_s": 2.5})  # mean J 13, RL 2
-    rows.append(_recovery_row(1, 3, cost=15.0, rep=1) | {"restore_latency_s": None})  # RL unknown
+    rows = [recovery_row(r, f, cost=j) | {"restore_latency_s": rl[r]} for (r, f), j in J.items()]
+    rows.append(recovery_row(2, 3, cost=14.0, rep=1) | {"restore_latency_s": 2.5})  # mean J 13, RL 2
+    rows.append(recovery_row(1, 3, cost=15.0, rep=1) | {"restore_latency_s": None})  # RL unknown
     rt = RecoveryTable("a", pd.DataFrame(rows), cps)
     assert rt.placement_cost([], 3) == pytest.approx(0.25 + 30.0)
     assert rt.placement_cost([1], 2) == pytest.approx(2.0 + 1.0 + 8.0)
@@ -129,8 +104,39 @@ def test_placement_price_is_creation_before_plus_restore_latency_plus_recovery()
     assert rt.placement_cost([1, 3], 3) == pytest.approx(2.0 + 1.0 + 15.0)  # 3 is not before f=3
     assert rt.restore_latency(1, 3) == 1.0  # the unknown measurement does not count
     # no branch measured a latency: the checkpoint's own record, 0 for the pristine start
-    bare = pd.DataFrame([_recovery_row(r, f, cost=j) | {"restore_latency_s": None}
+    bare = pd.DataFrame([recovery_row(r, f, cost=j) | {"restore_latency_s": None}
                          for (r, f), j in J.items()])
     rt = RecoveryTable("a", bare, cps)
     assert rt.placement_cost([2], 3) == pytest.approx(3.0 + 0.9 + 12.0)
     assert rt.placement_cost([], 2) == pytest.approx(20.0)
+
+
+def test_labels_from_table_are_the_simulators_table_labels():
+    """One definition: pairs derived from a full table equal the simulator's own full-design
+    labels (c- in {0, t-1}, every f > t, paired by repetition), column for column."""
+    from oracle.simulator import simulate_label_set
+    from oracle.tables import labels_from_table
+
+    ls = simulate_label_set("multi-stage-build", n_repos=1, tasks_per_repo=2, design="full", seed=4)
+
+    def sim_cells(b):
+        return [(t, c, f) for f in range(2, b + 1) for t in range(1, f) for c in sorted({0, t - 1})]
+
+    got = labels_from_table(ls.tasks, ls.checkpoints, ls.recovery, sim_cells)
+    keys = ["task_id", "candidate", "fallback", "failure", "repetition"]
+    want = ls.labels.sort_values(keys, kind="stable").reset_index(drop=True)
+    assert len(got) == len(want) > 0
+    pd.testing.assert_frame_equal(got, want)
+
+
+def test_labels_from_table_default_to_the_pilot_cells(tiny_label_set):
+    from oracle.tables import labels_from_table
+
+    ls = tiny_label_set()
+    lab = labels_from_table(ls.tasks, ls.checkpoints, ls.recovery)
+    # B = 2: the pilot's early cell (1, 0, 2) only, from the table rows (J = 10 s per segment)
+    assert list(lab["cell_id"]) == ["a:t1:c0:f2"]
+    row = lab.iloc[0]
+    assert row["j_cp"] == pytest.approx(10.0 + 1.5) and row["j_skip"] == pytest.approx(20.0)
+    assert row["advantage"] == pytest.approx(20.0 - 11.5) and row["stratum"] == "first"
+    assert row["branch_order"] == "skip_first" and row["protected_work_s"] == 40.0

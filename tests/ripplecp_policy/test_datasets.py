@@ -95,3 +95,51 @@ def test_training_replay_matches_the_evaluation_runner(toy_fold) -> None:
         assert ours == theirs
         assert task.expected_cost(ours) == pytest.approx(
             ev.score(ev.run(pol, task.task_id, Setting(Budget("count", 2))))["objective_s"])
+
+
+def test_feature_subset_shows_a_policy_only_some_feature_families(make_label_set):
+    """The ablation's instrument: a learned policy fitted with FeatureSubset sees only
+    those families (plus its placement state), and a clone shares the subset."""
+    from sklearn.base import clone
+
+    from ripplecp_policy.datasets import FeatureSubset
+    from ripplecp_policy.learned.advantage import AdvantageRegressorPolicy
+    from ripplecp_policy.policy import Budget, Setting
+
+    ls = make_label_set(n_repos=3, tasks_per_repo=2, seed=1)
+    only = FeatureSubset(("cost", "ripple"))
+    pol = AdvantageRegressorPolicy(model="ridge", feature_fn=only).fit(ls, Setting(Budget("count", 1)))
+    fams = {n.split("__", 1)[0] for n in pol.feature_names_}
+    assert fams <= {"cost", "ripple", "policy"} and {"cost", "ripple"} <= fams
+    assert clone(pol).feature_fn is only
+    frame = only(ls.trajectories[ls.task_ids[0]], granularity="turn", checkpoints=())
+    assert "boundary" in frame.columns and not any(c.startswith("state__") for c in frame.columns)
+    with pytest.raises(ValueError, match="subset of"):
+        FeatureSubset(("costs",))
+
+
+def test_advantage_targets_weight_failures_by_the_hazard(make_label_set):
+    """Under --hazard duration the regressor's targets are the hazard-weighted mean over the
+    failures after the candidate, not the uniform one; uniform targets are unchanged."""
+    from ripplecp_policy.datasets import advantage_table, replays
+    from ripplecp_policy.learned.advantage import AdvantageRegressorPolicy
+    from ripplecp_policy.policy import Budget, Setting
+
+    ls = make_label_set(n_repos=3, tasks_per_repo=2, seed=3)
+    dur = Setting(Budget("count", 1), "duration")
+    uni_t = advantage_table(ls, replays(ls, Setting(Budget("count", 1))))
+    dur_t = advantage_table(ls, replays(ls, dur), hazard="duration")
+    tid = ls.task_ids[0]
+    tc = replays(ls, dur)[tid].costs
+    rt = ls.recovery_table(tid)
+    row = dur_t.frame[(dur_t.frame["task_id"] == tid) & (dur_t.frame["candidate"] == 1)
+                      & (dur_t.frame["fallback"] == 0)].iloc[0]
+    fs = [f for f in rt.failures if f > 1]
+    w = np.array([tc.weights[list(tc.failures).index(f)] for f in fs])
+    adv = np.array([rt.advantage(1, 0, f) for f in fs])
+    assert row["advantage"] == pytest.approx(float(np.dot(w, adv) / w.sum()))
+    assert not np.allclose(uni_t.y, dur_t.y)
+    # the policy fits on the weighted targets under a duration setting
+    a = AdvantageRegressorPolicy(model="ridge").fit(ls, dur)
+    b = AdvantageRegressorPolicy(model="ridge").fit(ls, Setting(Budget("count", 1)))
+    assert not np.allclose(a.model_.named_steps["model"].coef_, b.model_.named_steps["model"].coef_)

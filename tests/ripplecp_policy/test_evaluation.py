@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from ripplecp_policy.evaluation import Evaluator, evaluator_for
@@ -148,3 +149,61 @@ def test_metrics_are_expectations_under_the_setting_hazard(label_set):
         _, opt = optimal_placement(ev.costs(t, h), Budget("count", 1))
         assert row["regret_s"] == pytest.approx(want["objective_s"] - opt)
     assert rows["uniform"]["objective_s"] != pytest.approx(rows["duration"]["objective_s"])
+
+
+def test_crossfitted_limit_is_chosen_on_one_half_and_scored_on_the_other(make_label_set):
+    """The honest limit: the optimum chosen on one half of the repetitions and scored on the
+    other, both directions averaged; with one repetition it says it is in-sample."""
+    from ripplecp_policy.pricing import TaskCosts, optimal_placement, placement_objective
+
+    ls = make_label_set(n_repos=2, tasks_per_repo=2, repetitions=2, seed=5)
+    ev = Evaluator(ls)
+    budget = Budget("count", 1)
+    t = ls.task_ids[0]
+    rec = ls.recovery[ls.recovery["task_id"] == t]
+    cps = ls.checkpoints[ls.checkpoints["task_id"] == t]
+    nominal = float(ls.tasks.set_index("task_id").at[t, "nominal_s"])
+    reps = sorted(rec["repetition"].unique())
+    halves = [TaskCosts.build(t, rec[rec["repetition"] == r], cps, "uniform", nominal) for r in reps]
+    (pa, _), (pb, _) = (optimal_placement(h, budget) for h in halves)
+    want = 0.5 * (placement_objective(halves[1], pa) + placement_objective(halves[0], pb))
+    limit, cross_fitted = ev.crossfit_optimum(t, budget)
+    assert cross_fitted and limit == pytest.approx(want)
+    # over the tasks, the honest limit is no better than the in-sample optimum on average
+    ins = np.mean([ev.optimum(x, budget)[1] for x in ls.task_ids])
+    xf = np.mean([ev.crossfit_optimum(x, budget)[0] for x in ls.task_ids])
+    assert xf >= ins - 1e-9
+    # scored rows carry it: regret against the cross-fitted limit
+    row = ev.evaluate(Always(), [t], Setting(budget)).iloc[0]
+    assert row["xfit_optimum_objective_s"] == pytest.approx(limit)
+    assert row["xfit_regret_s"] == pytest.approx(row["objective_s"] - limit)
+    assert row["limit_in_sample"] == 0.0
+
+    one = make_label_set(n_repos=2, tasks_per_repo=1, repetitions=1, seed=5)
+    ev1 = Evaluator(one)
+    lim1, cf1 = ev1.crossfit_optimum(one.task_ids[0], budget)
+    assert not cf1 and lim1 == pytest.approx(ev1.optimum(one.task_ids[0], budget)[1])
+    assert ev1.evaluate(Always(), one.task_ids[:1], Setting(budget)).iloc[0]["limit_in_sample"] == 1.0
+
+
+def test_checkpoint_cost_is_an_estimate_known_before_the_checkpoint(label_set):
+    """obs.checkpoint_cost is what a runtime could know: before any checkpoint of the task,
+    the mean charge of the other repositories' checkpoints; after, the mean realised charge
+    of this task's earlier checkpoints — never the realised cost of the one not yet taken."""
+    ev = Evaluator(label_set)
+    t = label_set.task_ids[0]
+    budget = Budget("seconds", 1e6)
+    rec = Recorder()
+    ev.run(rec, t, Setting(budget))
+    cps = label_set.checkpoints
+    repo = ev.repo_of(t)
+    others = cps[cps["task_id"].map(ev.repo_of) != repo]["creation_s"].mean()
+    tc = ev.costs(t)
+    assert rec.seen[0].checkpoint_cost == pytest.approx(others)
+    assert rec.seen[0].checkpoint_cost != pytest.approx(tc.creation_s[1])
+    # Recorder checkpoints at even boundaries: at boundary 3 the estimate is boundary 2's cost
+    assert rec.seen[2].checkpoint_cost == pytest.approx(tc.creation_s[2])
+    # count budgets charge exactly 1
+    rec1 = Recorder()
+    ev.run(rec1, t, Setting(Budget("count", 2)))
+    assert all(o.checkpoint_cost == 1.0 for o in rec1.seen)

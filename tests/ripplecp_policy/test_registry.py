@@ -16,7 +16,7 @@ def test_every_policy_is_registered_once_with_a_unique_key_and_name():
     assert [e.key for e in listed] == [e.key for e in (*BASELINES, *LEARNED)]
     assert len({e.key for e in listed}) == len(listed) == len({e.name for e in listed})
     assert entries(learned=True) == list(LEARNED) and entries(learned=False) == list(BASELINES)
-    for want in ("no-checkpoint", "every-boundary", "fixed-k", "time-young-daly", "time-tuned",
+    for want in ("no-checkpoint", "every-boundary", "fixed-k", "fixed-positions", "time-young-daly", "time-tuned",
                  "first-boundary", "state-change", "progress", "failure-risk", "random",
                  "oracle", "optimum"):
         assert entry(want).name == want

@@ -387,3 +387,65 @@ def test_secondary_costs_skip_unknown_counts() -> None:
     assert t.at["first", "tokens_saved"] == pytest.approx(300.0) and t.at["first", "tokens_cells"] == 1
     assert t.at["additional", "tokens_saved"] == pytest.approx((10 + 20) / 2)
     assert t.at["pooled", "tool_calls_saved"] == pytest.approx(2.0)
+
+
+def test_two_stage_bootstrap_resamples_repositories_then_tasks():
+    """Repositories, then tasks within them: wider than a task bootstrap when repositories
+    differ, deterministic for a seed, and it covers a hierarchical mean at about 95%."""
+    from ripplecp_policy.stats import difference_test
+
+    rng = np.random.default_rng(0)
+    repos = np.repeat(np.arange(8), 4)
+    d = rng.normal(0, 1, 8)[repos] * 5 + rng.normal(0, 1, repos.size)
+    one = difference_test(d, None, n_resamples=2000, seed=1)
+    two = difference_test(d, repos, n_resamples=2000, seed=1)
+    assert two.n_repos == 8 and "two-stage" in two.method and one.n_repos == 0
+    assert two.estimate == pytest.approx(d.mean()) == one.estimate
+    assert (two.high - two.low) > 1.5 * (one.high - one.low)
+    assert difference_test(d, repos, n_resamples=2000, seed=1) == two
+    with pytest.raises(ValueError, match=">= 2 repositories"):
+        difference_test(d, np.zeros(d.size), n_resamples=100)
+    covered = 0
+    for s in range(200):
+        r = np.random.default_rng(100 + s)
+        x = 1.0 + r.normal(0, 1, 8)[repos] * 2 + r.normal(0, 1, repos.size)
+        t = difference_test(x, repos, n_resamples=1000, seed=s)
+        covered += t.low <= 1.0 <= t.high
+    assert covered / 200 >= 0.85  # percentile intervals with 8 clusters run a little short
+
+
+def test_paired_contrast_uses_the_two_stage_bootstrap():
+    from ripplecp_policy.verdicts import paired_contrast
+
+    n = 12
+    base = pd.DataFrame(dict(task_id=[f"t{i}" for i in range(n)], repo=[f"r{i % 4}" for i in range(n)]))
+    pol = base.assign(total_failure_cost=np.arange(n) * 1.0 + np.repeat([0, 3, 6, 9], 3))
+    ref = base.assign(total_failure_cost=np.arange(n) * 1.0 + 5)
+    c = paired_contrast(pol, ref, n_resamples=500)
+    d = (pol["total_failure_cost"] - ref["total_failure_cost"]).to_numpy()
+    from ripplecp_policy.stats import difference_test
+
+    t = difference_test(d, base["repo"].to_numpy(), n_resamples=500, seed=20260818)
+    assert (c["low"], c["high"], c["p_value"]) == (t.low, t.high, t.p_value)
+
+
+def test_spearman_permutation_is_exact_when_n_factorial_fits():
+    """n = 7: 7! = 5,040 <= 20,000 pairings, so the p-value is the exact one (every
+    permutation of y against x), not a Monte Carlo estimate (scipy's two-sample 'pairings'
+    would enumerate only when (n!)^2 <= n_resamples)."""
+    import itertools
+
+    from ripplecp_policy.stats import spearman_permutation
+
+    rng = np.random.default_rng(11)
+    x, y = rng.normal(size=7), rng.normal(size=7)
+    y = y + 0.9 * x
+    rx, ry = sps.rankdata(x), sps.rankdata(y)
+    rho = sps.spearmanr(x, y).statistic
+    perms = np.array(list(itertools.permutations(ry)))
+    null = np.array([np.corrcoef(rx, p)[0, 1] for p in perms])
+    exact = float(np.mean(np.abs(null) >= abs(rho) - 1e-12))
+    got_rho, got_p = spearman_permutation(x, y)
+    assert got_rho == pytest.approx(rho)
+    assert got_p == pytest.approx(exact, abs=1e-12)
+    assert spearman_permutation(x, y, seed=1)[1] == got_p  # exact: no dependence on the seed

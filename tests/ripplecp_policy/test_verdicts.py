@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -87,3 +88,90 @@ def test_probability_of_improvement_counts_ties_as_half():
 
 def test_interquartile_mean_ignores_the_tails():
     assert interquartile_mean([0, 1, 2, 3, 4, 5, 6, 1000]) == pytest.approx(3.5)
+
+
+def test_spend_tolerance_is_measured_against_the_cap():
+    """A verdict is refused when spend differs from the cap beyond tolerance, not from the
+    reference's realised spend (first-boundary leaves part of a seconds cap unused)."""
+    def secs(policy, costs, spend):
+        df = _results(policy, costs, spend, amount=10.0)
+        return df.assign(budget="10s", budget_kind="seconds")
+
+    ref = secs("first-boundary", [100, 110, 120, 130, 140, 150], spend=8.0)  # 20% unused
+    within = secs("within", [90, 101, 108, 121, 133, 140], spend=9.9)
+    slightly_over = secs("over4", [90, 101, 108, 121, 133, 140], spend=10.4)
+    over = secs("over", [90, 101, 108, 121, 133, 140], spend=11.0)
+    v = {x.policy: x for x in compare(pd.concat([ref, within, slightly_over, over]), n_resamples=500)}
+    assert v["within"].status == "yes"  # spent more than the reference, within the cap
+    assert v["over4"].status == "yes"  # +4% of the cap is within the 5% tolerance
+    assert v["over"].status == "refused" and "cap" in v["over"].reason
+    sym = {x.policy: x for x in compare(pd.concat([ref, within]), n_resamples=500, symmetric=True)}
+    assert sym["within"].status == "refused" and "reference mean spend" in sym["within"].reason
+
+
+def test_holm_matches_the_step_down_rule():
+    from ripplecp_policy.stats import holm
+
+    p = [0.01, 0.04, 0.03, float("nan"), 0.5]
+    adj = holm(p)
+    # sorted 0.01, 0.03, 0.04, 0.5 with m = 4: 0.04, 0.09, max(0.09, 0.08)=0.09, max(0.09, 0.5)
+    assert adj[0] == pytest.approx(0.04) and adj[2] == pytest.approx(0.09)
+    assert adj[1] == pytest.approx(0.09) and adj[4] == pytest.approx(0.5)
+    assert np.isnan(adj[3])
+
+
+def _study_rows(policy, costs, fam="fam", chosen=None):
+    df = _results(policy, costs, spend=2.0).assign(family=fam, fold=lambda d: d["repo"])
+    if chosen is not None:
+        df["chosen"] = chosen
+    return df
+
+
+def test_two_bars_per_learned_policy_holm_corrected():
+    from ripplecp_policy.verdicts import BEST_SIMPLE, two_bar_verdicts
+
+    rng = np.random.default_rng(0)
+    n = 12
+    base = 100 + 10 * rng.random(n)
+    rows = [
+        _study_rows("first-boundary", list(base)),
+        _study_rows(BEST_SIMPLE, list(base - 5 + rng.normal(0, 1, n)), chosen="time-tuned"),
+        # clearly better than both bars
+        _study_rows("strong", list(base - 20 + rng.normal(0, 1, n))),
+        # beats first-boundary, not the best simple baseline
+        _study_rows("middling", list(base - 5 + rng.normal(0, 1, n))),
+        # a policy that is not learned gets no two-bar verdict
+        _study_rows("fixed-k", list(base)),
+    ]
+    vs = two_bar_verdicts(pd.concat(rows, ignore_index=True), ["strong", "middling"], n_resamples=2000)
+    by = {(v.policy, v.bar): v for v in vs}
+    assert set(by) == {(p, b) for p in ("strong", "middling") for b in ("first-boundary", BEST_SIMPLE)}
+    assert by[("strong", "first-boundary")].word() == "yes"
+    assert by[("strong", BEST_SIMPLE)].word() == "yes"
+    assert by[("middling", "first-boundary")].word() == "yes"
+    assert by[("middling", BEST_SIMPLE)].word() == "no"
+    assert by[("strong", BEST_SIMPLE)].chosen == "time-tuned x3"
+    for v in vs:
+        assert v.family == "fam" and v.p_adjusted >= v.p_value
+
+
+def test_holm_can_turn_a_raw_yes_into_no():
+    from ripplecp_policy.verdicts import BEST_SIMPLE, two_bar_verdicts
+
+    n = 12
+    base = 100 + 10 * np.random.default_rng(1).random(n)
+    rows = [_study_rows("first-boundary", list(base)),
+            _study_rows(BEST_SIMPLE, list(base), chosen="fixed-k")]
+    # one policy significant alone (raw p ~ 0.01) among seven null ones: 8 tests per bar
+    learned = []
+    for i in range(8):
+        noise = np.random.default_rng(3 + i).normal(0, 1.5, n)
+        shift = -1.6 if i == 0 else -noise.mean()
+        rows.append(_study_rows(f"p{i}", list(base + shift + noise)))
+        learned.append(f"p{i}")
+    res = pd.concat(rows, ignore_index=True)
+    res["repo"] = res["task_id"]  # one task per repository: the bootstrap resamples tasks
+    raw = {v.policy: v for v in compare(res, n_resamples=4000, policies=learned)}
+    vs = {v.policy: v for v in two_bar_verdicts(res, learned, n_resamples=4000) if v.bar == "first-boundary"}
+    flipped = [p for p in learned if raw[p].status == "yes" and vs[p].status == "no"]
+    assert flipped and "Holm" in vs[flipped[0]].reason

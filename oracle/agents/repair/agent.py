@@ -36,7 +36,6 @@ This module imports only the standard library at top level, so the child starts 
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -84,10 +83,9 @@ class RepairChild(ProgramChild):
 
     @staticmethod
     def _json_tail(out: str) -> dict:
-        try:
-            return json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            return {}
+        from oracle.agents.repair.strategy import json_tail
+
+        return json_tail(out)
 
     # -- steps ------------------------------------------------------------------------
     def orient(self, step: int) -> None:
@@ -136,6 +134,8 @@ class RepairChild(ProgramChild):
         return json.loads(path.read_text())["ids"]
 
     def step_localise(self, step: int) -> None:
+        from oracle.agents.repair.strategy import localisation_runs, ochiai_ranking
+
         rnd = self.round_of(step)
         failing = list(self.facts.get(self.key("failing_tests", rnd)) or [])
         if not failing or self.facts.get("gave_up"):  # nothing left to repair
@@ -143,7 +143,7 @@ class RepairChild(ProgramChild):
             return
         passing = [i for i in self.test_ids(step) if i not in set(failing)]
         self.rng.shuffle(passing)
-        runs = [(i, False) for i in failing[:8]] + [(i, True) for i in passing[: self.n_passing]]
+        runs = localisation_runs(failing, passing, self.n_passing)
         cover: list[tuple[set[int], bool]] = []
         for k, (tid, _) in enumerate(runs):
             argv = self.runner("cover", [tid])
@@ -155,18 +155,11 @@ class RepairChild(ProgramChild):
                        exit_code=code, paths_read=[f"{self.module}.py"], tests_passed=int(ok),
                        tests_failed=int(not ok), payload_digest=sha(out), source="coverage",
                        phase="localise", boundary=k < len(runs) - 1)
-        n_fail = sum(1 for _, ok in cover if not ok)
-        scores: dict[int, float] = {}
-        for line in set().union(*(c for c, _ in cover)) if cover else set():
-            ef = sum(1 for c, ok in cover if not ok and line in c)
-            ep = sum(1 for c, ok in cover if ok and line in c)
-            if ef:
-                scores[line] = ef / math.sqrt(max(n_fail, 1) * (ef + ep))
-        ranked = sorted(scores, key=lambda ln: (-scores[ln], ln))[: self.top_lines]
-        self.fact(self.key("suspicious_lines", rnd), [[ln, round(scores[ln], 4)] for ln in ranked])
+        ranked = ochiai_ranking(cover, self.top_lines)
+        self.fact(self.key("suspicious_lines", rnd), [[ln, round(score, 4)] for ln, score in ranked])
         t0 = time.monotonic()
         self.event(step, "message", last=True, duration=time.monotonic() - t0,
-                   text=f"suspicious lines: {ranked}", phase="localised")
+                   text=f"suspicious lines: {[ln for ln, _ in ranked]}", phase="localised")
         self.step_done(step)
 
     def _candidates(self, line: int, src: str) -> list[dict]:

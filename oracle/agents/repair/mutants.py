@@ -6,6 +6,9 @@ tokens rather than on an unparsed AST keeps every other byte of the file (commen
 layout, line numbers) as published, so a patch is a one-line diff. A mutant is kept only
 when the module's own test suite detects it (``test.test_<module>``, run in a subprocess
 against the mutated copy).
+
+Standard library only at top level (numpy is imported where mutants are sampled), so the
+repair tools (:mod:`oracle.agents.repair.runner`) can use the operators in a fast child.
 """
 
 from __future__ import annotations
@@ -16,8 +19,6 @@ import sys
 import tokenize
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import numpy as np
 
 #: token -> the tokens it may be mutated into (and, read backwards, repaired from)
 OPERATOR_SWAPS: dict[str, tuple[str, ...]] = {
@@ -152,6 +153,8 @@ def detected_mutants(
     A mutant whose suite times out (an infinite loop) is not kept: the repair agent's own
     test runs would hang on it too, which measures the timeout rather than the agent.
     """
+    import numpy as np
+
     src = stdlib_source(module).read_text()
     cands = candidate_mutations(src)
     rng = np.random.default_rng(seed)

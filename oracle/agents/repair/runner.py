@@ -4,6 +4,13 @@ Run as a script so the workspace is never on ``sys.path`` before the stdlib has 
 
     python runner.py suite WORKSPACE MODULE [TEST_ID ...]   -> {"run", "failed", "ids"}
     python runner.py cover WORKSPACE MODULE TEST_ID         -> {"ok", "lines"}
+    python runner.py candidates WORKSPACE MODULE LINE ...   -> {"candidates": [{line, col, old, new}]}
+    python runner.py edit WORKSPACE MODULE LINE COL OLD NEW -> {"ok", "line", "text"} (or "error")
+
+``candidates`` lists the single-token edits (the mutation operators read backwards) on the
+given lines; ``edit`` replaces token OLD at (LINE, COL) by NEW, atomically. They are the tools
+the repair brain's runtime calls (:mod:`oracle.model_server.repair`), which cannot edit by
+token otherwise; the standalone agent applies the same operators in process.
 
 The module under repair may already be imported by ``unittest`` itself; it is dropped from
 ``sys.modules`` after unittest has loaded, so the test module imports the workspace copy
@@ -37,8 +44,36 @@ def _ids(suite) -> list:
     return out
 
 
+def _source_tools(cmd: str, ws: str, name: str, args: list) -> int:
+    """``candidates`` and ``edit``: token edits of WORKSPACE/MODULE.py (never imported)."""
+    from mutants import Mutation, candidate_mutations  # the sibling module (sys.path[0])
+
+    path = os.path.join(os.path.abspath(ws), name + ".py")
+    with open(path, encoding="utf-8") as f:
+        src = f.read()
+    if cmd == "candidates":
+        lines = {int(x) for x in args}
+        found = [m.to_dict() for m in candidate_mutations(src, lines)]
+        print(json.dumps({"candidates": found}))
+        return 0
+    line, col, old, new = int(args[0]), int(args[1]), args[2], args[3]
+    try:
+        out = Mutation(line, col, old, new).apply(src)
+    except (ValueError, IndexError) as exc:
+        print(json.dumps({"ok": False, "error": str(exc)}))
+        return 1
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(out)
+    os.replace(tmp, path)
+    print(json.dumps({"ok": True, "line": line, "text": out.splitlines()[line - 1]}))
+    return 0
+
+
 def main(argv: list) -> int:
     cmd, ws, name, *ids = argv
+    if cmd in ("candidates", "edit"):
+        return _source_tools(cmd, ws, name, ids)
     lines = set()
     target = os.path.join(os.path.abspath(ws), name + ".py")
 

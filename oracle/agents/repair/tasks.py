@@ -69,7 +69,7 @@ def make_repair_tasks(
         start = used.get(mod, 0)
         if bugs == 1:
             if start >= len(mutants[mod]):
-                raise RuntimeError(f"{mod}: only {len(mutants[mod])} detected mutants found, need {start + 1}")
+                raise ValueError(f"{mod}: only {len(mutants[mod])} detected mutants found, need {start + 1}")
             chosen = [mutants[mod][start]]
             used[mod] = start + 1
             tid = f"{mod}-m{j}"

@@ -6,7 +6,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from features.readers import detect_format, read_trajectory
+import pytest
+
+from features.readers import UnknownEventWarning, detect_format, read_trajectory
 from features.schema import EventKind, Trajectory
 
 MINI_FILE = "mini_swe_agent/django__django-16255.traj.json"
@@ -114,3 +116,78 @@ def test_mini_swe_agent_v1_format_error_feedback(tmp_path: Path, kinds: Callable
     (cmd,) = kinds(t, EventKind.COMMAND)
     assert (cmd.command, cmd.argv, cmd.exit_code) == ("ls -la", ["ls", "-la"], 2)
     assert {e.step for e in t.events} == {1} and t.repo == "unknown"
+
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "readers" / "mini-swe-agent"
+
+
+def test_mini_swe_agent_2x_tool_calls(kinds: Callable[..., list], tokens: Callable[..., tuple]
+                                      ) -> None:
+    """mini 2.4 with a tool-calling model: tool messages by tool_call_id, a billed response
+    that failed to parse, and the Submitted exit message answering the submit command."""
+    t = read_trajectory(DATA / "toolcall_v11.traj.json")
+    assert (t.task_id, t.repo, t.meta["mini_version"]) == ("acme__calc-7", "acme/calc", "2.4.6")
+    # 5 responses (one a FormatError's), 5 commands, system + task + format-error feedback
+    assert len(kinds(t, EventKind.MODEL_CALL)) == 5 and len(t.events) == 13
+    cmds = [e for e in t.events if e.kind in (EventKind.COMMAND, EventKind.TEST)]
+    assert [c.command for c in cmds] == [
+        "python -m pytest -q", "ls", "sed -i 's/a - b/a + b/' calc.py", "python -m pytest -q",
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"]  # results' order
+    assert [c.exit_code for c in cmds] == [1, 0, 0, 0, None]
+    assert [(c.tests_passed, c.tests_failed) for c in kinds(t, EventKind.TEST)] == [(1, 1), (2, 0)]
+    submit = cmds[-1]
+    assert submit.safe_boundary and "incomplete" not in submit.extra
+    assert submit.extra["output"].startswith("diff --git a/calc.py")
+    assert submit.extra["exit_message"]["exit_status"] == "Submitted"
+    assert kinds(t, EventKind.OTHER) == []  # the exit message is the submit's result
+    (fb,) = [e for e in t.events if e.is_error]
+    assert fb.extra["format_error_feedback"] and fb.step == 1  # not a new user turn
+    billed = t.events[fb.index - 1]
+    assert billed.kind == EventKind.MODEL_CALL and billed.input_tokens == 3700
+    # prompt 3000 + 700k, cached 2800 + 690k (0 for k=0), completion 40 + k, k = 0..4
+    assert tokens(t) == (15000 + 7000, 4 * 2800 + 690 * 10, 200 + 10)
+    assert {e.step for e in t.events} == {1} and len(t.boundaries("tool_call")) == 5
+
+
+def test_mini_swe_agent_responses_api(kinds: Callable[..., list], tokens: Callable[..., tuple]
+                                      ) -> None:
+    t = read_trajectory(DATA / "response_api_v11.traj.json")
+    calls = kinds(t, EventKind.MODEL_CALL)
+    assert [c.text for c in calls] == ["Look around first.", "Fix and test.", "Done."]
+    assert tokens(t) == (7500, 2280 + 2760, 273)  # input/cached/output_tokens of 3 responses
+    cmds = [e for e in t.events if e.kind in (EventKind.COMMAND, EventKind.TEST)]
+    assert [(c.command, c.exit_code) for c in cmds] == [
+        ("ls", 0), ("sed -i 's/a - b/a + b/' calc.py", 0), ("python -m pytest -q", 0),
+        ("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff", None)]
+    assert [c.end for c in cmds[:3]] == [1773254002.2, 1773254006.1, 1773254007.0]
+    assert all(c.safe_boundary for c in cmds) and len(t.events) == 9
+
+
+def test_mini_swe_agent_later_minor_version(recwarn: pytest.WarningsRecorder,
+                                            kinds: Callable[..., list]) -> None:
+    t = read_trajectory(DATA / "minor_v12.traj.json")
+    assert not [w for w in recwarn if issubclass(w.category, UnknownEventWarning)]
+    (cmd,) = kinds(t, EventKind.COMMAND)
+    assert (cmd.command, cmd.exit_code, cmd.end) == ("ls -la", 0, 1773254001.3)  # 1.1 layout
+    (ex,) = kinds(t, EventKind.OTHER)  # LimitsExceeded answers no command
+    assert ex.extra["exit_status"] == "LimitsExceeded"
+
+
+def test_mini_swe_agent_unknown_major_version(tmp_path: Path) -> None:
+    doc = json.loads((DATA / "minor_v12.traj.json").read_text())
+    doc["trajectory_format"] = "mini-swe-agent-2"
+    p = tmp_path / "x.traj.json"
+    p.write_text(json.dumps(doc))
+    with pytest.warns(UnknownEventWarning, match="mini-swe-agent version 'mini-swe-agent-2'"):
+        t = read_trajectory(p)
+    assert [e.command for e in t.events if e.command] == ["ls -la"]
+
+
+def test_mini_swe_agent_unanswered_command_marked(tmp_path: Path) -> None:
+    doc = json.loads((DATA / "toolcall_v11.traj.json").read_text())
+    doc["messages"] = doc["messages"][:-1]  # killed before the exit message was written
+    p = tmp_path / "x.traj.json"
+    p.write_text(json.dumps(doc))
+    t = read_trajectory(p)
+    assert [e.command for e in t.events if e.extra.get("incomplete")] == [
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"]

@@ -39,6 +39,37 @@ ALL_FIXTURES = {
 
 
 
+def test_every_fixture_is_listed(fixture_logs: list[Path]) -> None:
+    """Every public log in the fixtures folder is read by its reader's tests against counts
+    checked by hand (test_<format>.py); a new one fails here until it is counted."""
+    root = fixture_logs[0].parents[1]
+    assert sorted(str(p.relative_to(root)) for p in fixture_logs) == sorted(ALL_FIXTURES)
+
+
+def test_every_recording_is_listed() -> None:
+    """The same rule for the recorded live logs (tests/data/recordings, hand counts in its
+    README): each is read by its reader's tests against hand-checked counts (Claude Code:
+    test_claude_code.STREAM / SESSION; Codex: test_codex_exec.EXEC_RECORDED,
+    test_codex_rollout.ROLLOUT_RECORDED); a new recording fails here until it is counted.
+    (No Claude Code log is among the public fixtures.)"""
+    from tests.features.readers import test_claude_code, test_codex_exec, test_codex_rollout
+    root = Path(__file__).resolve().parents[2] / "data" / "recordings"
+    listed = {
+        **{f"claude-code-2.1.197/{r}.stream.jsonl": "claude-code-stream"
+           for r in test_claude_code.STREAM},
+        **{f"claude-code-2.1.197/{r}.session.jsonl": "claude-code-session"
+           for r in test_claude_code.SESSION},
+        **{f"codex-0.171.0/{r}.exec.jsonl": "codex-exec" for r in test_codex_exec.EXEC_RECORDED},
+        **{f"codex-0.171.0/{r}.rollout.jsonl": "codex-rollout"
+           for r in test_codex_rollout.ROLLOUT_RECORDED},
+    }
+    found = sorted(str(p.relative_to(root)) for p in root.glob("*/*.jsonl")
+                   if p.name != "model_server.audit.jsonl")  # the model server's own log
+    assert found == sorted(listed)
+    for rel, fmt in listed.items():
+        assert detect_format(root / rel) == fmt, rel
+
+
 @pytest.mark.parametrize("rel", sorted(ALL_FIXTURES))
 def test_detect_format_by_content(rel: str, tmp_path: Path, fixture_path: Callable[[str], Path]) -> None:
     p = fixture_path(rel)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from features.readers.codex_exec import read_codex_exec
 from features.schema import EventKind
 from oracle.agents.codex import CODEX_CONFIG, CodexLineParser, codex_agent
 from oracle.agents.protocol import AgentReport, RestorePoint, WallClock
+from oracle.processes import FAIL_STOP_ENV, processes_with_env
 
 FAKE_CODEX = Path(__file__).resolve().parent / "bin" / "fake_codex"
 
@@ -92,7 +94,15 @@ def test_fake_codex_stream_arrives_live_and_counts_boundaries(tmp_path: Path, ta
     assert any(k.endswith(f"{lines[0]['thread_id']}.jsonl") for k in facts["codex.rollout"])
 
 
-def test_kill_mid_stream_leaves_process_group_dead(tmp_path: Path, task_spec, codex_stream) -> None:
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_kill_mid_stream_leaves_no_process_of_the_run(tmp_path: Path, task_spec, codex_stream) -> None:
     stream = codex_stream
     agent = codex_agent(str(FAKE_CODEX), env=_codex_env(tmp_path, stream, delay=0.05),
                         base_codex_home=tmp_path / "none")
@@ -108,11 +118,15 @@ def test_kill_mid_stream_leaves_process_group_dead(tmp_path: Path, task_spec, co
                 break
     rc = run.wait()
     assert rc == -9
-    pid = int((tmp_path / "pid").read_text())
+    assert (tmp_path / "pid").exists()  # the program ran (its pid is its namespace's: 1)
+    # the group is gone once the host's init reaped the namespace's PID 1 (dead already)
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and _group_exists(run.pid):
+        time.sleep(0.01)
     with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
-    with pytest.raises(ProcessLookupError):
-        os.killpg(pid, 0)
+        os.killpg(run.pid, 0)
+    # nothing carrying the run's fail-stop token is left (the program, anything it started)
+    assert processes_with_env(FAIL_STOP_ENV, run.proc.fail_stop_token) == []
     assert list(run.reports()) == []  # stream is over after the kill
 
 

@@ -117,3 +117,30 @@ def test_two_bugs_in_sequence_two_rounds_of_localise_and_patch(tmp_path, finish)
     again = finish(agent.resume(t, RestorePoint(3, ws2, transcript, facts), ws2, 1, WallClock()))
     assert again.rc == 0 and agent.verify(t, ws2) and again.boundaries == [4, 5]
     assert "undo_pending" not in again.phases  # the restore point holds the first patch
+
+
+def test_runner_lists_and_applies_token_edits_without_importing_the_module(tmp_path):
+    """The repair brain's tools: the single-token edits on some lines, and one edit applied."""
+    import subprocess
+
+    from oracle.agents.repair.runner import __file__ as runner
+
+    src = stdlib_source("textwrap").read_text()
+    (tmp_path / "textwrap.py").write_text(src)
+    lines = sorted({m.line for m in candidate_mutations(src)})[:2]
+
+    def tool(*args):
+        p = subprocess.run([sys.executable, runner, args[0], ".", "textwrap", *args[1:]],
+                           cwd=tmp_path, capture_output=True, text=True)
+        return p.returncode, json.loads(p.stdout)
+
+    code, out = tool("candidates", *map(str, lines))
+    assert code == 0
+    assert out["candidates"] == [m.to_dict() for m in candidate_mutations(src, set(lines))]
+    m = Mutation(**out["candidates"][0])
+    code, out = tool("edit", str(m.line), str(m.col), m.old, m.new)
+    assert code == 0 and out["ok"] and out["text"] == m.apply(src).splitlines()[m.line - 1]
+    assert (tmp_path / "textwrap.py").read_text() == m.apply(src)
+    code, out = tool("edit", str(m.line), str(m.col), m.old, m.new)  # the token is not there now
+    assert code == 1 and not out["ok"] and "does not hold" in out["error"]
+    assert (tmp_path / "textwrap.py").read_text() == m.apply(src)

@@ -1,0 +1,212 @@
+"""Do the study's intervals cover? The 95 % interval of a default-sized study against the
+difference measured on a large fresh sample of the same simulated family.
+
+    python -m experiments.coverage                  # 20 seeds, every simulated family
+    python -m experiments.coverage --quick          # CI-sized: one family, a few seeds
+
+For every seed it simulates a default-sized study of each family (the family's repositories
+and tasks per repository, as ``python -m experiments.matched_budget`` does), splits it
+leave-one-repository-out, fits the policies of every difference kind on the training
+repositories at each budget and evaluates them on the held-out repository, then computes
+each reported difference (policy - first-boundary, paired per task) with the study's own
+interval (:func:`ripplecp_policy.verdicts.paired_contrast`: the two-stage bootstrap,
+repositories then tasks). The same fitted policies are also evaluated on a fresh sample of
+the held-out repository (another seed, ``--fresh-tasks-per-repo`` tasks): pooled over every
+seed, that is the difference the study estimates — the expected held-out difference of the
+procedure at the default size — measured on seeds x repositories x fresh tasks. Coverage is
+the fraction of (seed, family, budget) intervals that contain it, per difference kind;
+the target is >= 0.93.
+
+Kept cheap with the simple baselines (no learned fits): no-checkpoint (fits nothing),
+fixed-k and time-tuned (tuned on the training folds), and the clairvoyant optimum (an
+offline limit whose distance to first-boundary the study reports).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from sklearn.base import clone
+
+from baselines import ClairvoyantOptimum, FirstBoundary, FixedK, NoCheckpoint, TimeBased
+from oracle.simulator import simulate_label_set
+from oracle.workloads import family_names
+from ripplecp_cli import choice_error, opt, progress, run
+from ripplecp_policy.evaluation import evaluator_for
+from ripplecp_policy.policy import PlacementPolicy, check_budget_specs, fold_settings
+from ripplecp_policy.splits import leave_one_repo_out
+from ripplecp_policy.verdicts import paired_contrast
+
+PROG = "python -m experiments.coverage"
+FAMILIES = ("swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon")
+REFERENCE = "first-boundary"
+TARGET = 0.93
+#: the fresh sample's seeds are offset from the study's so no task is shared
+FRESH_SEED_OFFSET = 1_000_003
+
+
+@dataclass(frozen=True)
+class Args:
+    """How often a default-sized study's 95 % interval covers the difference measured on a
+    large fresh sample of the same simulated family, per difference kind."""
+
+    families: tuple[str, ...] = opt(FAMILIES, metavar="F")
+    """simulated workload families"""
+    seeds: tuple[int, ...] = opt(tuple(range(20)), min=0, metavar="N")
+    """study seeds (each a fresh default-sized study; >= 20 for the coverage claim)"""
+    budgets: tuple[str, ...] = opt(("count:1", "count:2"), check=check_budget_specs, metavar="SPEC")
+    """budgets: count:N, seconds:S or seconds:Kx, bytes:B or bytes:Kx"""
+    fresh_tasks_per_repo: int = opt(8, min=1)
+    """tasks per repository of each seed's fresh sample (pooled over seeds: the truth)"""
+    n_resamples: int = opt(2_000, min=100)
+    """bootstrap resamples per interval"""
+    quick: bool = False
+    """CI-sized: one family, 3 seeds, one budget, 2 fresh tasks per repository, 500
+    resamples (options given explicitly win)"""
+    out: str | None = opt(None, metavar="PATH")
+    """folder for coverage.csv and intervals.csv (default: print only)"""
+    jobs: int = opt(2, min=1)
+    """worker processes over (family, seed) (results do not depend on it)"""
+
+    def __post_init__(self) -> None:
+        known = family_names()
+        for fam in self.families:
+            if fam not in known:
+                raise choice_error(fam, known, "--families")
+        if not self.seeds:
+            raise ValueError("argument --seeds: give at least one seed")
+
+
+QUICK = dict(families=("long-horizon",), seeds=(0, 1, 2), budgets=("count:1",),
+             fresh_tasks_per_repo=2, n_resamples=500)
+
+
+def sized(args: Args) -> Args:
+    """``args`` with --quick's sizes for every option left at its default."""
+    if not args.quick:
+        return args
+    default = Args()
+    return dataclasses.replace(args, **{k: v for k, v in QUICK.items()
+                                        if getattr(args, k) == getattr(default, k)})
+
+
+def kinds() -> list[PlacementPolicy]:
+    """The reference and the policies whose difference to it is a reported kind."""
+    return [FirstBoundary(), NoCheckpoint(), FixedK(), TimeBased(mode="tuned"), ClairvoyantOptimum()]
+
+
+def one_study(fam: str, seed: int, args: Args) -> pd.DataFrame:
+    """One default-sized study of ``fam`` at ``seed``: per (kind, budget) the study's
+    difference and interval, and the same fitted policies' difference on a fresh sample of
+    each held-out repository (its sum and task count, to be pooled over seeds)."""
+    ls = simulate_label_set(fam, design="full", repetitions=2, seed=seed)
+    fresh = simulate_label_set(fam, tasks_per_repo=args.fresh_tasks_per_repo, design="full",
+                               repetitions=2, seed=seed + FRESH_SEED_OFFSET)
+    ev, ev_fresh = evaluator_for(ls), evaluator_for(fresh)
+    fresh_by_repo = fresh.tasks.groupby("repo")["task_id"].apply(list).to_dict()
+    study, truth = [], []
+    for fold in leave_one_repo_out(ls):
+        train = ls.subset(fold.train_tasks)
+        for proto in kinds():
+            for label, setting in fold_settings(args.budgets, train):
+                pol = clone(proto).fit(train, setting)
+                study.append(ev.evaluate(pol, list(fold.test_tasks), setting).assign(budget=label))
+                # the fresh sample runs under the fold's setting (a relative budget resolved
+                # on the study's training tasks), the one the policy was fitted for
+                truth.append(ev_fresh.evaluate(pol, fresh_by_repo[fold.held_out], setting).assign(budget=label))
+    res, tru = pd.concat(study, ignore_index=True), pd.concat(truth, ignore_index=True)
+    rows = []
+    for budget, g in res.groupby("budget", sort=False):
+        ref = g[g["policy"] == REFERENCE]
+        t = tru[tru["budget"] == budget]
+        t_ref = t[t["policy"] == REFERENCE].set_index("task_id")["total_failure_cost"]
+        for policy, pg in g.groupby("policy", sort=False):
+            if policy == REFERENCE:
+                continue
+            c = paired_contrast(pg, ref, n_resamples=args.n_resamples, seed=seed)
+            tp = t[t["policy"] == policy].set_index("task_id")["total_failure_cost"]
+            d = (tp - t_ref.reindex(tp.index)).to_numpy(float)
+            rows.append(dict(family=fam, seed=seed, budget=budget, kind=f"{policy} - {REFERENCE}",
+                             diff=c["diff"] if c else math.nan, low=c["low"] if c else math.nan,
+                             high=c["high"] if c else math.nan, fresh_sum=float(d.sum()),
+                             fresh_n=int(d.size)))
+    return pd.DataFrame(rows)
+
+
+def coverage_table(intervals: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(per-interval frame with the truth and ``covered``, coverage per kind, coverage per
+    kind x family). The truth of a (family, budget, kind) is its fresh difference pooled
+    over every seed."""
+    key = ["family", "budget", "kind"]
+    pooled = intervals.groupby(key, sort=False)[["fresh_sum", "fresh_n"]].sum()
+    truth = (pooled["fresh_sum"] / pooled["fresh_n"]).rename("truth")
+    iv = intervals.join(truth, on=key)
+    iv["covered"] = (iv["low"] <= iv["truth"] + 1e-9) & (iv["truth"] - 1e-9 <= iv["high"])
+    iv["width"] = iv["high"] - iv["low"]
+    per_kind = iv.groupby("kind", sort=False).agg(
+        intervals=("covered", "size"), coverage=("covered", "mean"), mean_width=("width", "mean"))
+    per_kind["target"] = TARGET
+    per_kind["meets_target"] = per_kind["coverage"] >= TARGET
+    per_family = iv.groupby(["kind", "family"], sort=False).agg(
+        intervals=("covered", "size"), coverage=("covered", "mean"),
+        truth=("truth", "mean"), mean_diff=("diff", "mean"), mean_width=("width", "mean"))
+    return iv, per_kind.join(per_family.groupby("kind").size().rename("families")), per_family
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m experiments.coverage``: check every argument, then measure."""
+    return run(measure, Args, argv, prog=PROG)
+
+
+def measure(args: Args) -> int:
+    """The measurement (the module docstring) for checked arguments."""
+    args = sized(args)
+    t0 = time.perf_counter()
+    jobs = [(fam, s) for fam in args.families for s in args.seeds]
+    n = min(args.jobs, len(jobs))
+    if n > 1:
+        from joblib import Parallel, delayed
+
+        it: Any = Parallel(n_jobs=n, return_as="generator")(
+            delayed(one_study)(fam, s, args) for fam, s in jobs)
+    else:
+        it = (one_study(fam, s, args) for fam, s in jobs)
+    frames = list(progress(it, total=len(jobs), desc="studies (family x seed)"))
+    iv, per_kind, per_family = coverage_table(pd.concat(frames, ignore_index=True))
+    print(f"\n== coverage of the 95% two-stage bootstrap interval: {len(args.seeds)} seeds x "
+          f"{len(args.families)} families x {len(args.budgets)} budgets; truth = the same fitted "
+          f"policies on a fresh sample ({args.fresh_tasks_per_repo} tasks per repository per seed, "
+          f"pooled over seeds); target >= {TARGET} ==")
+    show = per_kind.copy()
+    show["coverage"] = show["coverage"].map(lambda x: f"{x:.3f}")
+    show["mean_width"] = show["mean_width"].map(lambda x: f"{x:.1f}")
+    show["meets_target"] = show["meets_target"].map({True: "yes", False: "no"})
+    print("  " + show.to_string().replace("\n", "\n  "))
+    print("\n  per family:")
+    pf = per_family.copy()
+    for c, fmt in (("truth", "{:+.1f}"), ("mean_diff", "{:+.1f}"), ("mean_width", "{:.1f}")):
+        pf[c] = pf[c].map(fmt.format)
+    pf["coverage"] = pf["coverage"].map(lambda x: f"{x:.3f}")
+    print("  " + pf.to_string().replace("\n", "\n  "))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        iv.to_csv(out / "intervals.csv", index=False)
+        per_kind.to_csv(out / "coverage.csv")
+        per_family.to_csv(out / "coverage_by_family.csv")
+        print(f"\noutputs in {out}/")
+    below = per_kind.index[~per_kind["meets_target"]].tolist()
+    print(f"\n{'every kind meets' if not below else 'below target: ' + ', '.join(below) + '; the rest meet'} "
+          f"the target; took {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

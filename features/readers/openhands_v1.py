@@ -1,0 +1,434 @@
+"""Reader for OpenHands V1 conversations (the software-agent-sdk): typed events with a
+``kind`` (``SystemPromptEvent``, ``MessageEvent``, ``ActionEvent``, ``ObservationEvent``,
+``UserRejectObservation``, ``AgentErrorEvent``, condensation events, ...) and UUID string
+ids, persisted either as a JSON list of events or as a conversation directory::
+
+    <conversation>/base_state.json          stats (token usage, cost), execution status, ...
+    <conversation>/events/event-00000-<id>.json   one event per file
+
+A directory is read in the order of the index in its file names (not of their text);
+the ``events`` folder itself may be given too. V0 logs (integer ids, ``action`` /
+``observation`` strings) are the ``openhands`` format (:mod:`.openhands`).
+
+Mapping (the V0 conventions, where V1 has the same notion):
+
+* Each ``ActionEvent`` becomes one event, placed where its result arrived; the
+  ``ObservationEvent`` / ``UserRejectObservation`` whose ``action_id`` names it, or the
+  ``AgentErrorEvent`` whose ``tool_call_id`` matches its own, is merged into it (``end`` =
+  the result's timestamp, its text in ``extra["output"]``, the rest in
+  ``extra["observation"]``) and makes it a safe boundary. A rejection or an agent error
+  marks it ``is_error``, so does an observation with ``is_error``.
+  By ``action.kind`` (else ``tool_name``): a terminal action (``TerminalAction``,
+  ``ExecuteBashAction``) → ``command``/``test`` (argv by shlex; exit code from the
+  observation's ``exit_code``, -1 = still running → None; ``metadata.working_dir`` in
+  ``extra["cwd"]``), or ``other`` when ``is_input`` (keys sent to a running process, not a
+  command); the file editor (``FileEditorAction``, ``StrReplaceEditorAction``) →
+  ``file_change`` with ``paths_written=[path]`` and ``bytes_written`` as for V0, or
+  ``other`` with ``paths_read`` for ``view``; ``ThinkAction``/``FinishAction`` →
+  ``message``; other known tools → ``other``; an action the agent could not execute
+  (``action`` null) → ``other`` (the agent error that answers it follows).
+* ``MessageEvent`` → ``message`` (text of ``llm_message.content``); ``SystemPromptEvent``
+  → ``message``; condensation, pause, state-update and error events → ``other``
+  (``ConversationErrorEvent`` with ``is_error``). Unknown kinds warn and stay ``other``.
+* A ``model_call`` is emitted before the first event carrying each ``llm_response_id``
+  (actions of one response, an agent message, a condensation). Its tokens come from
+  ``base_state.json`` (``stats.usage_to_metrics.*.token_usages`` matched by
+  ``response_id``: input = ``prompt_tokens``, cached = ``cache_read_tokens``, output =
+  ``completion_tokens``) and its ``duration`` from ``response_latencies``; without a
+  base state (the list form) they stay None. Usage records no event names are counted in
+  ``meta["token_usages_without_event"]``.
+* Timestamps are ISO-8601 (naive ones read as UTC, as for V0).
+
+Steps: a user ``MessageEvent`` opens a new logical step when the agent acted since the
+last one (as V0).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+from features.readers.common import (
+    Loc,
+    TrajectoryFormatError,
+    classify_command,
+    current_limits,
+    finish,
+    get,
+    load_json,
+    message_text,
+    new_step_on_user_input,
+    parse_iso,
+    stem,
+    to_duration,
+    to_int,
+    warn_unknown,
+    without,
+)
+from features.readers.openhands import created_file_bytes, editor_bytes, settle_result
+from features.schema import Event, EventKind, Trajectory
+from features.shell import split_command
+
+FORMAT = "openhands-v1"
+BASE_STATE = "base_state.json"
+EVENTS_DIR = "events"
+EVENT_FILE = re.compile(r"^event-(?P<idx>\d{5,})-(?P<event_id>[0-9A-Za-z_\-]+)\.json$")
+
+KINDS = {"SystemPromptEvent", "MessageEvent", "ActionEvent", "ObservationEvent",
+         "UserRejectObservation", "AgentErrorEvent", "Condensation", "CondensationRequest",
+         "CondensationSummaryEvent", "ConversationStateUpdateEvent", "PauseEvent",
+         "ConversationErrorEvent", "InterruptEvent", "TokenEvent", "StreamingDeltaEvent",
+         "LLMCompletionLogEvent", "HookExecutionEvent", "ACPToolCallEvent",
+         "ConversationIterationLimitEvent", "UserActionEvent"}
+_TERMINAL = {"TerminalAction", "ExecuteBashAction", "BashAction"}
+_TERMINAL_TOOLS = {"terminal", "execute_bash", "bash"}
+_EDITOR = {"FileEditorAction", "StrReplaceEditorAction"}
+_EDITOR_TOOLS = {"file_editor", "str_replace_editor"}
+_MESSAGE_ACTIONS = {"ThinkAction": "thought", "FinishAction": "message"}
+_MESSAGE_TOOLS = {"think": "thought", "finish": "message"}
+_KNOWN_ACTIONS = {"TaskTrackerAction", "BrowserNavigateAction", "BrowserClickAction",
+                  "BrowserTypeAction", "BrowserGetStateAction", "BrowserGetContentAction",
+                  "BrowserScrollAction", "BrowserGoBackAction", "BrowserListTabsAction",
+                  "BrowserSwitchTabAction", "BrowserCloseTabAction", "MCPToolAction",
+                  "DelegateAction", "TaskToolSetAction", "GlobAction", "GrepAction",
+                  "PlanningFileEditorAction", "ApplyPatchAction", "TaskAction"}
+_RESULTS = {"ObservationEvent", "UserRejectObservation", "AgentErrorEvent"}
+
+
+def looks_like(doc: Any) -> bool:
+    """Whether a parsed JSON document is a V1 event list (V0 events have no ``kind``)."""
+    if not isinstance(doc, list) or not doc or not isinstance(doc[0], dict):
+        return False
+    return isinstance(doc[0].get("kind"), str)
+
+
+def looks_like_dir(path: Path) -> bool:
+    """Whether a directory is a V1 conversation (or its ``events`` folder)."""
+    events = path / EVENTS_DIR if (path / EVENTS_DIR).is_dir() else path
+    try:
+        return any(EVENT_FILE.match(n) for n in os.listdir(events))
+    except OSError:
+        return False
+
+
+def _read_dir(path: Path) -> tuple[list[tuple[Path, Any]], dict[str, Any] | None, Path]:
+    """(event file, parsed event) in index order, the base state (or None), the root."""
+    if (path / EVENTS_DIR).is_dir():
+        root, events_dir = path, path / EVENTS_DIR
+    else:
+        root, events_dir = path.parent, path
+    limit = current_limits().max_bytes
+    numbered: dict[int, tuple[Path, str]] = {}
+    ignored: list[str] = []
+    total = 0
+    for name in os.listdir(events_dir):
+        m = EVENT_FILE.match(name)
+        if m is None:
+            if not name.startswith("."):  # the SDK's lock and length markers are hidden
+                ignored.append(name)
+            continue
+        idx = int(m.group("idx"))
+        if idx in numbered:
+            raise TrajectoryFormatError(
+                f"{events_dir}: two event files with index {idx}: {numbered[idx][0].name}, {name}")
+        f = events_dir / name
+        numbered[idx] = (f, m.group("event_id"))
+        try:
+            total += f.stat().st_size
+        except OSError:
+            pass  # reported when the file is read
+        if total > limit:
+            raise TrajectoryFormatError(
+                f"{events_dir}: event files larger than the {limit / 2**20:g} MiB limit together "
+                "(raise it with --max-mb or ReadLimits(max_bytes=...))")
+    if ignored:
+        warnings.warn(f"{events_dir}: {len(ignored)} file(s) that are not events ignored: "
+                      f"{', '.join(sorted(ignored)[:5])}", UserWarning, stacklevel=3)
+    order = sorted(numbered)
+    missing = sorted(set(range(order[-1] + 1)) - set(order)) if order else []
+    if missing:
+        warnings.warn(f"{events_dir}: {len(missing)} event file(s) missing (indices "
+                      f"{missing[:5]}{'...' if len(missing) > 5 else ''}); read what is there",
+                      UserWarning, stacklevel=3)
+    items = []
+    for idx in order:
+        f, fid = numbered[idx]
+        doc = load_json(f)
+        if isinstance(doc, dict) and isinstance(doc.get("id"), str) and doc["id"] != fid:
+            raise (Loc(f) / "id").error(f"event id {doc['id']!r} differs from the file name's")
+        items.append((f, doc))
+    base = root / BASE_STATE
+    state = load_json(base) if base.is_file() else None
+    if state is not None and not isinstance(state, dict):
+        raise Loc(base).error(f"expected a JSON object, got {type(state).__name__}")
+    return items, state, root
+
+
+def _usage_index(state: dict[str, Any] | None, base: Path) -> tuple[dict[str, dict], set[str]]:
+    """response_id -> {"usage": token usage, "latency": s} from the base state's stats."""
+    out: dict[str, dict[str, Any]] = {}
+    if state is None:
+        return out, set()
+    sloc = Loc(base) / "stats"
+    stats = get(state, "stats", dict, Loc(base), default={})
+    metrics = get(stats, "usage_to_metrics", dict, sloc, default={})
+    for usage_id, m in metrics.items():
+        mloc = sloc / "usage_to_metrics" / usage_id
+        if not isinstance(m, dict):
+            raise mloc.error("expected object")
+        for j, u in enumerate(get(m, "token_usages", list, mloc, default=[])):
+            uloc = mloc / "token_usages" / j
+            if not isinstance(u, dict):
+                raise uloc.error("expected object")
+            rid = get(u, "response_id", str, uloc)
+            if rid:
+                out.setdefault(rid, {})["usage"] = (u, uloc)
+        for j, lat in enumerate(get(m, "response_latencies", list, mloc, default=[])):
+            lloc = mloc / "response_latencies" / j
+            if not isinstance(lat, dict):
+                raise lloc.error("expected object")
+            rid = get(lat, "response_id", str, lloc)
+            if rid:
+                out.setdefault(rid, {})["latency"] = to_duration(lat.get("latency"), lloc / "latency")
+    return out, set(out)
+
+
+def read_openhands_v1(
+    path: str | Path, *, task_id: str | None = None, repo: str | None = None
+) -> Trajectory:
+    """Read an OpenHands V1 conversation (directory or JSON event list; see module doc)."""
+    path = Path(path)
+    state: dict[str, Any] | None = None
+    if path.is_dir():
+        files, state, root = _read_dir(path)
+        items = [(Loc(f), raw) for f, raw in files]
+        base = root / BASE_STATE
+    else:
+        doc = load_json(path)
+        if not isinstance(doc, list):
+            raise Loc(path).error(f"expected a JSON list of OpenHands V1 events, got "
+                                  f"{type(doc).__name__}")
+        items = [(Loc(path, None, "") / i, raw) for i, raw in enumerate(doc)]
+        root, base = path.parent, path.parent / BASE_STATE
+    usage, unused = _usage_index(state, base)
+
+    events: list[Event] = []
+    by_id: dict[str, Event] = {}
+    by_call: dict[str, Event] = {}
+    seen_responses: set[str] = set()
+    st = {"step": 1, "agent_acted": False}
+    for i, (loc, raw) in enumerate(items):
+        if not isinstance(raw, dict):
+            raise loc.error(f"expected an OpenHands V1 event object, got {type(raw).__name__}")
+        kind = get(raw, "kind", str, loc, required=True)
+        eid = get(raw, "id", str, loc, required=True)
+        ts = parse_iso(raw["timestamp"], loc / "timestamp") if "timestamp" in raw else None
+        source = get(raw, "source", str, loc)
+        rid = get(raw, "llm_response_id", str, loc)
+        if rid is not None and rid not in seen_responses:
+            seen_responses.add(rid)
+            unused.discard(rid)
+            events.append(_model_call(rid, usage.get(rid), st["step"], i))
+
+        if kind in _RESULTS:
+            target = _result_target(raw, kind, loc, by_id, by_call)
+            if target is not None:
+                _merge_result(target, raw, kind, loc, ts, i)
+                target.step = st["step"]
+                continue
+            events.append(Event(
+                index=0, kind=EventKind.OTHER, step=st["step"], start=ts,
+                is_error=kind != "ObservationEvent" or _obs_error(raw, loc),
+                text=_result_text(raw, kind, loc) or None,
+                extra={"event_index": i, **raw}))
+            continue
+
+        if kind == "MessageEvent":
+            msg = get(raw, "llm_message", dict, loc, required=True)
+            if source == "user":
+                new_step_on_user_input(st)
+            elif source == "agent":
+                st["agent_acted"] = True
+            events.append(Event(
+                index=0, kind=EventKind.MESSAGE, step=st["step"], start=ts,
+                text=message_text(msg.get("content"), loc / "llm_message" / "content"),
+                extra={"event_index": i, "role": msg.get("role"),
+                       **without(raw, "llm_message"),
+                       "llm_message": without(msg, "content")}))
+            continue
+        if kind == "SystemPromptEvent":
+            sp = raw.get("system_prompt")
+            text = message_text([sp] if isinstance(sp, dict) else sp, loc / "system_prompt")
+            events.append(Event(
+                index=0, kind=EventKind.MESSAGE, step=st["step"], start=ts, text=text,
+                extra={"event_index": i, **without(raw, "system_prompt")}))
+            continue
+        if kind != "ActionEvent":
+            if kind not in KINDS:
+                warn_unknown(loc.path, str(loc).removeprefix(f"{loc.path}: ") or "event",
+                             f"OpenHands V1 event kind {kind!r}")
+            events.append(Event(
+                index=0, kind=EventKind.OTHER, step=st["step"], start=ts,
+                is_error=kind == "ConversationErrorEvent",
+                text=_str_field(raw, ("summary", "detail", "error"), loc),
+                extra={"event_index": i, **raw}))
+            continue
+
+        if source in (None, "agent"):
+            st["agent_acted"] = True
+        ev = _action_event(raw, loc, st["step"], ts, i)
+        events.append(ev)
+        by_id[eid] = ev
+        call = get(raw, "tool_call_id", str, loc)
+        if call:
+            by_call[call] = ev
+
+    events.sort(key=_position)
+    meta: dict[str, Any] = {
+        "format_version": "v1",
+        "n_events_in_log": len(items),
+        "n_results_merged": sum(1 for e in events if "observation" in e.extra),
+        "token_usages_without_event": len(unused),
+    }
+    if state is not None:
+        meta["base_state"] = without(state, "secret_registry")
+    conv = state.get("id") if state is not None else None
+    tid = task_id or (conv if isinstance(conv, str) and conv else None) or (
+        root.name if path.is_dir() and root.name else stem(path))
+    return finish(tid, repo or "unknown", FORMAT, events, meta, path=path)
+
+
+def _model_call(rid: str, rec: dict[str, Any] | None, step: int, i: int) -> Event:
+    ev = Event(index=0, kind=EventKind.MODEL_CALL, step=step,
+               extra={"event_index": i, "response_id": rid})
+    if rec is None:
+        return ev
+    if "usage" in rec:
+        u, uloc = rec["usage"]
+        ev.input_tokens = to_int(u.get("prompt_tokens"), uloc / "prompt_tokens")
+        ev.cached_tokens = to_int(u.get("cache_read_tokens"), uloc / "cache_read_tokens")
+        ev.output_tokens = to_int(u.get("completion_tokens"), uloc / "completion_tokens")
+        ev.extra["usage"] = u
+        if isinstance(u.get("model"), str):
+            ev.extra["model"] = u["model"]
+    ev.duration = rec.get("latency")
+    return ev
+
+
+def _str_field(raw: dict[str, Any], keys: tuple[str, ...], loc: Loc) -> str | None:
+    for k in keys:
+        v = get(raw, k, (str, type(None)), loc)
+        if v:
+            return v
+    return None
+
+
+def _action_event(raw: dict[str, Any], loc: Loc, step: int, ts: float | None, i: int) -> Event:
+    action = get(raw, "action", (dict, type(None)), loc)
+    tool = get(raw, "tool_name", str, loc)
+    aloc = loc / "action"
+    akind = get(action, "kind", str, aloc) if action is not None else None
+    ev = Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
+               extra={"event_index": i, **without(raw, "thought")})
+    thought = raw.get("thought")
+    if thought is not None:
+        t = message_text(thought, loc / "thought")
+        if t:
+            ev.text = t
+    if action is None:
+        ev.extra["not_executed"] = True
+        return ev
+    if akind in _TERMINAL or (akind not in _EDITOR and tool in _TERMINAL_TOOLS):
+        cmd = get(action, "command", str, aloc, required=True)
+        if get(action, "is_input", bool, aloc, default=False):
+            ev.extra["input"] = cmd  # keys for a running process, not a command line
+        else:
+            ev.command, ev.argv = cmd, split_command(cmd)
+            ev.kind = classify_command(cmd, ev.argv)
+    elif akind in _EDITOR or tool in _EDITOR_TOOLS:
+        p = get(action, "path", str, aloc, required=True)
+        sub = get(action, "command", str, aloc, required=True)
+        if sub == "view":
+            ev.paths_read = [p]
+        else:
+            ev.kind = EventKind.FILE_CHANGE
+            ev.paths_written = [p]
+            ev.bytes_written = editor_bytes(sub, action, aloc)
+    elif (field := _MESSAGE_ACTIONS.get(akind or "") or _MESSAGE_TOOLS.get(tool or "")):
+        ev.kind = EventKind.MESSAGE
+        text = get(action, field, str, aloc)
+        if text:
+            ev.text = text
+    elif akind not in _KNOWN_ACTIONS:
+        warn_unknown(loc.path, str(loc).removeprefix(f"{loc.path}: ") or "event",
+                     f"OpenHands V1 action {akind!r} (tool {tool!r})")
+    return ev
+
+
+def _result_target(raw: dict[str, Any], kind: str, loc: Loc, by_id: dict[str, Event],
+                   by_call: dict[str, Event]) -> Event | None:
+    aid = get(raw, "action_id", str, loc)
+    target = by_id.get(aid) if aid is not None else None
+    if target is None:
+        call = get(raw, "tool_call_id", str, loc)
+        target = by_call.get(call) if call is not None else None
+    if target is None or "observation" in target.extra:
+        return None
+    return target
+
+
+def _obs_error(raw: dict[str, Any], loc: Loc) -> bool:
+    obs = raw.get("observation")
+    if not isinstance(obs, dict):
+        return False
+    oloc = loc / "observation"
+    return bool(get(obs, "is_error", bool, oloc, default=False)
+                or get(obs, "error", (bool, str, type(None)), oloc, default=False))
+
+
+def _result_text(raw: dict[str, Any], kind: str, loc: Loc) -> str:
+    if kind == "AgentErrorEvent":
+        return get(raw, "error", str, loc, default="")
+    if kind == "UserRejectObservation":
+        return get(raw, "rejection_reason", str, loc, default="")
+    obs = get(raw, "observation", dict, loc, required=True)
+    oloc = loc / "observation"
+    if "content" in obs:
+        return message_text(obs["content"], oloc / "content")
+    return get(obs, "output", str, oloc, default="")  # older SDKs
+
+
+def _merge_result(ev: Event, raw: dict[str, Any], kind: str, loc: Loc, ts: float | None,
+                  i: int) -> None:
+    ev.end = ts
+    ev.extra["observation_index"] = i
+    output = _result_text(raw, kind, loc)
+    ev.extra["output"] = output
+    obs = raw.get("observation") if kind == "ObservationEvent" else None
+    if isinstance(obs, dict):
+        ev.extra["observation"] = {**without(raw, "observation"),
+                                   "observation": without(obs, "content", "output")}
+    else:
+        ev.extra["observation"] = without(raw, "error")
+    ev.is_error = kind != "ObservationEvent" or _obs_error(raw, loc)
+    if isinstance(obs, dict):
+        oloc = loc / "observation"
+        md = get(obs, "metadata", dict, oloc, default={})
+        if isinstance(md.get("working_dir"), str):
+            ev.extra["cwd"] = md["working_dir"]
+        code = to_int(obs["exit_code"], oloc / "exit_code") if obs.get("exit_code") is not None \
+            else to_int(md.get("exit_code"), oloc / "metadata" / "exit_code")
+        if ev.kind in (EventKind.COMMAND, EventKind.TEST):
+            ev.exit_code = None if code == -1 else code  # -1: still running (soft timeout)
+        if ev.kind == EventKind.FILE_CHANGE and ev.bytes_written is None:
+            ev.bytes_written = created_file_bytes(obs)
+    settle_result(ev, output)
+
+
+def _position(ev: Event) -> tuple[int, int]:
+    """An action sits where its result arrived; a model call just before its first event."""
+    pos = ev.extra.get("observation_index", ev.extra["event_index"])
+    return pos, 0 if ev.kind == EventKind.MODEL_CALL else 1

@@ -1,0 +1,63 @@
+"""``python -m experiments.coverage``: the command line, and a smoke run of the real script."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from experiments.coverage import PROG, QUICK, Args, coverage_table, main, sized
+
+MODULE = "experiments.coverage"
+
+
+def test_help_lists_every_option(check_help) -> None:
+    out = check_help(MODULE, Args)
+    assert "--seeds N" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--families", "long-horizn"], "argument --families: invalid choice 'long-horizn' (did you mean 'long-horizon'?)"),
+    (["--seeds", "-1"], "argument --seeds: must be >= 0, got -1"),
+    (["--budgets", "count:0"], "'count:0': a count budget takes a positive integer, got 0"),
+    (["--n-resamples", "10"], "argument --n-resamples: must be >= 100, got 10"),
+    (["--jobs", "0"], "argument --jobs: must be >= 1, got 0"),
+    (["--fresh-tasks-per-repo", "0"], "argument --fresh-tasks-per-repo: must be >= 1, got 0"),
+    (["--workers", "2"], "unrecognized arguments: --workers 2"),
+])
+def test_wrong_arguments(one_line_error, argv, needle) -> None:
+    one_line_error(main, argv, needle)
+
+
+def test_quick_sizes_and_explicit_options_win() -> None:
+    q = sized(Args(quick=True))
+    assert q.families == QUICK["families"] and q.seeds == QUICK["seeds"]
+    assert sized(Args(quick=True, seeds=(5,))).seeds == (5,)
+    assert len(Args().seeds) >= 20  # the coverage claim is over >= 20 seeds
+
+
+def test_coverage_counts_intervals_that_contain_the_pooled_truth() -> None:
+    iv = pd.DataFrame(dict(
+        family="f", budget="1ckpt", kind="a - b", seed=[0, 1, 2, 3],
+        diff=[1.0, 2.0, 3.0, 9.0], low=[0.0, 1.0, 2.5, 8.0], high=[2.0, 3.0, 4.0, 10.0],
+        fresh_sum=[10.0, 10.0, 10.0, 10.0], fresh_n=[5, 5, 5, 5]))  # truth 2.0
+    rows, per_kind, per_family = coverage_table(iv)
+    assert list(rows["covered"]) == [True, True, False, False]
+    assert per_kind.loc["a - b", "coverage"] == 0.5 and not per_kind.loc["a - b", "meets_target"]
+    assert per_family.loc[("a - b", "f"), "truth"] == pytest.approx(2.0)
+
+
+@pytest.mark.slow
+def test_quick_run_of_the_real_script(run_command, tmp_path: Path) -> None:
+    proc = run_command(MODULE, "--quick", "--seeds", "0", "1", "--out", str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "== coverage of the 95% two-stage bootstrap interval: 2 seeds" in proc.stdout
+    for kind in ("no-checkpoint - first-boundary", "time-tuned - first-boundary",
+                 "optimum - first-boundary"):
+        assert kind in proc.stdout
+    cov = pd.read_csv(tmp_path / "coverage.csv")
+    assert set(cov.columns) >= {"kind", "intervals", "coverage", "meets_target"}
+    assert (cov["intervals"] == 2).all()
+    assert "\r" not in proc.stderr  # stderr is no terminal: one plain line per step
+    assert PROG  # the program name errors use
