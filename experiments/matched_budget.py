@@ -45,6 +45,7 @@ from baselines.grid import training_objective
 from oracle.tables import LabelSet
 from oracle.workloads import family_names
 from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, parse, progress, run
+from ripplecp_policy.data import resolve_labels
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.export import default_checkpoint_cost, policy_example
 from ripplecp_policy.learned import default_learned_policies
@@ -77,13 +78,23 @@ REFERENCE = "first-boundary"
 SIMPLE = tuple(e.name for e in BASELINES if e.role is Role.ONLINE)
 
 
+def check_labels(spec: str) -> None:
+    """``check=`` of ``--labels``: a shipped label set's name or an existing directory."""
+    try:
+        path = resolve_labels(spec)
+    except LookupError as exc:
+        raise ValueError(str(exc)) from None
+    existing_dir(path)
+
+
 @dataclass(frozen=True)
 class Args:
     """Every placement policy at matched budgets, against first-boundary and the clairvoyant
     optimum (paper, Section 6 and Appendices D and F)."""
 
-    labels: str | None = opt(None, check=existing_dir, metavar="DIR")
-    """an existing label-set directory (e.g. from a real agent) instead of the simulator"""
+    labels: str | None = opt(None, check=check_labels, metavar="DIR|NAME")
+    """an existing label-set directory (e.g. from a real agent), or a label set shipped with
+    the toolkit by name (``shipped`` = llm-free), instead of the simulator"""
     families: tuple[str, ...] = opt(FAMILIES, metavar="F")
     """workload families to simulate; with --labels, the set's families to study (left at
     the default: every family of the set)"""
@@ -165,7 +176,7 @@ def load_label_sets(args: Args) -> dict[str, LabelSet]:
     out: dict[str, LabelSet] = {}
     if args.labels:
         try:
-            full = LabelSet.load(args.labels)
+            full = LabelSet.load(resolve_labels(args.labels))
         except (ValueError, OSError) as exc:
             raise CommandLineError(f"argument --labels: {exc}") from None
         present = sorted(str(f) for f in full.tasks["family"].unique())

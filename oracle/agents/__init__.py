@@ -6,7 +6,12 @@
 - :mod:`oracle.agents.command_line` - the generic adapter for an agent that is a program;
 - :mod:`oracle.agents.codex` - Codex CLI on that adapter (further runtimes go beside it);
 - :mod:`oracle.agents.scripted` - a small real, LLM-free agent program for tests and benchmarks;
+- :mod:`oracle.agents.program` - what the LLM-free agent programs share (the child side of
+  their JSON-line protocol, the step loop, the adapter);
 - :mod:`oracle.agents.repair` - a real, LLM-free program-repair agent on stdlib modules;
+- :mod:`oracle.agents.depres`, :mod:`oracle.agents.cbuild`, :mod:`oracle.agents.migrate` -
+  real, LLM-free dependency resolution (pip), multi-stage builds (make, gcc) and a
+  long-horizon API migration; :mod:`oracle.agents.llmfree` - all of them as one agent;
 - the simulated agent of every workload family lives with its generative model in
   :mod:`oracle.simulator` and is listed here as ``simulated`` and ``sim:<family>``.
 

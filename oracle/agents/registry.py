@@ -30,10 +30,14 @@ __all__ = ["BUILTIN_AGENTS", "SIMULATED_PREFIX", "agent_names", "get_agent", "re
 
 #: built-in agents: name -> "module:factory" (``factory(**options) -> Agent``)
 BUILTIN_AGENTS: dict[str, str] = {
+    "cbuild": "oracle.agents.cbuild:CbuildAgent",
     "claude-code": "oracle.agents.runtime:claude_code_agent",
     "cli": "oracle.agents.command_line:CommandLineAgent",
     "codex": "oracle.agents.runtime:codex_runtime_agent",
     "codex-cli": "oracle.agents.codex:codex_agent",
+    "depres": "oracle.agents.depres:DepresAgent",
+    "llm-free": "oracle.agents.llmfree:LLMFreeAgent",
+    "migrate": "oracle.agents.migrate:MigrateAgent",
     "repair": "oracle.agents.repair:RepairAgent",
     "scripted": "oracle.agents.scripted:ScriptedAgent",
     "simulated": "oracle.simulator.agent:SimulatedAgent",

@@ -1,13 +1,26 @@
-"""A real, LLM-free program-repair agent on stdlib modules (see :mod:`oracle.agents.repair.agent`)."""
+"""A real, LLM-free program-repair agent on stdlib modules (see :mod:`oracle.agents.repair.agent`).
+
+Value structure (what a checkpoint at each boundary preserves, and what it saves):
+
+* **Where the expensive discovery lies**: in *localise* (per-test coverage in separate
+  processes) and in *patch* (a seeded walk over single-token edits, one test run each);
+  a two-bug task has both twice, so its expensive boundaries sit at 2-3 and again at 4-5.
+  What they leave is a few hundred bytes of facts (suspicious lines, the patch).
+* **What is cheap to redo**: reproducing (one suite run) and the test index it writes
+  (``cache/test_index.json``, the largest file the agent writes, regenerated on demand).
+* **What a boundary shows of it**: the coverage and test runs (how many, how long), the
+  edits and reverts.
+"""
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from oracle.agents.command_line import CommandLineAgent
-from oracle.agents.scripted import scripted_parse_line
+from oracle.agents.program import program_agent
+
+if TYPE_CHECKING:
+    from oracle.agents.command_line import CommandLineAgent
 
 AGENT_SCRIPT = Path(__file__).with_name("agent.py")
 
@@ -20,16 +33,5 @@ def RepairAgent(granularity: str = "turn", python: str | None = None) -> Command
     """
     from oracle.agents.repair.tasks import make_repair_tasks
 
-    if granularity not in ("turn", "tool_call"):
-        raise ValueError(f"granularity must be 'turn' or 'tool_call', got {granularity!r}")
-    base = [python or sys.executable, str(AGENT_SCRIPT), "--workspace", "{workspace}",
-            "--task-file", "{task_file}", "--seed", "{seed}", "--granularity", granularity]
-    root = str(Path(__file__).resolve().parents[3])
-    agent = CommandLineAgent(
-        [*base, "start"], [*base, "resume", "--restore-dir", "{restore_dir}"],
-        scripted_parse_line, name="repair",
-        env={"PYTHONPATH": os.pathsep.join(p for p in [root, os.environ.get("PYTHONPATH", "")] if p)},
-    )
-    agent.granularity = granularity  # type: ignore[attr-defined]
-    agent.make_tasks = make_repair_tasks  # type: ignore[attr-defined]
-    return agent
+    return program_agent("repair", AGENT_SCRIPT, make_repair_tasks, granularity=granularity,
+                         python=python)

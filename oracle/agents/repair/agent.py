@@ -1,13 +1,13 @@
 """A real, LLM-free program-repair agent: executed labels from this machine.
 
-The agent repairs a copy of a pure-Python stdlib module carrying an injected bug
+The agent repairs a copy of a pure-Python stdlib module carrying injected bugs
 (:mod:`oracle.agents.repair.mutants`), using real subprocesses, real files and real elapsed
-time. It is a program (``python -m oracle.agents.repair.agent start|resume ...``) that speaks
-the scripted agent's JSON-line protocol (:func:`oracle.agents.scripted.scripted_parse_line`),
-driven through :class:`oracle.agents.command_line.CommandLineAgent`, so a fail-stop is a real
-SIGKILL and the harness measures it exactly like any command-line agent.
+time. It is a program (``python oracle/agents/repair/agent.py start|resume ...``) on the
+shared child of :mod:`oracle.agents.program`, driven through
+:class:`oracle.agents.command_line.CommandLineAgent`, so a fail-stop is a real SIGKILL and
+the harness measures it exactly like any command-line agent.
 
-Logical steps (turns):
+Logical steps (turns), for a task with ``bugs`` injected bugs (1 or 2):
 
 1. **reproduce**: run the module's whole test suite; the failing test ids become the
    fact ``failing_tests``; write ``cache/test_index.json`` (every test id plus a token
@@ -19,8 +19,11 @@ Logical steps (turns):
 3. **patch**: walk the suspicious lines in rank order; at each, try single-token edits
    (the mutation operators read backwards) in a seeded order; after each edit run the
    failing tests; keep the first edit that makes them pass, revert the others and record
-   them in the fact ``rejected``.
-4. **verify**: run the whole suite again.
+   them in the fact ``rejected``. With a second bug still to come, an edit that makes
+   some of them pass (and no more fail) is kept, and the whole suite is run again: its
+   failures are the next round's ``failing_tests:2``.
+4. (two bugs) **localise** and **patch** again, the second round's facts keyed ``:2``.
+5. **verify**: run the whole suite again.
 
 Recovery is a re-derivation: a resumed run re-orients (lists the workspace, re-reads the
 preserved transcript), then continues from the first step not marked done; preserved
@@ -32,83 +35,48 @@ This module imports only the standard library at top level, so the child starts 
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
-import random
-import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+
+from oracle.agents.program import ProgramChild, sha
 
 RUNNER = str(Path(__file__).with_name("runner.py"))
-STEPS = ("reproduce", "localise", "patch", "verify")
+STEPS = ("reproduce", "localise", "patch", "verify")  # the steps of a one-bug task
 
 
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()
-
-
-class RepairChild:
+class RepairChild(ProgramChild):
     """The agent program's state: workspace, transcript, facts, seeded choices."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.ws = Path(args.workspace).resolve()
-        task = json.loads(Path(args.task_file).read_text())
-        self.task_id = task["task_id"]
-        p = task.get("params", {})
+    prog = "oracle/agents/repair/agent.py"
+
+    def __init__(self, args) -> None:  # noqa: ANN001 - argparse namespace
+        super().__init__(args)
+        p = self.params
         self.module = p["module"]
         self.n_passing = int(p.get("passing_sample", 12))
         self.top_lines = int(p.get("top_lines", 10))
         self.max_edits = int(p.get("max_edits", 60))
-        self.gran = args.granularity
-        self.rng = random.Random(int(args.seed))
-        self.boundary = 0
-        self.transcript: list[dict] = []
-        self.facts: dict[str, Any] = {}
-        self.resumed = args.mode == "resume"
-        if self.resumed:
-            rdir = Path(args.restore_dir)
-            self.transcript = json.loads((rdir / "transcript.json").read_text())
-            self.facts = json.loads((rdir / "facts.json").read_text())
-            self.boundary = int((rdir / "boundary").read_text())
+        self.n_bugs = int(p.get("bugs", 1))
+
+    def steps(self) -> list[str]:
+        return ["reproduce", *(["localise", "patch"] * self.n_bugs), "verify"]
+
+    @staticmethod
+    def round_of(step: int) -> int:
+        """Which bug a localise/patch step works on (1-based)."""
+        return max(1, (step - 2) // 2 + 1)
+
+    @staticmethod
+    def key(name: str, rnd: int) -> str:
+        """The fact ``name`` of round ``rnd`` (round 1 keeps the plain name)."""
+        return name if rnd == 1 else f"{name}:{rnd}"
 
     # -- protocol ---------------------------------------------------------------------
-    def emit(self, obj: dict) -> None:
-        sys.stdout.write(json.dumps(obj) + "\n")
-        sys.stdout.flush()
-
-    def fact(self, key: str, value: Any) -> None:
-        self.facts[key] = value
-        self.emit({"type": "fact", "key": key, "value": value})
-
-    def boundary_passed(self) -> None:
-        self.boundary += 1
-        self.emit({"type": "boundary", "n": self.boundary})
-
-    def step_done(self, step: int) -> None:
-        self.emit({"type": "step_done", "step": step})
-
-    def event(self, step: int, kind: str, *, last: bool, duration: float, boundary: bool = True,
-              **fields: Any) -> None:
-        """Emit one tool event; it is a candidate boundary at tool-call granularity, or last."""
-        safe = boundary and (self.gran == "tool_call" or last)
-        ev = {"type": "event", "kind": kind, "agent_step": step, "duration": duration,
-              "safe_boundary": safe, "boundary_kind": ("test" if kind == "test" else "tool_return") if safe else None,
-              "turn_end": last, **fields}
-        self.emit(ev)
-        if safe:
-            self.boundary_passed()
-
-    def run_cmd(self, argv: list[str], timeout: float = 60.0) -> tuple[int, str, float]:
-        t0 = time.monotonic()
-        try:
-            p = subprocess.run(argv, cwd=self.ws, capture_output=True, text=True, timeout=timeout)
-            code, out = p.returncode, p.stdout
-        except subprocess.TimeoutExpired:
-            code, out = -9, ""
-        return code, out, time.monotonic() - t0
+    def run_cmd3(self, argv: list[str], timeout: float = 60.0) -> tuple[int, str, float]:
+        res = self.run_cmd(argv, timeout=timeout)
+        return res.code, res.out, res.dur
 
     def runner(self, cmd: str, ids: list[str]) -> list[str]:
         return [sys.executable, RUNNER, cmd, ".", self.module, *ids]
@@ -122,18 +90,18 @@ class RepairChild:
     # -- steps ------------------------------------------------------------------------
     def orient(self, step: int) -> None:
         """Re-orientation of a resumed run: list the workspace, re-read the transcript."""
-        code, out, dur = self.run_cmd(["ls", "-la", "."])
+        code, out, dur = self.run_cmd3(["ls", "-la", "."])
         self.event(step, "command", last=False, duration=dur, boundary=False, command="ls -la .",
                    argv=["ls", "-la", "."], exit_code=code, paths_read=["."], phase="orient")
 
     def step_reproduce(self, step: int) -> None:
         argv = self.runner("suite", [])
-        code, out, dur = self.run_cmd(argv)
+        code, out, dur = self.run_cmd3(argv)
         res = self._json_tail(out)
         failed = list(res.get("failed", []))
         self.event(step, "test", last=False, duration=dur, command=" ".join(argv), argv=argv,
                    exit_code=code, paths_read=[f"{self.module}.py"], tests_passed=res.get("run", 0) - len(failed),
-                   tests_failed=len(failed), payload_digest=_sha(out), source="tests", phase="reproduce")
+                   tests_failed=len(failed), payload_digest=sha(out), source="tests", phase="reproduce")
         self.fact("failing_tests", failed)
         self.write_cache(step, res.get("ids", []), last=True)
         self.step_done(step)
@@ -154,37 +122,41 @@ class RepairChild:
         self.event(step, "file_change", last=last, duration=time.monotonic() - t0,
                    paths_written=["cache/test_index.json"], bytes_written=len(data), phase="cache")
 
-    def test_ids(self) -> list[str]:
+    def test_ids(self, step: int) -> list[str]:
         path = self.ws / "cache" / "test_index.json"
         if not path.exists():  # lost with the run: regenerate (cheap)
             argv = self.runner("suite", [])
-            code, out, dur = self.run_cmd(argv)
+            code, out, dur = self.run_cmd3(argv)
             res = self._json_tail(out)
-            self.event(2, "test", last=False, duration=dur, boundary=False, command=" ".join(argv),
-                       argv=argv, exit_code=code, payload_digest=_sha(out), source="tests", phase="reindex")
-            self.write_cache(2, res.get("ids", []), last=False)
+            self.event(step, "test", last=False, duration=dur, boundary=False, command=" ".join(argv),
+                       argv=argv, exit_code=code, payload_digest=sha(out), source="tests", phase="reindex")
+            self.write_cache(step, res.get("ids", []), last=False)
         return json.loads(path.read_text())["ids"]
 
     def step_localise(self, step: int) -> None:
         from oracle.agents.repair.strategy import localisation_runs, ochiai_ranking
 
-        failing = list(self.facts["failing_tests"])
-        passing = [i for i in self.test_ids() if i not in set(failing)]
+        rnd = self.round_of(step)
+        failing = list(self.facts.get(self.key("failing_tests", rnd)) or [])
+        if not failing or self.facts.get("gave_up"):  # nothing left to repair
+            self.step_done(step)
+            return
+        passing = [i for i in self.test_ids(step) if i not in set(failing)]
         self.rng.shuffle(passing)
         runs = localisation_runs(failing, passing, self.n_passing)
         cover: list[tuple[set[int], bool]] = []
         for k, (tid, _) in enumerate(runs):
             argv = self.runner("cover", [tid])
-            code, out, dur = self.run_cmd(argv)
+            code, out, dur = self.run_cmd3(argv)
             res = self._json_tail(out)
             ok = bool(res.get("ok", False))
             cover.append((set(res.get("lines", [])), ok))
             self.event(step, "test", last=False, duration=dur, command=" ".join(argv), argv=argv,
                        exit_code=code, paths_read=[f"{self.module}.py"], tests_passed=int(ok),
-                       tests_failed=int(not ok), payload_digest=_sha(out), source="coverage",
+                       tests_failed=int(not ok), payload_digest=sha(out), source="coverage",
                        phase="localise", boundary=k < len(runs) - 1)
         ranked = ochiai_ranking(cover, self.top_lines)
-        self.fact("suspicious_lines", [[ln, round(score, 4)] for ln, score in ranked])
+        self.fact(self.key("suspicious_lines", rnd), [[ln, round(score, 4)] for ln, score in ranked])
         t0 = time.monotonic()
         self.event(step, "message", last=True, duration=time.monotonic() - t0,
                    text=f"suspicious lines: {[ln for ln, _ in ranked]}", phase="localised")
@@ -207,18 +179,24 @@ class RepairChild:
     def step_patch(self, step: int) -> None:
         from oracle.agents.repair.mutants import Mutation
 
+        rnd = self.round_of(step)
+        k_pending, k_rejected = self.key("pending", rnd), self.key("rejected", rnd)
+        if not self.facts.get(self.key("failing_tests", rnd)) or self.facts.get("gave_up"):
+            self.step_done(step)
+            return
         path = self.ws / f"{self.module}.py"
-        pending = self.facts.get("pending")
+        pending = self.facts.get(k_pending)
         if pending:  # an edit applied but never judged before the failure: undo it
             src = Mutation(**pending).inverse().apply(path.read_text())
             dur = self._write_module(src)
             self.event(step, "file_change", last=False, duration=dur, paths_written=[path.name],
                        bytes_written=len(src), phase="undo_pending")
-            self.fact("pending", None)
-        rejected = {json.dumps(r, sort_keys=True) for r in self.facts.get("rejected", [])}
-        failing = list(self.facts["failing_tests"])
+            self.fact(k_pending, None)
+        rejected = {json.dumps(r, sort_keys=True) for r in self.facts.get(k_rejected, [])}
+        failing = list(self.facts[self.key("failing_tests", rnd)])
+        more = rnd < self.n_bugs  # another bug follows: a partial repair is progress
         tries = 0
-        for line, _ in self.facts["suspicious_lines"]:
+        for line, _ in self.facts[self.key("suspicious_lines", rnd)]:
             for cand in self._candidates(int(line), path.read_text()):
                 key = json.dumps(cand, sort_keys=True)
                 if key in rejected:
@@ -229,77 +207,84 @@ class RepairChild:
                 m = Mutation(**cand)
                 orig = path.read_text()
                 src = m.apply(orig)
-                self.fact("pending", cand)
+                self.fact(k_pending, cand)
                 dur = self._write_module(src)
                 self.event(step, "file_change", last=False, duration=dur, paths_written=[path.name],
                            bytes_written=len(src), phase="edit", text=f"line {m.line}: {m.old} -> {m.new}")
                 argv = self.runner("suite", failing)
-                code, out, dur = self.run_cmd(argv, timeout=20)
+                code, out, dur = self.run_cmd3(argv, timeout=20)
                 res = self._json_tail(out)
                 n_bad = len(res.get("failed", failing)) if res else len(failing)
-                self.event(step, "test", last=code == 0, duration=dur, command=" ".join(argv), argv=argv,
-                           exit_code=code, paths_read=[path.name], tests_passed=res.get("run", 0) - n_bad if res else 0,
-                           tests_failed=n_bad, payload_digest=_sha(out), source="tests", phase="try")
-                if code == 0:
-                    self.fact("pending", None)
-                    self.fact("patch", cand)
-                    self.step_done(step)
+                fields = dict(command=" ".join(argv), argv=argv, exit_code=code, paths_read=[path.name],
+                              tests_passed=res.get("run", 0) - n_bad if res else 0, tests_failed=n_bad,
+                              payload_digest=sha(out), source="tests", phase="try")
+                kept = code == 0 or (more and bool(res) and n_bad < len(failing))
+                if kept:  # judged before the boundary: the restore point holds the patch
+                    self.fact(k_pending, None)
+                    self.fact(self.key("patch", rnd), cand)
+                    if more:
+                        self.event(step, "test", last=False, duration=dur, **fields)
+                        self.rerun_suite(step, rnd + 1)
+                    else:
+                        self.step_done(step)
+                        self.event(step, "test", last=True, duration=dur, **fields)
                     return
+                self.event(step, "test", last=False, duration=dur, **fields)
                 dur = self._write_module(orig)
-                self.fact("pending", None)
+                self.fact(k_pending, None)
                 rejected.add(key)
-                self.fact("rejected", [json.loads(k) for k in sorted(rejected)])
+                self.fact(k_rejected, [json.loads(k) for k in sorted(rejected)])
                 self.event(step, "file_change", last=False, duration=dur, paths_written=[path.name],
                            bytes_written=len(orig), phase="revert", boundary=False)
+        self.fact("gave_up", True)
         self.emit({"type": "event", "kind": "message", "agent_step": step, "text": "no patch found",
                    "turn_end": True, "safe_boundary": False})
         self.step_done(step)
 
+    def rerun_suite(self, step: int, next_round: int) -> None:
+        """After a partial repair: the whole suite again; its failures are the next round's."""
+        argv = self.runner("suite", [])
+        code, out, dur = self.run_cmd3(argv)
+        res = self._json_tail(out)
+        failed = list(res.get("failed", []))
+        self.fact(self.key("failing_tests", next_round), failed)
+        self.step_done(step)
+        self.event(step, "test", last=True, duration=dur, command=" ".join(argv), argv=argv,
+                   exit_code=code, paths_read=[f"{self.module}.py"],
+                   tests_passed=res.get("run", 0) - len(failed), tests_failed=len(failed),
+                   payload_digest=sha(out), source="tests", phase="reproduce")
+
     def step_verify(self, step: int) -> None:
         argv = self.runner("suite", [])
-        code, out, dur = self.run_cmd(argv)
+        code, out, dur = self.run_cmd3(argv)
         res = self._json_tail(out)
         failed = res.get("failed", [])
         self.event(step, "test", last=False, duration=dur, boundary=False, command=" ".join(argv),
                    argv=argv, exit_code=code, paths_read=[f"{self.module}.py"],
                    tests_passed=res.get("run", 0) - len(failed), tests_failed=len(failed),
-                   payload_digest=_sha(out), source="tests", phase="verify")
+                   payload_digest=sha(out), source="tests", phase="verify")
         self.step_done(step)
 
     def run(self) -> int:
-        done = {int(e["step"]) for e in self.transcript if e.get("type") == "step_done"}
+        names = self.steps()
+        done = self.done_steps()
         if self.resumed:
-            self.orient(min(len(done) + 1, len(STEPS)))
-        for i, name in enumerate(STEPS):
-            step = i + 1
+            self.orient(min(len(done) + 1, len(names)))
+        for step, name in enumerate(names, 1):
             if step in done:
                 continue
-            if name == "localise" and self.facts.get("suspicious_lines"):
+            rnd = self.round_of(step)
+            if name == "localise" and self.facts.get(self.key("suspicious_lines", rnd)):
                 self.step_done(step)
                 continue
             if name == "reproduce" and self.facts.get("failing_tests"):
                 self.step_done(step)
                 continue
             getattr(self, f"step_{name}")(step)
-        self.emit({"type": "event", "kind": "message", "agent_step": len(STEPS), "text": "done",
+        self.emit({"type": "event", "kind": "message", "agent_step": len(names), "text": "done",
                    "turn_end": True})
         return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the agent program (``python -m oracle.agents.repair.agent``)."""
-    ap = argparse.ArgumentParser(prog="python -m oracle.agents.repair.agent")
-    ap.add_argument("--workspace", required=True)
-    ap.add_argument("--task-file", required=True)
-    ap.add_argument("--seed", type=int, required=True)
-    ap.add_argument("--granularity", choices=["turn", "tool_call"], default="turn")
-    ap.add_argument("mode", choices=["start", "resume"])
-    ap.add_argument("--restore-dir")
-    args = ap.parse_args(argv)
-    if args.mode == "resume" and not args.restore_dir:
-        ap.error("resume needs --restore-dir")
-    return RepairChild(args).run()
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(RepairChild.main())

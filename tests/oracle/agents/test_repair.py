@@ -92,6 +92,33 @@ def test_repair_end_to_end_and_resume_skips_localisation(task, tmp_path):
     assert (ws2 / name).read_text() != (t.workspace_template / name).read_text()
 
 
+@pytest.mark.slow
+def test_two_bugs_in_sequence_two_rounds_of_localise_and_patch(tmp_path, finish):
+    (t,) = make_repair_tasks(1, seed=0, root=tmp_path / "tasks", n_repos=1,
+                             families={"stdlib/utilities": ("fnmatch",)}, two_bug_every=1,
+                             params={"passing_sample": 8, "max_edits": 40})
+    assert t.task_id == "fnmatch-m0x2" and t.params["bugs"] == 2
+    bugs = [Mutation(**m) for m in json.loads((tmp_path / "tasks" / t.task_id / "mutation.json").read_text())]
+    assert len(bugs) == 2 and bugs[0].line != bugs[1].line
+    src = stdlib_source("fnmatch").read_text()
+    assert (t.workspace_template / "fnmatch.py").read_text() == bugs[1].apply(bugs[0].apply(src))
+    agent = RepairAgent()
+    ws = tmp_path / "ws"
+    shutil.copytree(t.workspace_template, ws)
+    done = finish(agent.start(t, ws, 1, WallClock()), tmp_path / "snaps", ws)
+    assert done.rc == 0 and agent.verify(t, ws)
+    assert done.boundaries == [1, 2, 3, 4, 5] and done.phases.count("localised") == 2
+    _, _, facts = done.snapshots[3]  # after the first patch: the remaining failures are known
+    assert facts["patch"] and facts["failing_tests:2"] and "pending" in facts
+    assert len(facts["failing_tests:2"]) < len(facts["failing_tests"])
+    snap, transcript, facts = done.snapshots[3]
+    ws2 = tmp_path / "resume"
+    shutil.copytree(snap, ws2)
+    again = finish(agent.resume(t, RestorePoint(3, ws2, transcript, facts), ws2, 1, WallClock()))
+    assert again.rc == 0 and agent.verify(t, ws2) and again.boundaries == [4, 5]
+    assert "undo_pending" not in again.phases  # the restore point holds the first patch
+
+
 def test_runner_lists_and_applies_token_edits_without_importing_the_module(tmp_path):
     """The repair brain's tools: the single-token edits on some lines, and one edit applied."""
     import subprocess

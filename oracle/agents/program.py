@@ -1,0 +1,241 @@
+"""LLM-free agents as programs: the child side of their JSON-line protocol, and the adapter.
+
+Every LLM-free agent of the toolkit (:mod:`oracle.agents.repair`, :mod:`oracle.agents.depres`,
+:mod:`oracle.agents.cbuild`, :mod:`oracle.agents.migrate`) is a real program that speaks the
+scripted agent's JSON-line protocol (:func:`oracle.agents.scripted.scripted_parse_line`) on
+stdout and runs its steps as real subprocesses in the workspace. This module holds what
+they share, once:
+
+* :class:`ProgramChild` (child side, standard library only, so the program starts fast):
+  the task file, seed and restore directory; ``emit``/``fact``/``event``/``tool`` for the
+  protocol (a tool event is a candidate boundary after the tool returns: at ``turn``
+  granularity only the last one of a step, at ``tool_call`` every one); ``run_cmd`` for
+  timed subprocesses; :meth:`ProgramChild.run`, the step loop: a resumed run re-orients
+  (lists the workspace), then runs every step the preserved transcript does not mark done,
+  each step re-deriving what the preserved facts and the restored workspace lack.
+* :func:`program_agent` (parent side): the program as a
+  :class:`~oracle.agents.command_line.CommandLineAgent` (``start`` / ``resume`` from the
+  preserved transcript and facts), so a fail-stop is a real SIGKILL of its process group.
+
+Step contract of :meth:`ProgramChild.run`: step ``k`` (1-based) of ``steps()`` ends with
+one candidate boundary at turn granularity, its last tool event (``done=True`` marks the
+step done just before that event, so the transcript preserved at boundary ``k`` says so);
+the last step ends without a boundary (it is the final verification), followed by the
+final message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:  # parent side only: the child imports the standard library alone
+    from oracle.agents.command_line import CommandLineAgent
+
+__all__ = ["GRANULARITIES", "CmdResult", "ProgramChild", "program_agent", "seeded", "sha"]
+
+GRANULARITIES = ("turn", "tool_call")
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def sha(text: str | bytes) -> str:
+    """sha256 hex digest of text (utf-8) or bytes: the payload digest of an observation."""
+    data = text if isinstance(text, bytes) else text.encode("utf-8", errors="replace")
+    return hashlib.sha256(data).hexdigest()
+
+
+def seeded(*key: object) -> random.Random:
+    """A generator seeded by a sha256 of ``key`` (task generators: one stream per item, and
+    streams of neighbouring keys are independent)."""
+    digest = hashlib.sha256("/".join(map(str, key)).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+class CmdResult(NamedTuple):
+    """A finished subprocess: exit status (-9 on timeout), stdout, stderr, seconds."""
+
+    code: int
+    out: str
+    err: str
+    dur: float
+
+
+class ProgramChild:
+    """The agent program's state and protocol (see the module docstring)."""
+
+    #: program name for the command line (``python SCRIPT``)
+    prog = "agent"
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.ws = Path(args.workspace).resolve()
+        task = json.loads(Path(args.task_file).read_text())
+        self.task_id: str = task["task_id"]
+        self.repo: str = task.get("repo", "")
+        self.params: dict[str, Any] = dict(task.get("params") or {})
+        self.gran: str = args.granularity
+        self.seed = int(args.seed)
+        self.rng = random.Random(self.seed)
+        self.boundary = 0
+        self.transcript: list[dict] = []
+        self.facts: dict[str, Any] = {}
+        self.resumed = args.mode == "resume"
+        if self.resumed:
+            rdir = Path(args.restore_dir)
+            self.transcript = json.loads((rdir / "transcript.json").read_text())
+            self.facts = json.loads((rdir / "facts.json").read_text())
+            self.boundary = int((rdir / "boundary").read_text())
+
+    # -- protocol ---------------------------------------------------------------------
+    def emit(self, obj: dict) -> None:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+    def fact(self, key: str, value: Any) -> None:
+        """Record a discovered fact (preserved at the next boundary)."""
+        self.facts[key] = value
+        self.emit({"type": "fact", "key": key, "value": value})
+
+    def boundary_passed(self) -> None:
+        self.boundary += 1
+        self.emit({"type": "boundary", "n": self.boundary})
+
+    def step_done(self, step: int) -> None:
+        self.emit({"type": "step_done", "step": step})
+
+    def event(self, step: int, kind: str, *, last: bool, duration: float, boundary: bool = True,
+              done: bool = False, **fields: Any) -> None:
+        """Emit one event; after a tool returns it is a candidate boundary (tool_call
+        granularity: every one; turn: the step's last). ``done`` marks the step done first."""
+        safe = boundary and (self.gran == "tool_call" or last)
+        if done:
+            self.step_done(step)
+        ev = {"type": "event", "kind": kind, "agent_step": step, "duration": duration,
+              "safe_boundary": safe,
+              "boundary_kind": ("test" if kind == "test" else "tool_return") if safe else None,
+              "turn_end": last, **fields}
+        self.emit(ev)
+        if safe:
+            self.boundary_passed()
+
+    def run_cmd(self, argv: Sequence[str], *, timeout: float = 120.0,
+                env: dict[str, str] | None = None, cwd: Path | None = None) -> CmdResult:
+        """Run ``argv`` (no shell) in the workspace; a timeout gives exit status -9."""
+        t0 = time.monotonic()
+        try:
+            p = subprocess.run(list(argv), cwd=cwd or self.ws, capture_output=True, text=True,
+                               timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+            code, out, err = p.returncode, p.stdout, p.stderr
+        except subprocess.TimeoutExpired as exc:
+            code = -9
+            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            err = "timeout"
+        return CmdResult(code, out, err, time.monotonic() - t0)
+
+    def tool(self, step: int, argv: Sequence[str], *, kind: str = "command", last: bool = False,
+             boundary: bool = True, done: bool = False, phase: str, timeout: float = 120.0,
+             env: dict[str, str] | None = None, shown: Sequence[str] | None = None,
+             **fields: Any) -> CmdResult:
+        """Run a tool (a subprocess) and emit its event (``shown``: the argv to record)."""
+        res = self.run_cmd(argv, timeout=timeout, env=env)
+        self.record(step, shown if shown is not None else argv, res, kind=kind, last=last,
+                    boundary=boundary, done=done, phase=phase, **fields)
+        return res
+
+    def record(self, step: int, argv: Sequence[str], res: CmdResult, *, kind: str = "command",
+               last: bool = False, boundary: bool = True, done: bool = False, phase: str,
+               **fields: Any) -> None:
+        """Emit the event of a finished command (when its fields depend on the result)."""
+        rec = list(argv)
+        self.event(step, kind, last=last, boundary=boundary, done=done, duration=res.dur,
+                   command=" ".join(rec), argv=rec, exit_code=res.code,
+                   payload_digest=sha(res.out + res.err), phase=phase, **fields)
+
+    def write_file(self, step: int, rel: str, data: str | bytes, *, last: bool = False,
+                   boundary: bool = True, done: bool = False, phase: str, **fields: Any) -> float:
+        """Write a workspace file atomically (temp + rename) and emit the file change."""
+        t0 = time.monotonic()
+        path = self.ws / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data)
+        tmp.replace(path)
+        dur = time.monotonic() - t0
+        self.event(step, "file_change", last=last, boundary=boundary, done=done, duration=dur,
+                   paths_written=[rel], bytes_written=len(data), phase=phase, **fields)
+        return dur
+
+    # -- the step loop -----------------------------------------------------------------
+    def steps(self) -> list[str]:
+        """Names of the task's logical steps, in order (method ``step_<name>(k)`` each)."""
+        raise NotImplementedError
+
+    def done_steps(self) -> set[int]:
+        return {int(e["step"]) for e in self.transcript if e.get("type") == "step_done"}
+
+    def orient(self, step: int) -> None:
+        """Re-orientation of a resumed run: list the workspace (no candidate boundary)."""
+        self.tool(step, ["ls", "-la", "."], boundary=False, phase="orient", paths_read=["."])
+
+    def run(self) -> int:
+        """Run every step not marked done (a resumed run re-orients first), then say done."""
+        names = self.steps()
+        done = self.done_steps()
+        if self.resumed:
+            self.orient(min(len(done) + 1, len(names)))
+        for k, name in enumerate(names, 1):
+            if k not in done:
+                getattr(self, f"step_{name}")(k)  # a name may repeat (one method, k-th step)
+        self.emit({"type": "event", "kind": "message", "agent_step": len(names),
+                   "text": "done", "phase": "final", "turn_end": True})
+        return 0
+
+    @classmethod
+    def main(cls, argv: list[str] | None = None) -> int:
+        """Entry point of the agent program: ``start`` or ``resume --restore-dir DIR``."""
+        ap = argparse.ArgumentParser(prog=f"python {cls.prog}")
+        ap.add_argument("--workspace", required=True)
+        ap.add_argument("--task-file", required=True)
+        ap.add_argument("--seed", type=int, required=True)
+        ap.add_argument("--granularity", choices=GRANULARITIES, default="turn")
+        ap.add_argument("mode", choices=["start", "resume"])
+        ap.add_argument("--restore-dir")
+        args = ap.parse_args(argv)
+        if args.mode == "resume" and not args.restore_dir:
+            ap.error("resume needs --restore-dir")
+        return cls(args).run()
+
+
+def program_agent(name: str, script: Path, make_tasks: Callable[..., list], *,
+                  granularity: str = "turn", python: str | None = None) -> CommandLineAgent:
+    """The agent program ``script`` as a :class:`~oracle.agents.command_line.CommandLineAgent`.
+
+    It runs as a script (not ``-m``) so the workspace, which may hold modules named like the
+    project's or the standard library's, is never first on the agent's own ``sys.path``.
+    """
+    from oracle.agents.command_line import CommandLineAgent
+    from oracle.agents.scripted import scripted_parse_line
+
+    if granularity not in GRANULARITIES:
+        raise ValueError(f"granularity must be 'turn' or 'tool_call', got {granularity!r}")
+    base = [python or sys.executable, str(script), "--workspace", "{workspace}",
+            "--task-file", "{task_file}", "--seed", "{seed}", "--granularity", granularity]
+    agent = CommandLineAgent(
+        [*base, "start"], [*base, "resume", "--restore-dir", "{restore_dir}"],
+        scripted_parse_line, name=name,
+        env={"PYTHONPATH": os.pathsep.join(p for p in [str(_ROOT), os.environ.get("PYTHONPATH", "")] if p)},
+    )
+    agent.granularity = granularity  # type: ignore[attr-defined]
+    agent.make_tasks = make_tasks  # type: ignore[attr-defined]
+    return agent
