@@ -98,6 +98,9 @@ class Args:
     families: tuple[str, ...] = opt(FAMILIES, metavar="F")
     """workload families to simulate; with --labels, the set's families to study (left at
     the default: every family of the set)"""
+    shipped: bool = True
+    """also study the real label set shipped with the toolkit (ripplecp_policy.data: the
+    LLM-free families, by family) beside the simulated ones; ignored with --labels"""
     budgets: tuple[str, ...] = opt(("count:1", "count:2", "count:3", "seconds:2x"),
                                    check=check_budget_specs, metavar="SPEC")
     """budgets: count:N (N >= 1), seconds:S or seconds:Kx (K x mean creation s), bytes:B or
@@ -144,7 +147,7 @@ class Args:
 #: repository, two count budgets and the seconds budget, fewer bootstrap resamples.
 QUICK = dict(
     families=("long-horizon",), budgets=("count:1", "count:2", "seconds:2x"),
-    tasks_per_repo=2, n_resamples=2_000,
+    tasks_per_repo=2, n_resamples=2_000, shipped=False,
 )
 
 
@@ -198,6 +201,15 @@ def load_label_sets(args: Args) -> dict[str, LabelSet]:
             fam, tasks_per_repo=args.tasks_per_repo, design="full",
             repetitions=args.repetitions, seed=args.seed,
         )
+    if args.shipped:  # the real families beside the simulated ones, under their own names
+        try:
+            real = LabelSet.load(resolve_labels("shipped"))
+        except (ValueError, OSError) as exc:
+            raise CommandLineError(f"the shipped label set: {exc} (--no-shipped leaves it out)") from None
+        for fam in sorted(str(f) for f in real.tasks["family"].unique()):
+            if fam in out:
+                raise CommandLineError(f"the shipped label set's family {fam!r} is also simulated")
+            out[fam] = real.subset(real.tasks.loc[real.tasks["family"] == fam, "task_id"])
     return out
 
 
