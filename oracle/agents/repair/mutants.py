@@ -114,7 +114,7 @@ def run_suite_cmd(module: str, workspace: Path, tests: list[str] | None = None) 
         "print(json.dumps({'run': r.testsRun, 'failed': bad}))\n"
         "sys.exit(0 if r.wasSuccessful() else 1)\n"
     )
-    return [sys.executable, "-X", "faulthandler", "-c", code]
+    return [sys.executable, "-B", "-X", "faulthandler", "-c", code]  # -B: see runner.py
 
 
 def run_suite(module: str, workspace: Path, tests: list[str] | None = None, timeout: float = 60.0) -> tuple[int, list[str], int]:

@@ -14,21 +14,42 @@ token otherwise; the standalone agent applies the same operators in process.
 
 The module under repair may already be imported by ``unittest`` itself; it is dropped from
 ``sys.modules`` after unittest has loaded, so the test module imports the workspace copy
-while unittest keeps its own references. Exit status: 0 when every selected test passed.
+while unittest keeps its own references. It is compiled from its source on every run, never
+from a cached ``.pyc``, and no bytecode is written: a single-token edit keeps the file's size
+and may keep its mtime second, which is all a ``.pyc`` is checked against, so a run could
+otherwise test the module as it was before the edit (timing-dependent, likelier under load).
+Exit status: 0 when every selected test passed.
 """
 
 import importlib
+import importlib.machinery
+import importlib.util
 import json
 import os
 import sys
 import unittest
 
 
+class _SourceOnly(importlib.machinery.SourceFileLoader):
+    """Compiles the module from its source, never from (or into) a cached ``.pyc``."""
+
+    def get_code(self, fullname):
+        return self.source_to_code(self.get_data(self.path), self.path)
+
+
 def _load(ws: str, name: str):
     ws = os.path.abspath(ws)
+    sys.dont_write_bytecode = True  # nothing of the workspace is cached for a later run
     sys.modules.pop(name, None)
     sys.path.insert(0, ws)
-    mod = importlib.import_module(name)
+    path = os.path.join(ws, name + ".py")
+    if os.path.isfile(path):
+        spec = importlib.util.spec_from_file_location(name, path, loader=_SourceOnly(name, path))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    else:
+        mod = importlib.import_module(name)
     if not os.path.abspath(mod.__file__).startswith(ws + os.sep):
         raise SystemExit(f"runner: {name} not shadowed by the workspace copy ({mod.__file__})")
     return mod, importlib.import_module("test.test_" + name)

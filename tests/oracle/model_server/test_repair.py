@@ -4,6 +4,7 @@ resume, and a real repair when its commands are run."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -120,3 +121,31 @@ def test_choices_follow_the_seed_in_the_header(task) -> None:
         done = [(first, out), (step.calls[0].command, json.dumps({"ok": False, "lines": [1]}))]
         covers.append(RepairBrain().next_step(_conversation(prompt, done)).calls[0].command)
     assert len(set(covers)) > 1  # the passing-test sample is drawn from the seed
+
+
+def test_the_runner_never_runs_stale_bytecode_of_an_edited_module(task, tmp_path: Path) -> None:
+    """A same-size edit landing in the mtime second of a cached .pyc (a timing accident, more
+    likely under load) must still be what the next suite runs: the tools read source only."""
+    ws = tmp_path / "ws"
+    shutil.copytree(task.workspace_template, ws)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+    def tool(*args: str) -> dict:
+        p = subprocess.run([sys.executable, str(RUNNER), args[0], str(ws), "fractions", *args[1:]],
+                           capture_output=True, text=True, env=env)  # the runtime's shell env
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    src = ws / "fractions.py"
+    failing = tool("suite")["failed"]
+    assert failing  # the task's injected bug
+    stamp = src.stat()
+    cands = tool("candidates", *map(str, range(1, len(src.read_text().splitlines()) + 1)))
+    c = next(c for c in cands["candidates"] if len(c["old"]) == len(c["new"]))
+    assert tool("edit", str(c["line"]), str(c["col"]), c["old"], c["new"])["ok"]
+    os.utime(src, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # same size, same mtime
+    fresh = tmp_path / "fresh"
+    shutil.copytree(ws, fresh, ignore=shutil.ignore_patterns("__pycache__"))
+    want = subprocess.run([sys.executable, "-B", str(RUNNER), "suite", str(fresh), "fractions"],
+                          capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    assert tool("suite")["failed"] == json.loads(want)["failed"]
+    assert not list(ws.rglob("fractions*.pyc"))  # and the tools leave no bytecode behind
