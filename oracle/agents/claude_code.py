@@ -11,12 +11,8 @@ live adapter waits for them to be in the session file).
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import replace
-
 from features.readers.claude_code import ClaudeStreamParser
-from features.schema import Event
-from oracle.agents.protocol import AgentReport
+from oracle.agents.stream_reports import StreamReports
 
 __all__ = ["ClaudeLineParser", "tool_result_ids"]
 
@@ -32,36 +28,13 @@ def tool_result_ids(obj: dict) -> list[str]:
             if isinstance(b, dict) and b.get("type") == "tool_result"]
 
 
-class ClaudeLineParser:
+class ClaudeLineParser(StreamReports):
     """``claude -p --output-format stream-json --verbose`` lines to reports (per run)."""
 
     def __init__(self) -> None:
-        self._parser = ClaudeStreamParser(source="claude -p --output-format stream-json")
+        super().__init__(ClaudeStreamParser(source="claude -p --output-format stream-json"))
 
     @property
     def session_id(self) -> str | None:
         """The session id (``claude --resume`` takes it), once a line named it."""
         return self._parser.session_id
-
-    def __call__(self, obj: dict, arrival: float) -> list[AgentReport]:
-        return self._reports(self._parser.feed(obj, arrival))
-
-    def close(self) -> list[AgentReport]:
-        """End of the stream: reports of the calls still open (incomplete)."""
-        return self._reports(self._parser.flush())
-
-    @staticmethod
-    def _reports(events: list[Event]) -> list[AgentReport]:
-        out: list[AgentReport] = []
-        for ev in events:
-            # a copy: the run renumbers and stamps its events, the parser's stay final
-            extra = dict(ev.extra)
-            if ev.command is not None:
-                extra["source"] = "command"
-                extra["payload_digest"] = hashlib.sha256(
-                    str(extra.get("output")).encode()).hexdigest()
-            ev = replace(ev, extra=extra)
-            out.append(AgentReport("event", event=ev))
-            if ev.safe_boundary:
-                out.append(AgentReport("boundary", boundary=None))
-        return out

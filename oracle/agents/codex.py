@@ -11,24 +11,22 @@ the session rollout file captured at the boundary into a private ``CODEX_HOME`` 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from features.readers.codex_exec import CodexExecParser
-from features.schema import Event
 from oracle.agents.command_line import CommandLineAgent
-from oracle.agents.protocol import AgentReport, RestorePoint
+from oracle.agents.protocol import RestorePoint
+from oracle.agents.stream_reports import StreamReports
 
 __all__ = ["CODEX_CONFIG", "CodexLineParser", "codex_agent", "codex_capture_state", "codex_update_state"]
 
-class CodexLineParser:
+class CodexLineParser(StreamReports):
     """``codex exec --json`` lines to reports, one line at a time (stateful per run): a thin
     adapter over :class:`~features.readers.codex_exec.CodexExecParser`, the one mapping.
 
@@ -40,35 +38,12 @@ class CodexLineParser:
     """
 
     def __init__(self, usage_base: Mapping[str, Any] | None = None) -> None:
-        self._parser = CodexExecParser(source="codex exec --json", usage_base=usage_base)
+        super().__init__(CodexExecParser(source="codex exec --json", usage_base=usage_base))
 
     @property
     def thread_id(self) -> str | None:
         """The thread id (the resume session id), once ``thread.started`` was seen."""
         return self._parser.thread_id
-
-    def __call__(self, obj: dict, arrival: float) -> list[AgentReport]:
-        return self._reports(self._parser.feed(obj, arrival))
-
-    def close(self) -> list[AgentReport]:
-        """End of the stream: reports of the items still open (incomplete)."""
-        return self._reports(self._parser.flush())
-
-    @staticmethod
-    def _reports(events: list[Event]) -> list[AgentReport]:
-        out: list[AgentReport] = []
-        for ev in events:
-            # a copy: the run renumbers and stamps its events, the parser's stay final
-            extra = dict(ev.extra)
-            if ev.command is not None:
-                extra["source"] = "command"
-                extra["payload_digest"] = hashlib.sha256(
-                    str(extra.get("output")).encode()).hexdigest()
-            ev = replace(ev, extra=extra)
-            out.append(AgentReport("event", event=ev))
-            if ev.safe_boundary:
-                out.append(AgentReport("boundary", boundary=None))
-        return out
 
 
 def codex_update_state(obj: dict, transcript: list[dict], facts: dict[str, Any]) -> None:
