@@ -116,6 +116,9 @@ class Args:
     """MLflow store root (default: $RIPPLECP_MLRUNS or ./mlruns)"""
     mlflow: bool = True
     """log the study to MLflow"""
+    repos: int | None = opt(None, min=2)
+    """simulated repositories per family, one fold each (default: the family's own, 8;
+    --quick: 3)"""
     tasks_per_repo: int | None = opt(None, min=1)
     """simulated tasks per repository (default: the family's own; --quick: 2)"""
     repetitions: int = opt(2, min=1)
@@ -143,11 +146,12 @@ class Args:
                     raise choice_error(fam, known, "--families")
 
 
-#: --quick: the same study on one family (the one with the most boundaries), 2 tasks per
-#: repository, two count budgets and the seconds budget, fewer bootstrap resamples.
+#: --quick: the same study on one family (the one with the most boundaries), 3 of its
+#: repositories with 2 tasks each, two count budgets and the seconds budget, fewer
+#: bootstrap resamples, no shipped set.
 QUICK = dict(
     families=("long-horizon",), budgets=("count:1", "count:2", "seconds:2x"),
-    tasks_per_repo=2, n_resamples=2_000, shipped=False,
+    repos=3, tasks_per_repo=2, n_resamples=2_000, shipped=False,
 )
 
 
@@ -198,7 +202,7 @@ def load_label_sets(args: Args) -> dict[str, LabelSet]:
 
     for fam in progress(args.families, desc="simulate", leave=False):
         out[fam] = simulate_label_set(
-            fam, tasks_per_repo=args.tasks_per_repo, design="full",
+            fam, n_repos=args.repos, tasks_per_repo=args.tasks_per_repo, design="full",
             repetitions=args.repetitions, seed=args.seed,
         )
     if args.shipped:  # the real families beside the simulated ones, under their own names
