@@ -291,8 +291,19 @@ class PlacementPolicy(BaseEstimator):
         return self
 
     def reset(self, task_id: str, seed: int = 0) -> None:
-        """Start a new task; stochastic policies seed their generator here."""
-        self._rng = np.random.default_rng([seed, _stable_hash(task_id)])
+        """Start a new task; stochastic policies seed their generator here (``_rng``,
+        made on first use: most policies never draw, and a study resets tens of thousands
+        of times)."""
+        self._rng_seed = (seed, _stable_hash(task_id))
+        self.__dict__.pop("_rng_made", None)
+
+    @property
+    def _rng(self) -> np.random.Generator:
+        """The task's generator, seeded by :meth:`reset` from the seed and the task id."""
+        rng = self.__dict__.get("_rng_made")
+        if rng is None:
+            rng = self._rng_made = np.random.default_rng(list(self._rng_seed))
+        return rng
 
     def decide(self, obs: BoundaryObservation) -> bool:
         """True to checkpoint at this boundary (subject to the runner's budget check)."""

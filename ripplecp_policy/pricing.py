@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -74,6 +74,18 @@ class TaskCosts:
     tokens: np.ndarray  # (B+1, F) mean re-executed tokens (NaN when unknown)
     tool_calls: np.ndarray  # (B+1, F)
     nominal_s: float = math.nan  # nominal seconds start -> completion (NaN when unknown)
+    #: placement -> its metrics (pricing is pure: a study prices the same few placements of
+    #: a task tens of thousands of times); emptied whenever an attribute is reassigned
+    _priced: dict[tuple, dict[str, float]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if isinstance(value, np.ndarray):  # read-only, so a cached price cannot go stale
+            value = value.view()
+            value.flags.writeable = False
+        object.__setattr__(self, name, value)
+        if name != "_priced" and "_priced" in self.__dict__:
+            self._priced.clear()
 
     @classmethod
     def build(
@@ -144,9 +156,15 @@ class TaskCosts:
     # -- derived quantities ---------------------------------------------------------------
 
     def charges(self, budget: Budget) -> np.ndarray:
-        """(B+1,) what each boundary's checkpoint costs in the budget's unit; [0] = 0."""
-        out = np.array([budget.charge(c, s) for c, s in zip(self.creation_s, self.size_bytes, strict=True)])
-        out[0] = 0.0
+        """(B+1,) what each boundary's checkpoint costs in the budget's unit; [0] = 0
+        (read-only: computed once per budget)."""
+        key = ("charges", budget)
+        out = self._priced.get(key)
+        if out is None:
+            out = np.array([budget.charge(c, s) for c, s in zip(self.creation_s, self.size_bytes, strict=True)])
+            out[0] = 0.0
+            out.flags.writeable = False
+            self._priced[key] = out  # type: ignore[assignment]
         return out
 
     def recovery_cost(self) -> np.ndarray:
@@ -233,7 +251,15 @@ def placement_metrics(tc: TaskCosts, checkpoints: Iterable[int]) -> dict[str, fl
     E[checkpoint creation before f] (NaN with no checkpoint overhead). Spend counts the
     whole placement, whether or not a failure precedes a checkpoint.
     """
-    p = np.array(sorted({int(b) for b in checkpoints}), dtype=int)
+    key = tuple(sorted({int(b) for b in checkpoints}))
+    hit = tc._priced.get(key)
+    if hit is None:
+        hit = tc._priced[key] = _metrics(tc, key)
+    return dict(hit)
+
+
+def _metrics(tc: TaskCosts, placement: tuple[int, ...]) -> dict[str, float]:
+    p = np.array(placement, dtype=int)
     if p.size and (p[0] < 1 or p[-1] > tc.n_boundaries):
         raise ValueError(f"{tc.task_id}: checkpoint boundaries must be in 1..{tc.n_boundaries}: {p}")
     w = tc.weights
@@ -279,7 +305,9 @@ def placement_metrics(tc: TaskCosts, checkpoints: Iterable[int]) -> dict[str, fl
 
 def placement_objective(tc: TaskCosts, checkpoints: Iterable[int]) -> float:
     """E_f[creation before f + restore latency + J(last, f)]: what the optimum minimises."""
-    return placement_metrics(tc, checkpoints)["objective_s"]
+    key = tuple(sorted({int(b) for b in checkpoints}))
+    hit = tc._priced.get(key)
+    return hit["objective_s"] if hit is not None else placement_metrics(tc, key)["objective_s"]
 
 
 # ---------------------------------------------------------------------------------------

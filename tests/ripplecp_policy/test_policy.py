@@ -108,3 +108,22 @@ def test_fit_records_the_setting_and_the_check_enforces_it():
     check_setting(pol, Setting(Budget("count", 1), hazard="duration"))
     with pytest.raises(SettingMismatchError, match="Nothing was fitted under 1ckpt, hazard duration"):
         check_setting(pol, Setting(Budget("count", 1)))
+
+
+def test_the_generator_is_made_on_first_use_and_seeded_as_before():
+    """reset() only records the seed; ``_rng`` is the generator seeded by (seed, task id),
+    fresh after every reset, as an eager one would be."""
+    import zlib
+
+    import numpy as np
+
+    from ripplecp_policy.policy import PlacementPolicy
+
+    p = PlacementPolicy()
+    p.reset("task-a", 3)
+    assert "_rng_made" not in vars(p)
+    draws = [p._rng.random() for _ in range(3)]
+    eager = np.random.default_rng([3, zlib.crc32(b"task-a")])
+    assert draws == [eager.random() for _ in range(3)]
+    p.reset("task-a", 3)
+    assert p._rng.random() == draws[0]

@@ -176,3 +176,22 @@ def test_unlimited_cap_never_binds():
     cap = unlimited(Budget("seconds", 1.0), tc)
     assert cap.kind == "seconds" and fits(0.0, float(tc.creation_s.sum()), cap.amount)
     assert optimal_placement(tc, cap)[1] <= optimal_placement(tc, Budget("seconds", 1.0))[1]
+
+
+def test_a_cached_price_cannot_go_stale():
+    """placement_metrics is memoised per task and placement: a reassigned attribute (a new
+    failure model) empties the cache, the arrays cannot be written in place, and a caller
+    mutating the returned dict does not change the next answer."""
+    tc = hand_costs()
+    first = placement_metrics(tc, [1])
+    first["objective_s"] = -1.0  # the caller's copy only
+    assert placement_metrics(tc, (1,))["objective_s"] == pytest.approx((10 + 11 + 18) / 3)
+    assert placement_objective(tc, [1, 1]) == pytest.approx((10 + 11 + 18) / 3)
+    with pytest.raises(ValueError, match="read-only"):
+        tc.J[0, 0] = 0.0
+    with pytest.raises(ValueError, match="read-only"):
+        tc.charges(Budget("count", 1.0))[1] = 5.0
+    tc.weights = np.array([1.0, 0.0, 0.0])  # only f=1 now: J(0, 1) = 10 whatever the placement
+    assert placement_objective(tc, [1]) == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="must be in 1..3"):
+        placement_metrics(tc, [4])
