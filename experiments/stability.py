@@ -13,7 +13,7 @@ best simple baseline chosen on the training folds) and over both:
   policy, bar) cells present in every run, the share whose verdict is the same in all;
 - per learned policy, the **cross-fitted regret** (TotalFailureCost minus the cross-fitted
   limit, ``xfit_regret`` in ``summary.csv``), mean over families and budgets, per seed and
-  over seeds.
+  over seeds, and per family (mean over budgets and seeds).
 
 Nothing is recomputed: it reads what each study wrote, so it cannot disagree with them.
 """
@@ -98,6 +98,11 @@ def study(a: Args) -> int:
     regret["mean over runs"] = regret.mean(axis=1)
     print("cross-fitted regret, s (mean over families and budgets):")
     print(regret.to_string(float_format=lambda x: f"{x:.2f}"))
+    print()
+    by_family = learned.pivot_table(index="policy", columns="family", values="xfit_regret",
+                                    aggfunc="mean")
+    print("cross-fitted regret per family, s (mean over budgets and runs):")
+    print(by_family.to_string(float_format=lambda x: f"{x:.2f}"))
     return 0
 
 
