@@ -9,8 +9,9 @@ call count and cost continue from the trajectory's ``info.model_stats``. The run
 in mini-swe-agent's own loop (``DefaultAgent.run``) and writes the whole conversation,
 history included, to ``-o``.
 
-Standard library and mini-swe-agent only: this file is never imported by the project (its
-interpreter lacks the project's dependencies); :class:`oracle.runtimes.MiniSweAgent` names it.
+Standard library and mini-swe-agent only (imported inside :func:`main`): no project module
+imports this file, whose interpreter lacks the project's dependencies;
+:class:`oracle.runtimes.MiniSweAgent` names its path.
 """
 
 from __future__ import annotations

@@ -161,6 +161,7 @@ CLAUDE_RULES = StreamRules(
     count=lambda texts: sum(t.count('"type":"tool_result"') for t in texts),
 )
 
+
 def _mini_saved(texts: list[str], baseline: int, ids: list[str]) -> bool:
     found = [trajectory_results(t) for t in texts]
     return all(f is not None for f in found) and set(ids) <= {i for f in found for i in f or ()}
