@@ -5,7 +5,8 @@ line (:mod:`minisweagent.run.mini`: the same options, configuration, model, envi
 agent class) with one change: the agent's first messages are the ``messages`` of the
 preserved ``TRAJECTORY`` (a ``.traj.json`` that mini-swe-agent wrote), followed by the task
 (``-t``) as a new user message, instead of the rendered system and instance templates; its
-call count and cost continue from the trajectory's ``info.model_stats``. The run then goes on
+call count and cost continue from the trajectory's ``info.model_stats``; the history is not
+printed to the console again (rendering it took seconds). The run then goes on
 in mini-swe-agent's own loop (``DefaultAgent.run``) and writes the whole conversation,
 history included, to ``-o``.
 
@@ -55,8 +56,9 @@ def resumable(agent_class: type, messages: list[dict], stats: dict) -> type:
             self.n_calls = int(stats.get("api_calls", 0) or 0)
             self.cost = float(stats.get("instance_cost", 0.0) or 0.0)
             task = self.extra_template_vars.get("task", "")
-            return super().add_messages(*history, self.model.format_message(role="user",
-                                                                            content=task))
+            self.messages.extend(history)  # as DefaultAgent.add_messages, not printed again
+            return [*history, *super().add_messages(self.model.format_message(role="user",
+                                                                              content=task))]
 
     Resumed.__name__ = Resumed.__qualname__ = agent_class.__name__
     return Resumed
