@@ -15,8 +15,8 @@ wall clock, and splits each branch's wall time into
 ~10 s, measured directly (no extrapolation). ``--pad-mb`` adds an incompressible file to the
 workspace to show how overhead grows with state size.
 
-``--agent codex`` / ``--agent claude-code``: the real pinned runtime (``python -m oracle
-agents install``) driven by the repair brain on a small stdlib repair task. Its agent time is
+``--agent codex`` / ``claude-code`` / ``mini-swe-agent``: the real pinned runtime (``python -m
+oracle agents install``) driven by the repair brain on a small stdlib repair task. Its agent time is
 split further from each run's ``timing.json`` (:class:`oracle.agents.runtime.RuntimeRun`):
 the runtime's start-up (launch to its first model request, printed apart), the brain's
 answers, and the time model requests were held at the gate for the harness (harness time:
@@ -57,7 +57,8 @@ def _timings(path: Path, seen: list[int]) -> list[dict]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--agent", choices=("scripted", "codex", "claude-code"), default="scripted")
+    ap.add_argument("--agent", choices=("scripted", "codex", "claude-code", "mini-swe-agent"),
+                    default="scripted")
     ap.add_argument("--time-scale", type=float, default=25.0)
     ap.add_argument("--pad-mb", type=float, default=0.0)
     ap.add_argument("--reps", type=int, default=2)

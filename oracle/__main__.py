@@ -1,8 +1,8 @@
 """Command line: ``python -m oracle plan|run|audit|agents``.
 
 ``plan``   builds tasks for an agent (agents that can generate tasks: ``scripted``,
-           ``repair``, the real runtimes ``codex`` / ``claude-code`` with ``--brain repair``,
-           the simulated agents), runs their nominal runs into the study directory
+           ``repair``, the real runtimes ``codex`` / ``claude-code`` / ``mini-swe-agent``
+           with ``--brain repair``, the simulated agents), runs their nominal runs into the study directory
            (checkpoint at every boundary), then freezes the cells and seeds of a design into
            a hashed plan file.
 ``run``    executes a plan (resumable): ``--executor local|inline|dask``, ``--jobs N``;
@@ -99,7 +99,8 @@ class PlanArgs:
     agent: str = opt("scripted", check=_agent_name)
     """the agent to drive (see python -m oracle agents list for the real runtimes)"""
     brain: Literal["repair", "scripted", "proxy"] | None = None
-    """who answers a real runtime's model calls (codex, claude-code; default repair)"""
+    """who answers a real runtime's model calls (codex, claude-code, mini-swe-agent; default
+    repair)"""
     design: Literal["pilot", "tool_call", "full"] = opt("pilot", choices=DESIGNS)
     """pilot: an early and a late cell per task; tool_call: every adjacent cell; full: every
     restore point x failure"""
@@ -346,9 +347,10 @@ class ListArgs:
 
 
 def cmd_list(a: ListArgs) -> int:
+    from oracle.agents.registry import BUILTIN_AGENTS
     from oracle.runtimes import RUNTIMES, installed, runtimes_root
 
-    agents = {"codex": "codex", "claude-code": "claude-code"}
+    agents = {name: name for name in RUNTIMES if name in BUILTIN_AGENTS}  # harness adapters
     rows = [{"runtime": i.name, "pinned": i.pinned, "installed": i.version, "usable": i.usable,
              "detail": i.detail, "executable": None if i.executable is None else str(i.executable),
              "licence": RUNTIMES[i.name].spec.licence, "agent": agents.get(i.name)}

@@ -17,7 +17,8 @@ Each runtime's *offline configuration* (:class:`Runtime`) points it at a loopbac
   key, the nonessential-traffic / telemetry / error-reporting / autoupdater switches,
   ``CLAUDE_CODE_MAX_RETRIES=0``, ``IS_SANDBOX=1`` when root, and the web tools denied.
 * mini-swe-agent: litellm pointed at ``/v1``, its configured / cost / retry switches and
-  litellm's local price table (else importing litellm downloads one).
+  litellm's local price table (else importing litellm downloads one); resumed through
+  :mod:`oracle.mini_resume` (it has no resume of its own).
 
 The native binaries inside the npm packages are called directly (saves the node wrapper's
 start-up). The environment of a launch is built from scratch (``PATH`` and the locale only),
@@ -404,13 +405,29 @@ class ClaudeCode(Runtime):
 
 
 class MiniSweAgent(Runtime):
-    """mini-swe-agent (``mini -y --exit-immediately``) through litellm's chat completions."""
+    """mini-swe-agent (``mini -y --exit-immediately``) through litellm's chat completions.
+
+    It has no resume of its own: ``resume`` runs :mod:`oracle.mini_resume` with
+    mini-swe-agent's own interpreter, the ``mini`` command line that starts from the messages
+    of a preserved trajectory (put into ``home/resume/`` by :meth:`seed_home`; ``resume``
+    names the file there) with the prompt as a new user message. The new run writes the
+    whole conversation to its own ``home/trajectory.json``, so a resume never appends to the
+    captured file (a fork, whatever ``fork`` says).
+    """
 
     spec = RuntimeSpec("mini-swe-agent", "pypi", "mini-swe-agent", "2.4.6", "MIT")
     probe_args = ("--help",)  # it has no --version; the help's first line states it
+    #: the trajectory file a run writes in its home (``-o``), rewritten after every step
+    trajectory = "trajectory.json"
+    #: the resume entry point, run with the runtime's own interpreter
+    resume_script = Path(__file__).resolve().parent / "mini_resume.py"
 
     def executable(self, root: Path | None = None) -> Path:
         return (root or runtimes_root()) / "mini-swe-agent" / "bin" / "mini"
+
+    def python(self, root: Path | None = None) -> Path:
+        """The interpreter of the runtime's virtual environment (runs the resume entry)."""
+        return (root or runtimes_root()) / "mini-swe-agent" / "bin" / "python"
 
     def prepare_home(self, home: Path, base_url: str, model: str = DEFAULT_MODEL) -> None:
         (Path(home) / "mini-swe-agent").mkdir(parents=True, exist_ok=True)
@@ -425,17 +442,27 @@ class MiniSweAgent(Runtime):
     def argv(self, prompt: str, *, home: Path, model: str = DEFAULT_MODEL,
              resume: str | None = None, fork: bool = False, base_url: str = "",
              root: Path | None = None, extra: Sequence[str] = ()) -> list[str]:
-        if resume is not None:
-            raise ValueError("mini-swe-agent has no resume of its own")
-        return [str(self.executable(root)), "-y", "--exit-immediately", "-m", f"openai/{model}",
-                "-c", "mini.yaml",
-                "-c", f"model.model_kwargs.api_base={base_url.rstrip('/')}/v1",
-                "-c", f"model.model_kwargs.api_key={DUMMY_KEY}",
-                "-o", str(Path(home) / "trajectory.json"), *extra, "-t", prompt]
+        options = ["-y", "--exit-immediately", "-m", f"openai/{model}", "-c", "mini.yaml",
+                   "-c", f"model.model_kwargs.api_base={base_url.rstrip('/')}/v1",
+                   "-c", f"model.model_kwargs.api_key={DUMMY_KEY}",
+                   "-o", str(Path(home) / self.trajectory), *extra, "-t", prompt]
+        if resume is None:
+            return [str(self.executable(root)), *options]
+        saved = Path(home) / "resume" / resume
+        if Path(resume).name != resume:
+            raise ValueError(f"mini-swe-agent resume {resume!r}: name a file of home/resume/")
+        return [str(self.python(root)), str(self.resume_script), str(saved), *options]
 
     def sessions(self, home: Path) -> list[Path]:
-        p = Path(home) / "trajectory.json"
+        p = Path(home) / self.trajectory
         return [p] if p.exists() else []
+
+    def seed_home(self, home: Path, session_file: Path, cwd: Path) -> Path:
+        """Copy a trajectory into ``home/resume/`` (``resume`` then names it)."""
+        dest = Path(home) / "resume" / Path(session_file).name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(session_file, dest)
+        return dest
 
 
 #: every runtime, by name

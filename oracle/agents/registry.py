@@ -8,7 +8,7 @@ so nothing needs importing beforehand and a worker process finds every built-in 
 (:mod:`oracle.workloads`). :func:`register_agent` adds agents defined elsewhere (a worker
 finds those only if their module is imported there too).
 
-``codex`` and ``claude-code`` are the pinned runtimes driven by a brain on a loopback model
+``codex``, ``claude-code`` and ``mini-swe-agent`` are the pinned runtimes driven by a brain on a loopback model
 server (:mod:`oracle.agents.runtime`); ``codex-cli`` is Codex CLI as installed and configured
 by the user (:func:`oracle.agents.codex.codex_agent`). A new runtime is its stream rules in
 :mod:`oracle.agents.runtime` and one entry here.
@@ -38,6 +38,7 @@ BUILTIN_AGENTS: dict[str, str] = {
     "depres": "oracle.agents.depres:DepresAgent",
     "llm-free": "oracle.agents.llmfree:LLMFreeAgent",
     "migrate": "oracle.agents.migrate:MigrateAgent",
+    "mini-swe-agent": "oracle.agents.runtime:mini_swe_agent_agent",
     "repair": "oracle.agents.repair:RepairAgent",
     "scripted": "oracle.agents.scripted:ScriptedAgent",
     "simulated": "oracle.simulator.agent:SimulatedAgent",

@@ -1,4 +1,5 @@
-"""Real agent runtimes under the harness: Codex CLI and Claude Code driven by a brain, offline.
+"""Real agent runtimes under the harness: Codex CLI, Claude Code and mini-swe-agent driven by a
+brain, offline.
 
 :class:`RuntimeAgent` runs a pinned runtime (:mod:`oracle.runtimes`: installed into
 ``.runtimes/``, a private home per run with every network feature off) against a loopback
@@ -7,15 +8,19 @@ model server (:mod:`oracle.model_server`) started in this process for the run, w
 
 * **Start**: a fresh private home, the task's prompt (``task.params["prompt"]``).
 * **Resume** from a restore point: the session file captured at that boundary (Codex's
-  rollout, Claude Code's session file — preserved agent state, part of the checkpoint, in
-  the facts under ``runtime.session``) is put into a fresh private home and the runtime
-  *forks* it — ``codex exec fork <thread>`` / ``claude --resume <id> --fork-session`` — so
-  every branch continues the captured conversation under its own thread/session id and the
-  captured one is never appended to. Restore point 0 (no session) starts afresh.
+  rollout, Claude Code's session file, mini-swe-agent's trajectory — preserved agent state,
+  part of the checkpoint, in the facts under ``runtime.session``) is put into a fresh private
+  home and the runtime *forks* it — ``codex exec fork <thread>`` / ``claude --resume <id>
+  --fork-session`` / mini-swe-agent's resume entry point (:mod:`oracle.mini_resume`, which
+  writes a new trajectory) — so every branch continues the captured conversation under its
+  own thread/session id and the captured one is never appended to. Restore point 0 (no
+  session) starts afresh.
 * **Reports**: the runtime's live stdout (``codex exec --json`` / Claude's ``stream-json``)
   is read line by line (:class:`~oracle.agents.command_line.CliRun`) and mapped to events
   and boundaries by the runtime's streaming parser (every tool that returned is a boundary:
-  tool-call granularity); tokens come from the same lines. The run also reports
+  tool-call granularity); tokens come from the same lines. mini-swe-agent prints no such
+  stream: its lines come from watching its trajectory file and process tree
+  (:mod:`oracle.agents.mini_swe_agent`, ``StreamRules.watch``). The run also reports
   *activity* (:data:`oracle.agents.protocol.ACTIVITIES`): ``tool`` when a tool call starts,
   ``model`` when the runtime's model request reaches the server.
 * **The gate**: each model request is held until the harness has taken every report before
@@ -47,7 +52,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +60,7 @@ from typing import Any
 from oracle.agents.claude_code import ClaudeLineParser, tool_result_ids
 from oracle.agents.codex import CodexLineParser
 from oracle.agents.command_line import CliRun, ParseLine, run_dir_for, run_verifier
+from oracle.agents.mini_swe_agent import MiniLineParser, trajectory_results, watch_trajectory
 from oracle.agents.protocol import AgentReport, Clock, RestorePoint, TaskSpec
 from oracle.model_server import (
     Brain,
@@ -67,10 +73,17 @@ from oracle.model_server import (
 from oracle.model_server.conversation import Step
 from oracle.model_server.wire import Reply
 from oracle.processes import descendants, signal_all
-from oracle.runtimes import DEFAULT_MODEL, Runtime, RuntimeInstallError, get_runtime
+from oracle.runtimes import (
+    DEFAULT_MODEL,
+    MiniSweAgent,
+    Runtime,
+    RuntimeInstallError,
+    get_runtime,
+)
 
-__all__ = ["CLAUDE_RULES", "CODEX_RULES", "RESUME_PROMPT", "RULES", "Gate", "RuntimeAgent",
-           "RuntimeRun", "StreamRules", "claude_code_agent", "codex_runtime_agent"]
+__all__ = ["CLAUDE_RULES", "CODEX_RULES", "MINI_RULES", "RESUME_PROMPT", "RULES", "Gate",
+           "RuntimeAgent", "RuntimeRun", "StreamRules", "claude_code_agent",
+           "codex_runtime_agent", "mini_swe_agent_agent"]
 
 #: the prompt of a resumed run (the repair brain decides from the transcript, not from it)
 RESUME_PROMPT = ("The previous session was cut off by a machine failure. Continue the task "
@@ -90,7 +103,10 @@ class StreamRules:
     ``thread_id``); ``tool_started(line)``: the line says a tool call started;
     ``tool_results(line)``: ids of the tool results the line carries (one placeholder each
     where the format has no id); ``saved(files, baseline, ids)``: the session files hold
-    ``baseline`` earlier results plus the results ``ids``; ``count(files)``: results saved.
+    ``baseline`` earlier results plus the results ``ids``; ``count(files)``: results saved;
+    ``read(path)``: a session file's text as far as it is whole (default: up to its last
+    newline); ``watch(run)``: where the run's lines come from when not its stdout (the
+    runtime prints no stream; its stdout then goes to ``stdout.log``).
     """
 
     parser: Callable[[], ParseLine]
@@ -99,6 +115,8 @@ class StreamRules:
     tool_results: Callable[[dict], list[str]]
     saved: Callable[[list[str], int, list[str]], bool]
     count: Callable[[list[str]], int]
+    read: Callable[[Path], str] = lambda path: _whole_lines(path)
+    watch: Callable[[RuntimeRun], Iterator[dict]] | None = None
 
 
 _CODEX_TOOLS = ("command_execution", "file_change", "mcp_tool_call", "web_search",
@@ -143,7 +161,34 @@ CLAUDE_RULES = StreamRules(
     count=lambda texts: sum(t.count('"type":"tool_result"') for t in texts),
 )
 
-RULES: dict[str, StreamRules] = {"codex": CODEX_RULES, "claude-code": CLAUDE_RULES}
+
+def _mini_saved(texts: list[str], baseline: int, ids: list[str]) -> bool:
+    found = [trajectory_results(t) for t in texts]
+    return all(f is not None for f in found) and set(ids) <= {i for f in found for i in f or ()}
+
+
+def _mini_watch(run: RuntimeRun) -> Iterator[dict]:
+    restored = run.home / "resume" / MiniSweAgent.trajectory
+    return watch_trajectory(run.home / MiniSweAgent.trajectory, run.run_dir / "snapshots",
+                            running=lambda: run.proc.poll() is None, tools=run.tools,
+                            answers=lambda: run.gate.answered, clock=run.clock.now,
+                            restored=restored if restored.exists() else None)
+
+
+MINI_RULES = StreamRules(
+    parser=MiniLineParser,
+    session_id=lambda p: p.session_id,
+    tool_started=lambda o: o.get("type") == "tool.started",
+    tool_results=lambda o: list(o.get("tool_results", [])) if o.get("type") == "trajectory"
+    else [],
+    saved=_mini_saved,
+    count=lambda texts: sum(len(trajectory_results(t) or ()) for t in texts),
+    read=lambda path: path.read_text(errors="replace"),  # rewritten whole, not appended
+    watch=_mini_watch,
+)
+
+RULES: dict[str, StreamRules] = {"codex": CODEX_RULES, "claude-code": CLAUDE_RULES,
+                                 "mini-swe-agent": MINI_RULES}
 
 
 # --------------------------------------------------------------------------- the gate
@@ -163,6 +208,7 @@ class Gate(Brain):
         self.results_acked = 0
         self.requests = 0
         self.requests_acked = 0
+        self.answered = 0  # answers sent back (a tool the runtime runs follows one)
         self.timeouts = 0
         self.gating = True
         self.closed = False
@@ -197,10 +243,13 @@ class Gate(Brain):
             t1 = time.monotonic()
             self.held_s += t1 - t0
         try:
-            return self.inner.respond(request)
+            answer = self.inner.respond(request)
         finally:
             with self.cond:
                 self.brain_s += time.monotonic() - t1
+        with self.cond:
+            self.answered += 1
+        return answer
 
     def _wait(self, cond: Callable[[], bool]) -> bool:
         """Wait (holding ``self.cond``) for ``cond``, an open gate or the timeout."""
@@ -296,12 +345,33 @@ class RuntimeRun(CliRun):
         if ids:  # the harness has taken this line's reports: its requests may go on
             self.gate.ack_results(len(ids))
 
+    def _read(self) -> None:
+        """The reader thread: the runtime's stdout lines, or the rules' watch (stdout then
+        copied to ``stdout.log``)."""
+        if self.rules.watch is None:
+            super()._read()
+            return
+        drain = threading.Thread(target=self._drain, name=f"stdout-{self.pid}", daemon=True)
+        drain.start()
+        try:
+            for obj in self.rules.watch(self):
+                self._queue.put((self.clock.now(), json.dumps(obj).encode()))
+        finally:
+            drain.join(5)
+            self._queue.put(None)
+
+    def _drain(self) -> None:
+        assert self.proc.stdout is not None
+        with open(self.run_dir / "stdout.log", "wb") as log:
+            for chunk in iter(lambda: self.proc.stdout.read1(65536), b""):  # type: ignore[union-attr]
+                log.write(chunk)
+
     # -- preserved state ---------------------------------------------------------------
     def _session(self) -> dict[str, Any]:
         files = self.runtime.sessions(self.home)
         deadline = time.monotonic() + self.settle_s
         while True:
-            texts = [_whole_lines(p) for p in files]
+            texts = [self.rules.read(p) for p in files]
             if self.rules.saved(texts, self.baseline, self.result_ids):
                 complete = True
                 break
@@ -327,14 +397,18 @@ class RuntimeRun(CliRun):
         return transcript, facts
 
     # -- lifetime ----------------------------------------------------------------------
+    def tools(self) -> list[int]:
+        """The live processes the runtime started (its tools), not the runtime itself."""
+        # under the namespace, [0] is its PID 1: the runtime, or the wrapper that runs the
+        # runtime as its one child ([1]); neither is a tool
+        tree = descendants(self.pid)
+        top = 1 if getattr(self.proc, "fail_stop_namespace", False) else 0
+        return tree[top + self.wrapped:]
+
     def pause(self) -> None:
         """Stop the tools still running (parallel calls) while the harness checkpoints; the
         runtime itself keeps running — the gate holds it, and it must write its session."""
-        # under the namespace, [0] is its PID 1: the runtime, or the wrapper that runs the
-        # runtime as its one child ([1]); neither is stopped
-        tree = descendants(self.pid)
-        top = 1 if getattr(self.proc, "fail_stop_namespace", False) else 0
-        self._stopped = tree[top + self.wrapped:]
+        self._stopped = self.tools()
         signal_all(self._stopped, signal.SIGSTOP)
 
     def cont(self) -> None:
@@ -385,7 +459,7 @@ def _brain_seed(seed: int, task_id: str) -> int:
 
 
 class RuntimeAgent:
-    """A real runtime (``codex``, ``claude-code``) driven by a brain; see the module docstring.
+    """A real runtime (``codex``, ``claude-code``, ``mini-swe-agent``) driven by a brain; see the module docstring.
 
     ``brain``: ``repair`` (default), ``scripted`` (``plan``: a plan file) or ``proxy``
     (``url``, ``key_env``). ``seeds``: ``task`` (default; the repair brain makes the same
@@ -509,7 +583,7 @@ class RuntimeAgent:
             launch = self.runtime.launch(prompt, home=home, cwd=workspace, base_url=server.url,
                                          model=self.model, resume=resume_id,
                                          fork=self.fork and resume_id is not None)
-            texts = [_whole_lines(p) for p in self.runtime.sessions(home)]
+            texts = [self.rules.read(p) for p in self.runtime.sessions(home)]
             start_b = restore.boundary if restore is not None else 0
             step = int(facts.get("cli.step", 1)) if start_b else 1
             run_id = uuid.uuid4().hex[:12]
@@ -545,3 +619,8 @@ def claude_code_agent(**options: Any) -> RuntimeAgent:
     """Claude Code (pinned, offline) driven by a brain: the registry's ``claude-code``."""
     return RuntimeAgent("claude-code", **options)
 
+
+
+def mini_swe_agent_agent(**options: Any) -> RuntimeAgent:
+    """mini-swe-agent (pinned, offline) driven by a brain: the registry's ``mini-swe-agent``."""
+    return RuntimeAgent("mini-swe-agent", **options)

@@ -219,6 +219,7 @@ def test_agents_list_shows_every_runtime(tmp_path: Path) -> None:
     assert all(not r["usable"] and r["detail"] == "not installed" for r in doc["runtimes"])
     text = _cli("agents", "list", env={"RIPPLECP_RUNTIMES": str(tmp_path)}).stdout
     assert "codex" in text and "not usable: not installed" in text and "--agent codex" in text
+    assert [r["agent"] for r in doc["runtimes"]] == ["codex", "claude-code", "mini-swe-agent"]
 
 
 def test_agents_install_without_npm_is_one_line(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Studies of real runtimes end to end, small enough for CI: ``python -m oracle plan --agent
-codex|claude-code --brain repair`` then ``python -m oracle run``: nominal runs, branches killed
-mid-tool and mid-model-call, resumed from the captured sessions, verified, quarantined with a
-reason where they diverge, and a label set the experiments read.
+codex|claude-code --brain repair`` then ``python -m oracle run``: nominal runs,
+branches killed mid-tool and mid-model-call, resumed from the captured sessions, verified,
+quarantined with a reason where they diverge, and a label set the experiments read.
 
 The runtimes are installed into .runtimes/ when they can be (else the tests skip, saying why).
 """
@@ -114,3 +114,20 @@ def test_codex_full_design_prices_every_placement(runtime, tmp_path: Path) -> No
               "--out", str(tmp_path / "mb"), "--no-mlflow", "--quick")
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     assert (tmp_path / "mb" / "summary.csv").exists()
+
+
+def test_claude_code_full_design_prices_every_placement(runtime, tmp_path: Path) -> None:
+    """One tiny task, every restore point r < every failure f (f = 1..n), two repetitions."""
+    one = ["--task-opt", "n_repos=1", "--task-opt", 'families={"numeric": ["colorsys"]}',
+           *TINY[4:]]
+    ls, records = _study(runtime, tmp_path, "claude-code", 1, "full", *one, "--repetitions", "2")
+    _check_branches(ls, records, "claude-code", verified=False)  # too small a search to repair
+    (tid,) = ls.task_ids
+    assert not ls.recovery["quarantined"].any()
+    table = ls.recovery_table(tid)
+    n = int(ls.tasks["n_boundaries"].iloc[0])
+    assert n == 4 and table.is_full() and table.failures == list(range(1, n + 1))
+    assert all(table.repetitions(r, f) == 2 for f in table.failures for r in range(f))
+    assert len(ls.recovery) == 2 * sum(range(1, n + 1))
+    assert ls.trajectories[tid].events  # the set loaded whole, trajectories included
+

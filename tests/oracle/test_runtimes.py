@@ -138,8 +138,14 @@ def test_mini_swe_agent_env_and_argv(tmp_path: Path) -> None:
     assert env["MSWEA_GLOBAL_CONFIG_DIR"].startswith(env["HOME"])
     assert f"model.model_kwargs.api_base={URL}/v1" in launch.argv
     assert launch.argv[-2:] == ("-t", "task")
-    with pytest.raises(ValueError, match="no resume"):
-        rt.argv("x", home=tmp_path, resume="s")
+    # no resume of its own: the resume entry point, with its own interpreter, the same options
+    resumed = rt.argv("x", home=tmp_path, resume="trajectory.json", base_url=URL)
+    assert resumed[:3] == [str(rt.python()), str(rt.resume_script),
+                           str(tmp_path / "resume" / "trajectory.json")]
+    assert resumed[3:] == rt.argv("x", home=tmp_path, base_url=URL)[1:]
+    assert rt.resume_script.is_file()
+    with pytest.raises(ValueError, match="name a file of home/resume/"):
+        rt.argv("x", home=tmp_path, resume="../elsewhere.json")
 
 
 def test_seed_home_puts_session_files_where_resume_finds_them(tmp_path: Path) -> None:
@@ -160,6 +166,8 @@ def test_seed_home_puts_session_files_where_resume_finds_them(tmp_path: Path) ->
     assert re.fullmatch(r"[A-Za-z0-9-]+", slug) and slug.endswith("-my-ws-1")
     assert dest == tmp_path / "c" / ".claude" / "projects" / slug / "s.jsonl"
     assert ClaudeCode().sessions(tmp_path / "c") == [dest]
+    dest = MiniSweAgent().seed_home(tmp_path / "m", session, cwd)
+    assert dest == tmp_path / "m" / "resume" / "s.jsonl" and dest.read_text() == "{}\n"
 
 
 def test_install_without_npm_is_one_clear_line(tmp_path: Path,
@@ -385,6 +393,11 @@ def test_killed_mid_tool_then_resumed_in_a_fresh_home(name: str, tmp_path: Path)
     assert brain.next_step(resumed).label == "turn1/step0"
 
 
+#: why the loopback checks skip where strace is absent (CI images may lack it)
+NO_STRACE = ("strace is not on PATH, so the runtime's connections cannot be traced and the "
+             "loopback-only check is not made (apt-get install -y strace)")
+
+
 def _connects(trace: Path) -> list[str]:
     """Every connect/sendto that reaches an address other than loopback (or DNS at all)."""
     bad = []
@@ -405,7 +418,7 @@ def _connects(trace: Path) -> list[str]:
 def test_nothing_leaves_loopback_under_strace(name: str, tmp_path: Path) -> None:
     strace = shutil.which("strace")
     if strace is None:
-        pytest.skip("strace is not installed (apt-get install -y strace)")
+        pytest.skip(NO_STRACE)
     rt = _ready(name)
     trace = tmp_path / "trace.txt"
     with ModelServer(ScriptedBrain(THREE_STEPS)) as srv:
@@ -424,7 +437,7 @@ def test_nothing_leaves_loopback_in_a_harness_branch(name: str, tmp_path: Path) 
     goes to the run's loopback model server, no DNS."""
     strace = shutil.which("strace")
     if strace is None:
-        pytest.skip("strace is not installed (apt-get install -y strace)")
+        pytest.skip(NO_STRACE)
     _ready(name)
     from oracle.agents import get_agent
     from oracle.harness import BranchSpec, HarnessConfig, StudyContext, run_branch

@@ -39,7 +39,7 @@ from oracle.model_server.conversation import ToolCall, ToolResult
 from oracle.processes import FAIL_STOP_ENV, alive, processes_with_env
 
 REC = Path(__file__).resolve().parents[2] / "data" / "recordings"
-RUNTIMES = ["codex", "claude-code"]
+RUNTIMES = ["codex", "claude-code", "mini-swe-agent"]
 #: small, fast repair tasks (two stdlib modules whose mutants this search repairs)
 FAST = {"n_repos": 2, "families": {"numeric": ("fractions",), "utilities": ("glob",)},
         "passing_sample": 3, "failing_sample": 1, "top_lines": 3, "max_edits": 6}
@@ -150,14 +150,16 @@ def _wait(cond: Callable[[], bool], timeout: float) -> None:
 
 def test_a_runtime_agent_names_what_it_takes() -> None:
     assert get_agent("codex").name == "codex" and get_agent("claude-code").name == "claude-code"
+    assert get_agent("mini-swe-agent").name == "mini-swe-agent"
     with pytest.raises(ValueError, match="unknown brain 'repiar'"):
         RuntimeAgent("codex", brain="repiar")
     with pytest.raises(ValueError, match="needs a plan"):
         RuntimeAgent("codex", brain="scripted")
     with pytest.raises(ValueError, match="tool-call boundaries only"):
         RuntimeAgent("codex", granularity="turn")
-    with pytest.raises(ValueError, match="no harness adapter"):
-        RuntimeAgent("mini-swe-agent")
+    with pytest.raises(ValueError, match="'aider' has no harness adapter; choose from codex, "
+                                         "claude-code, mini-swe-agent"):
+        RuntimeAgent("aider")
     with pytest.raises(ValueError, match="cannot generate tasks"):
         RuntimeAgent("codex", brain="proxy", url="http://127.0.0.1:9").make_tasks(1, 0, Path("x"))
 
@@ -185,9 +187,12 @@ def test_a_nominal_run_is_checkpointed_exactly_and_a_fork_continues_it(
         cfg = tomllib.loads((run_dir / "home" / "config.toml").read_text())
         url = cfg["model_providers"][cfg["model_provider"]]["base_url"]
         assert url.startswith("http://127.0.0.1:") and set(cfg["features"].values()) == {False}
-    else:
+    elif name == "claude-code":
         settings = json.loads((run_dir / "home" / ".claude" / "settings.json").read_text())
         assert set(settings["permissions"]["deny"]) == {"WebFetch", "WebSearch"}
+    else:  # no stream on stdout: its console text is kept, the trajectory was watched
+        assert (run_dir / "stdout.log").stat().st_size > 0
+        assert len(list((run_dir / "snapshots").glob("*.traj.json"))) >= res.n_boundaries
     sessions = [store.manifest(c["checkpoint_id"])["facts"]["runtime.session"]
                 for c in res.checkpoints]
     assert all(s["complete"] and s["runtime"] == name for s in sessions)
@@ -203,7 +208,11 @@ def test_a_nominal_run_is_checkpointed_exactly_and_a_fork_continues_it(
     assert boundaries == list(range(mid["boundary"] + 1, res.n_boundaries + 1))
     assert agent.verify(task, ws)
     fork_id = run.session_id
-    assert fork_id and fork_id != nominal_id  # its own thread/session, the captured one untouched
+    if name == "mini-swe-agent":  # no session id: the resumed run writes its own trajectory
+        assert fork_id == nominal_id == "trajectory.json"
+        assert (ws.parent / f".{ws.name}.agent" / "run0" / "home" / "resume" / fork_id).exists()
+    else:
+        assert fork_id and fork_id != nominal_id  # its own thread/session, captured one untouched
     assert agent.describe()["version"] == runtime(name).spec.version
 
 
