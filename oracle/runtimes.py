@@ -531,9 +531,11 @@ def install(name: str, root: Path | None = None, *, timeout: float = 900.0) -> I
             py = venv / "bin" / "python"
             if not py.exists():
                 _run([sys.executable, "-m", "venv", str(venv)], f"python -m venv {venv}", timeout)
-            _run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                  f"{spec.package}=={spec.version}"],
-                 f"pip install {spec.package}=={spec.version}", timeout)
+            uv = shutil.which("uv")  # the same install, ~10x faster, where uv is installed
+            cmd = ([uv, "pip", "install", "--quiet", "--python", str(py)] if uv else
+                   [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+            _run([*cmd, f"{spec.package}=={spec.version}"],
+                 f"{'uv ' if uv else ''}pip install {spec.package}=={spec.version}", timeout)
         found = rt.probe(root)
         if not found.usable:
             raise RuntimeInstallError(f"{spec.name} installed but not usable: {found.detail}")
