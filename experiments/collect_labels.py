@@ -10,6 +10,13 @@ stopped, without losing or repeating a branch. The label set lands in ``OUT/labe
 (``oracle.tables.LabelSet``), ready for ``experiments.matched_budget --labels`` and
 ``experiments.pilot_analysis --labels``.
 
+``--runtime codex`` (or ``claude-code``) collects through a real runtime instead: the
+LLM-free agents become its brains (``--agent llm-free``: every family, each behind the
+runtime; ``--agent repair|depres|cbuild|migrate``: that family), boundaries are tool calls, and
+the label set's provenance records the runtime and its version (``provenance["runtime"]``)::
+
+    python -m experiments.collect_labels --agent llm-free --runtime codex --tasks 8 --repos 4 --out runs/codex
+
 The repair agent is stochastic (seeded choices differ between branches), so observation
 divergence from the nominal run is recorded but does not quarantine a pair unless
 ``--require-determinism`` is given; restored-state digest mismatches and unpinned
@@ -34,6 +41,11 @@ from ripplecp_cli import choice_error, opt, positive, progress, run
 PROG = "python -m experiments.collect_labels"
 #: where the branches run (oracle.executors.make_executor)
 EXECUTORS = ("inline", "local", "dask")
+#: the real runtimes the LLM-free agents can be brains behind (oracle.agents.runtime.RULES)
+RUNTIMES = ("codex", "claude-code")
+#: the agents that are brains behind a runtime: the LLM-free families (the brain of each is
+#: named like it) and all of them at once
+BRAIN_AGENTS = ("llm-free", "repair", "depres", "cbuild", "migrate")
 
 
 def check_agent(name: str) -> None:
@@ -72,6 +84,9 @@ class Args:
     """a Dask scheduler address (--executor dask; default: a local cluster of --jobs workers)"""
     cap: float = opt(600.0, check=positive)
     """per-branch cap, seconds"""
+    runtime: str | None = opt(None, choices=RUNTIMES)
+    """collect through this real runtime, the agent as its brain (--agent llm-free or a
+    family: repair, depres, cbuild, migrate); boundaries are then tool calls"""
     require_determinism: bool = False
     """quarantine pairs whose observations diverge from the nominal run"""
     progress: bool = True
@@ -80,6 +95,9 @@ class Args:
     def __post_init__(self) -> None:
         if self.scheduler is not None and self.executor != "dask":
             raise ValueError(f"argument --scheduler: needs --executor dask, not {self.executor}")
+        if self.runtime is not None and self.agent not in BRAIN_AGENTS:
+            raise ValueError(f"argument --runtime: agent {self.agent!r} is no brain; choose "
+                             f"--agent {', '.join(BRAIN_AGENTS)}")
 
 
 def task_options(agent: Any, repos: int) -> dict[str, int]:
@@ -91,6 +109,13 @@ def task_options(agent: Any, repos: int) -> dict[str, int]:
             return {key: repos}
     name = getattr(agent, "name", type(agent).__name__)
     raise ValueError(f"argument --repos: agent {name!r} does not take a repository count")
+
+
+def runtime_agent(agent: str, runtime: str, granularity: str) -> tuple[str, dict[str, Any]]:
+    """The registered name and options of ``agent`` as the brain behind ``runtime``."""
+    if agent == "llm-free":
+        return agent, {"granularity": granularity, "runtime": runtime}
+    return runtime, {"brain": agent, "granularity": granularity}
 
 
 def _bar(enabled: bool) -> Any:
@@ -137,16 +162,23 @@ def collect(args: Args) -> int:
     t0 = time.monotonic()
     request = {k: getattr(args, k) for k in ("agent", "tasks", "repos", "design", "granularity",
                                              "repetitions", "seed", "cap", "require_determinism")}
+    if args.runtime is not None:  # absent otherwise: a study made before the option resumes
+        request["runtime"] = args.runtime
     req_path = out / "request.json"
     if req_path.exists() and json.loads(req_path.read_text()) != request:
         raise ValueError(f"argument --out: {out} holds a study made with other arguments "
                          f"({req_path}); use another --out")
     req_path.write_text(json.dumps(request, indent=2, sort_keys=True))
 
-    gran = "tool_call" if args.design == "tool_call" else args.granularity
-    agent_opts = {"granularity": gran}
+    # a runtime reports tool-call boundaries only
+    gran = "tool_call" if args.design == "tool_call" or args.runtime else args.granularity
+    name, agent_opts = args.agent, {"granularity": gran}
     agent = get_agent(args.agent, **agent_opts)
-    task_opts = task_options(agent, args.repos)
+    task_opts = task_options(agent, args.repos)  # the standalone agent's task maker's keyword
+    if args.runtime is not None:
+        name, agent_opts = runtime_agent(args.agent, args.runtime, gran)
+        agent = get_agent(name, **agent_opts)
+        agent.check_installed()
     ex = make_executor(args.executor, args.jobs, args.scheduler)
     bar = _bar(args.progress)
     try:
@@ -155,7 +187,7 @@ def collect(args: Args) -> int:
             plan = Plan.load(plan_path)
             print(f"plan {plan_path} (sha256 {plan.hash[:16]}) already frozen: resuming")
         else:
-            with progress(desc=f"tasks ({args.agent})", total=args.tasks, unit="task",
+            with progress(desc=f"tasks ({name})", total=args.tasks, unit="task",
                           enabled=args.progress) as step:
                 try:
                     tasks = make_tasks(agent, args.tasks, args.seed, study / "tasks", **task_opts)
@@ -165,7 +197,7 @@ def collect(args: Args) -> int:
             config = HarnessConfig(granularity=gran, branch_cap_s=args.cap,
                                    require_obs_determinism=args.require_determinism,
                                    clock=clock_kind(agent))
-            ctx = StudyContext(args.agent, agent_opts, {t.task_id: t for t in tasks}, config, study)
+            ctx = StudyContext(name, agent_opts, {t.task_id: t for t in tasks}, config, study)
             # oracle.study.freeze_plan reports no progress per run: the step as a whole
             with progress(desc="nominal runs (a checkpoint at every boundary)", total=len(tasks),
                           unit="run", enabled=args.progress) as step:

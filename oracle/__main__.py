@@ -2,7 +2,8 @@
 
 ``plan``   builds tasks for an agent (agents that can generate tasks: ``scripted``,
            ``repair``, the real runtimes ``codex`` / ``claude-code`` / ``mini-swe-agent``
-           with ``--brain repair``, the simulated agents), runs their nominal runs into the study directory
+           with ``--brain repair`` or a program brain ``depres`` / ``cbuild`` / ``migrate``,
+           the simulated agents), runs their nominal runs into the study directory
            (checkpoint at every boundary), then freezes the cells and seeds of a design into
            a hashed plan file.
 ``run``    executes a plan (resumable): ``--executor local|inline|dask``, ``--jobs N``;
@@ -31,7 +32,7 @@ from ripplecp_cli import opt, run_subcommands, suggest
 PROG = "python -m oracle"
 EXECUTORS = ("inline", "local", "dask")
 #: brains a real runtime can be driven by (oracle.agents.runtime.RUNTIME_BRAINS)
-BRAINS = ("repair", "scripted", "proxy")
+BRAINS = ("repair", "depres", "cbuild", "migrate", "scripted", "proxy")
 #: the pinned runtimes (oracle.runtimes.RUNTIMES), named here so parsing imports nothing
 RUNTIME_NAMES = ("codex", "claude-code", "mini-swe-agent")
 
@@ -98,9 +99,10 @@ class PlanArgs:
     """the plan file to write (JSON)"""
     agent: str = opt("scripted", check=_agent_name)
     """the agent to drive (see python -m oracle agents list for the real runtimes)"""
-    brain: Literal["repair", "scripted", "proxy"] | None = None
+    brain: Literal["repair", "depres", "cbuild", "migrate", "scripted", "proxy"] | None = None
     """who answers a real runtime's model calls (codex, claude-code, mini-swe-agent; default
-    repair)"""
+    repair): an LLM-free agent's decisions (repair; depres, cbuild, migrate: the family's
+    step program), a scripted plan, or a proxy to a real endpoint"""
     design: Literal["pilot", "tool_call", "full"] = opt("pilot", choices=DESIGNS)
     """pilot: an early and a late cell per task; tool_call: every adjacent cell; full: every
     restore point x failure"""

@@ -293,8 +293,9 @@ def run_study(
                            f"them); first: {bid}: {exc!r}") from exc
     prov = plan.provenance()
     describe = getattr(ctx.agent(), "describe", None)
-    if describe is not None:  # a real runtime: which program and version made the labels
-        prov["runtime"] = describe()
+    runtime = describe() if describe is not None else None
+    if runtime is not None:  # a real runtime: which program and version made the labels
+        prov["runtime"] = runtime
     ls = build_label_set(audit.records(), study_dir, provenance=prov)
     ls.save(Path(out) if out is not None else study_dir / "labelset")
     return ls

@@ -6,6 +6,12 @@ migration) and hands each task to its family's agent by ``task.family``. One pla
 audit log, one label set: ``python -m experiments.collect_labels --agent llm-free --tasks
 100 --repos 16 --design full`` collects the shipped set (see
 ``ripplecp_policy/data/labelsets/llm-free/DATASHEET.md``).
+
+With ``runtime`` (``codex``, ``claude-code``) every family's agent is that real runtime driven
+by the family's brain (:class:`~oracle.agents.runtime.RuntimeAgent` with ``brain=family``:
+the repair brain, or the family's step program, :mod:`oracle.model_server.program`), so the
+same tasks are collected through the runtime, at tool-call granularity, and the label set
+records the runtime and its version (:meth:`LLMFreeAgent.describe`).
 """
 
 from __future__ import annotations
@@ -47,15 +53,39 @@ class LLMFreeAgent:
     name = "llm-free"
     clock_kind = "wall"
 
-    def __init__(self, granularity: str = "turn", families: tuple[str, ...] | list[str] | None = None) -> None:
+    def __init__(self, granularity: str = "turn", families: tuple[str, ...] | list[str] | None = None,
+                 runtime: str | None = None) -> None:
+        """``runtime``: None (the standalone programs) or a real runtime's agent name
+        (``codex``, ``claude-code``), each family's brain behind it."""
         fams = tuple(families) if families is not None else tuple(FAMILY_AGENTS)
         unknown = [f for f in fams if f not in FAMILY_AGENTS]
         if unknown or not fams:
             raise ValueError(f"families must be some of {', '.join(FAMILY_AGENTS)}, got {list(fams)}")
         self.granularity = granularity
         self.families = fams
-        self.agents: dict[str, Agent] = {f: get_agent(FAMILY_AGENTS[f], granularity=granularity)
-                                         for f in fams}
+        self.runtime = runtime
+        if runtime is None:
+            self.agents: dict[str, Agent] = {f: get_agent(FAMILY_AGENTS[f], granularity=granularity)
+                                             for f in fams}
+        else:
+            self.agents = {f: get_agent(runtime, brain=FAMILY_AGENTS[f], granularity=granularity)
+                           for f in fams}
+        #: a runtime's runs report activity (the harness strikes mid-tool and mid-model-call)
+        self.reports_activity = runtime is not None
+
+    def describe(self) -> dict[str, Any] | None:
+        """What a label set records about the runtime behind its labels (None: standalone)."""
+        if self.runtime is None:
+            return None
+        desc = dict(self.agents[self.families[0]].describe())  # type: ignore[attr-defined]
+        desc["brain"] = self.name
+        desc["brains"] = {f: FAMILY_AGENTS[f] for f in self.families}
+        return desc
+
+    def check_installed(self) -> None:
+        """A one-line error when the runtime is not installed and usable (standalone: none)."""
+        if self.runtime is not None:
+            self.agents[self.families[0]].check_installed()  # type: ignore[attr-defined]
 
     def make_tasks(self, n: int, seed: int, root: str | Path, *, repos: int = 16) -> list[TaskSpec]:
         """``n`` tasks apportioned over the families by :data:`SHARES`, ``repos``

@@ -16,6 +16,12 @@ they share, once:
 * :func:`program_agent` (parent side): the program as a
   :class:`~oracle.agents.command_line.CommandLineAgent` (``start`` / ``resume`` from the
   preserved transcript and facts), so a fail-stop is a real SIGKILL of its process group.
+* ``step`` mode (:meth:`ProgramChild.run_step`): one step only, the facts given on the
+  command line (``--facts JSON``), the task too (``--task-json``); what it did is printed as
+  short plain lines, the facts it found as protocol ``fact`` lines, and, when the step
+  finished, one last :data:`STEP_END` line carrying every fact. This is how a brain behind a
+  real runtime (:mod:`oracle.model_server.program`) runs the program: one shell command per
+  step, the facts carried from one step's output to the next step's command line.
 
 Step contract of :meth:`ProgramChild.run`: step ``k`` (1-based) of ``steps()`` ends with
 one candidate boundary at turn granularity, its last tool event (``done=True`` marks the
@@ -41,9 +47,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:  # parent side only: the child imports the standard library alone
     from oracle.agents.command_line import CommandLineAgent
 
-__all__ = ["GRANULARITIES", "CmdResult", "ProgramChild", "program_agent", "seeded", "sha"]
+__all__ = ["GRANULARITIES", "STEP_END", "CmdResult", "ProgramChild", "program_agent", "seeded",
+           "sha"]
 
 GRANULARITIES = ("turn", "tool_call")
+#: ``type`` of the last line a step-mode run prints when its step finished:
+#: ``{"type": STEP_END, "step": k, "name": ..., "last": bool, "facts": {...every fact...}}``
+STEP_END = "step_end"
 _ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -77,7 +87,7 @@ class ProgramChild:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.ws = Path(args.workspace).resolve()
-        task = json.loads(Path(args.task_file).read_text())
+        task = json.loads(args.task_json if args.task_json else Path(args.task_file).read_text())
         self.task_id: str = task["task_id"]
         self.repo: str = task.get("repo", "")
         self.params: dict[str, Any] = dict(task.get("params") or {})
@@ -88,6 +98,10 @@ class ProgramChild:
         self.transcript: list[dict] = []
         self.facts: dict[str, Any] = {}
         self.resumed = args.mode == "resume"
+        self.step_mode = args.mode == "step"
+        if self.step_mode:  # the step's own seeded stream: the same choices wherever a run resumed
+            self.facts = json.loads(args.facts or "{}")
+            self.rng = seeded(self.seed, "step", args.step)
         if self.resumed:
             rdir = Path(args.restore_dir)
             self.transcript = json.loads((rdir / "transcript.json").read_text())
@@ -96,13 +110,34 @@ class ProgramChild:
 
     # -- protocol ---------------------------------------------------------------------
     def emit(self, obj: dict) -> None:
-        sys.stdout.write(json.dumps(obj) + "\n")
+        """Write one protocol line (step mode: a short plain line for an event, a JSON line
+        for a fact, nothing for boundaries and step marks)."""
+        if self.step_mode:
+            line = self.plain(obj)
+            if line is None:
+                return
+        else:
+            line = json.dumps(obj)
+        sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
     def fact(self, key: str, value: Any) -> None:
         """Record a discovered fact (preserved at the next boundary)."""
         self.facts[key] = value
         self.emit({"type": "fact", "key": key, "value": value})
+
+    def plain(self, obj: dict) -> str | None:
+        """A protocol line as step mode prints it (None: not printed): facts as JSON, an event
+        as one short line. Nothing that varies between runs of the same choices (durations,
+        the workspace's path), so a rerun's output, and its digest, is the same."""
+        if obj.get("type") == "fact":
+            return json.dumps(obj, sort_keys=True)
+        if obj.get("type") != "event" or obj.get("kind") == "message":
+            return None
+        what = obj.get("command") or " ".join(obj.get("paths_written") or ())
+        code = "" if obj.get("exit_code") is None else f" -> exit {obj['exit_code']}"
+        text = f"  ({obj['text']})" if obj.get("text") else ""
+        return f"[{obj.get('phase')}] {obj['kind']}: {what.replace(str(self.ws), '.')}{code}{text}"
 
     def boundary_passed(self) -> None:
         self.boundary += 1
@@ -201,20 +236,42 @@ class ProgramChild:
                    "text": "done", "phase": "final", "turn_end": True})
         return 0
 
+    def run_step(self, k: int) -> int:
+        """Step mode: run step ``k`` alone, then print the :data:`STEP_END` line."""
+        names = self.steps()
+        if not 1 <= k <= len(names):
+            raise SystemExit(f"{self.prog}: --step {k}: the task has steps 1..{len(names)}")
+        getattr(self, f"step_{names[k - 1]}")(k)
+        sys.stdout.write(json.dumps({"type": STEP_END, "step": k, "name": names[k - 1],
+                                     "last": k == len(names), "facts": self.facts},
+                                    sort_keys=True) + "\n")
+        sys.stdout.flush()
+        return 0
+
     @classmethod
     def main(cls, argv: list[str] | None = None) -> int:
-        """Entry point of the agent program: ``start`` or ``resume --restore-dir DIR``."""
+        """Entry point of the agent program: ``start``, ``resume --restore-dir DIR``, or
+        ``step --step K [--facts JSON]`` (the task in ``--task-file`` or ``--task-json``)."""
         ap = argparse.ArgumentParser(prog=f"python {cls.prog}")
         ap.add_argument("--workspace", required=True)
-        ap.add_argument("--task-file", required=True)
+        task = ap.add_mutually_exclusive_group(required=True)
+        task.add_argument("--task-file")
+        task.add_argument("--task-json")
         ap.add_argument("--seed", type=int, required=True)
         ap.add_argument("--granularity", choices=GRANULARITIES, default="turn")
-        ap.add_argument("mode", choices=["start", "resume"])
+        ap.add_argument("mode", choices=["start", "resume", "step"])
         ap.add_argument("--restore-dir")
+        ap.add_argument("--step", type=int)
+        ap.add_argument("--facts")
         args = ap.parse_args(argv)
         if args.mode == "resume" and not args.restore_dir:
             ap.error("resume needs --restore-dir")
-        return cls(args).run()
+        if (args.mode == "step") != (args.step is not None):
+            ap.error("--step K goes with the step mode, and the step mode needs it")
+        if args.facts is not None and args.mode != "step":
+            ap.error("--facts goes with the step mode")
+        child = cls(args)
+        return child.run_step(args.step) if args.mode == "step" else child.run()
 
 
 def program_agent(name: str, script: Path, make_tasks: Callable[..., list], *,

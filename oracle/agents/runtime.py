@@ -4,7 +4,8 @@ brain, offline.
 :class:`RuntimeAgent` runs a pinned runtime (:mod:`oracle.runtimes`: installed into
 ``.runtimes/``, a private home per run with every network feature off) against a loopback
 model server (:mod:`oracle.model_server`) started in this process for the run, whose brain
-(``repair``, ``scripted`` or ``proxy``) decides every model answer. Per run:
+(``repair``; ``depres``, ``cbuild``, ``migrate``; ``scripted`` or ``proxy``) decides every
+model answer. Per run:
 
 * **Start**: a fresh private home, the task's prompt (``task.params["prompt"]``).
 * **Resume** from a restore point: the session file captured at that boundary (Codex's
@@ -38,7 +39,15 @@ model server (:mod:`oracle.model_server`) started in this process for the run, w
   namespace), so a kill also ends the tools it started in sessions of their own.
 
 Tasks: the ``repair`` brain's tasks are the repair agent's (:mod:`oracle.agents.repair.tasks`)
-with a prompt carrying the brain's header (:func:`oracle.model_server.repair.task_prompt`).
+with a prompt carrying the brain's header (:func:`oracle.model_server.repair.task_prompt`); a
+program brain's (``depres``, ``cbuild``, ``migrate``) are its family agent's, with the header
+of :func:`oracle.model_server.program.task_prompt`.
+
+Codex's ``exec_command`` returns a command that outlives its wait (30 s at most) as ``Process
+running with session ID N``, and the brain polls it (``write_stdin``): such a result finishes
+no tool — the poll that sees the process exit does, as the one ``item.completed`` of the
+stream says — so neither the gate nor the session-file count counts it
+(:func:`oracle.model_server.program.running_session`).
 """
 
 from __future__ import annotations
@@ -63,6 +72,7 @@ from oracle.agents.command_line import CliRun, ParseLine, run_dir_for, run_verif
 from oracle.agents.mini_swe_agent import MiniLineParser, trajectory_results, watch_trajectory
 from oracle.agents.protocol import AgentReport, Clock, RestorePoint, TaskSpec
 from oracle.model_server import (
+    BRAINS,
     Brain,
     BrainError,
     ModelRequest,
@@ -71,6 +81,8 @@ from oracle.model_server import (
     make_brain,
 )
 from oracle.model_server.conversation import Step
+from oracle.model_server.program import PROGRAM_FAMILIES, running_session
+from oracle.model_server.program import task_prompt as program_prompt
 from oracle.model_server.wire import Reply
 from oracle.processes import descendants, signal_all
 from oracle.runtimes import (
@@ -88,8 +100,8 @@ __all__ = ["CLAUDE_RULES", "CODEX_RULES", "MINI_RULES", "RESUME_PROMPT", "RULES"
 #: the prompt of a resumed run (the repair brain decides from the transcript, not from it)
 RESUME_PROMPT = ("The previous session was cut off by a machine failure. Continue the task "
                  "from where the transcript ends.")
-#: the brains a runtime agent can be driven by
-RUNTIME_BRAINS = ("repair", "scripted", "proxy")
+#: the brains a runtime agent can be driven by: every registered one
+RUNTIME_BRAINS = tuple(BRAINS)
 
 
 # --------------------------------------------------------------------------- stream rules
@@ -129,7 +141,16 @@ def _codex_item(obj: dict, kind: str) -> bool:
 
 
 def _codex_count(texts: list[str]) -> int:
-    return sum(t.count(k) for t in texts for k in _CODEX_OUTPUTS)
+    """Tool outputs in rollout texts that finished a tool (a still-running yield did not)."""
+    n = 0
+    for t in texts:
+        for line in t.splitlines():
+            k = sum(line.count(o) for o in _CODEX_OUTPUTS)
+            if k and "Process running with session ID" in line:
+                payload = json.loads(line).get("payload") or {}
+                k -= running_session(str(payload.get("output", ""))) is not None
+            n += k
+    return n
 
 
 CODEX_RULES = StreamRules(
@@ -220,7 +241,8 @@ class Gate(Brain):
         self.brain_s = 0.0
 
     def respond(self, request: ModelRequest) -> Step | Reply:
-        n = len(request.conversation.results())
+        # results that finished a tool (a Codex yield whose process runs on finished none)
+        n = sum(running_session(r.output) is None for r in request.conversation.results().values())
         t0 = time.monotonic()
         with self.cond:
             if self.first_request_at is None:
@@ -461,9 +483,10 @@ def _brain_seed(seed: int, task_id: str) -> int:
 class RuntimeAgent:
     """A real runtime (``codex``, ``claude-code``, ``mini-swe-agent``) driven by a brain; see the module docstring.
 
-    ``brain``: ``repair`` (default), ``scripted`` (``plan``: a plan file) or ``proxy``
-    (``url``, ``key_env``). ``seeds``: ``task`` (default; the repair brain makes the same
-    seeded choices in every run of a task, a deterministic model) or ``run`` (each run's own
+    ``brain``: ``repair`` (default), a program brain (``depres``, ``cbuild``, ``migrate``),
+    ``scripted`` (``plan``: a plan file) or ``proxy`` (``url``, ``key_env``). ``seeds``:
+    ``task`` (default; the repair and program brains make the same seeded choices in every
+    run of a task, a deterministic model) or ``run`` (each run's own
     seed, so branches diverge as a sampling model's would). ``settle_s`` bounds the wait for
     a session file to hold a boundary's results; ``gate_s`` a model request's wait for the
     harness; ``fork`` (default) forks a restored session instead of resuming it in place.
@@ -506,10 +529,21 @@ class RuntimeAgent:
     def make_tasks(self, n: int, seed: int, root: Path, **options: Any) -> list[TaskSpec]:
         """``n`` tasks for the brain: the repair brain's are repair tasks (``options``: the
         search bounds of :data:`oracle.model_server.repair.SEARCH` for the brain, the rest to
-        :func:`oracle.agents.repair.tasks.make_repair_tasks`)."""
+        :func:`oracle.agents.repair.tasks.make_repair_tasks`); a program brain's are its
+        family agent's (``options`` to its task maker, e.g. ``repos``)."""
+        if self.brain in PROGRAM_FAMILIES:
+            from oracle.agents.registry import get_agent
+
+            tasks = get_agent(self.brain).make_tasks(n, seed, root, **options)  # type: ignore[attr-defined]
+            for t in tasks:
+                t.params.update(brain_seed=_brain_seed(seed, t.task_id), resume_prompt=RESUME_PROMPT)
+                t.params["prompt"] = program_prompt(t, seed=t.params["brain_seed"],
+                                                    python=sys.executable)
+            return tasks
         if self.brain != "repair":
             raise ValueError(f"brain {self.brain!r} cannot generate tasks; only the repair "
-                             "brain can (or build TaskSpecs with oracle.plan)")
+                             f"and program brains ({', '.join(PROGRAM_FAMILIES)}) can (or "
+                             "build TaskSpecs with oracle.plan)")
         from oracle.agents.repair.tasks import RUNNER, make_repair_tasks
         from oracle.model_server.repair import SEARCH, task_prompt
 
@@ -549,6 +583,8 @@ class RuntimeAgent:
         prompt = task.params.get(key) or task.params.get("prompt")
         if not prompt:
             raise ValueError(f"task {task.task_id}: no params['prompt'] for {self.name}")
+        if self.seeds == "run" and "brain_seed" in task.params and self.brain in PROGRAM_FAMILIES:
+            return program_prompt(task, seed=seed, python=sys.executable)
         if self.seeds == "run" and "brain_seed" in task.params:
             from oracle.agents.repair.tasks import RUNNER
             from oracle.model_server.repair import task_prompt

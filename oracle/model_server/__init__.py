@@ -5,7 +5,9 @@ Codex CLI (OpenAI Responses), Claude Code (Anthropic Messages) and litellm / min
 read into one normalized :class:`Conversation`, a pluggable :class:`Brain` decides the next
 :class:`Step`, and the server renders it in the request's protocol and writes the exchange to
 an append-only audit log. Brains: ``scripted`` (a fixed JSON plan), ``repair`` (the LLM-free
-repair agent's decisions, from the transcript) and ``proxy`` (a real endpoint).
+repair agent's decisions, from the transcript), ``depres`` / ``cbuild`` / ``migrate`` (the
+LLM-free family's step program, one shell command per step, the facts carried in the
+transcript: :mod:`oracle.model_server.program`) and ``proxy`` (a real endpoint).
 ``python -m oracle.model_server`` runs one as a process.
 """
 
@@ -26,6 +28,7 @@ from oracle.model_server.conversation import (
     ToolResult,
 )
 from oracle.model_server.latency import LatencyModel
+from oracle.model_server.program import PROGRAM_FAMILIES, ProgramBrain
 from oracle.model_server.proxy import ProxyBrain
 from oracle.model_server.repair import RepairBrain
 from oracle.model_server.scripted import Plan, PlanError, ScriptedBrain, Turn
@@ -35,22 +38,26 @@ from oracle.model_server.wire import BadRequest, Reply
 __all__ = [
     "BRAINS", "PROTOCOLS", "Action", "BadRequest", "Brain", "BrainError", "Call",
     "Conversation", "Edit", "LatencyModel", "Message", "ModelRequest", "ModelServer", "Plan",
-    "PlanError", "ProxyBrain", "RepairBrain", "Reply", "ScriptedBrain", "ServerConfig", "Shell", "Step",
+    "PlanError", "ProgramBrain", "ProxyBrain", "RepairBrain", "Reply", "ScriptedBrain", "ServerConfig", "Shell", "Step",
     "StepBrain", "ToolCall", "ToolResult", "Turn", "check_loopback", "make_brain",
 ]
 
-#: the brains ``--brain`` selects, by name
+#: the brains ``--brain`` selects, by name (every program family's brain is a ProgramBrain)
 BRAINS: dict[str, type[Brain]] = {ScriptedBrain.name: ScriptedBrain, RepairBrain.name: RepairBrain,
+                                  **{f: ProgramBrain for f in PROGRAM_FAMILIES},
                                   ProxyBrain.name: ProxyBrain}
 
 
 def make_brain(name: str, *, plan: str | Path | Plan | None = None, url: str | None = None,
                key_env: str | None = None) -> Brain:
     """A brain by name: ``scripted`` needs ``plan`` (a file or a :class:`Plan`), ``repair``
-    nothing (its task comes in the prompt), ``proxy`` needs ``url`` and, where the endpoint
-    wants a key, ``key_env`` (the variable's NAME)."""
+    and the program brains (``depres``, ``cbuild``, ``migrate``) nothing (their task comes
+    in the prompt), ``proxy`` needs ``url`` and, where the endpoint wants a key, ``key_env``
+    (the variable's NAME)."""
     if name == RepairBrain.name:
         return RepairBrain()
+    if name in PROGRAM_FAMILIES:
+        return ProgramBrain(name)
     if name == ScriptedBrain.name:
         if plan is None:
             raise ValueError("brain 'scripted' needs a plan (--plan P.json)")

@@ -12,7 +12,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from oracle.model_server import BRAINS, LatencyModel, ModelServer, ServerConfig, make_brain
 from ripplecp_cli import opt, run
@@ -22,7 +21,7 @@ from ripplecp_cli import opt, run
 class Args:
     """Serve a model API on loopback for agent runtimes, driven by a brain."""
 
-    brain: Literal["scripted", "repair", "proxy"] = opt("scripted", choices=tuple(BRAINS))
+    brain: str = opt("scripted", choices=tuple(BRAINS))
     """who decides the answers"""
     plan: Path | None = None
     """the scripted brain's plan (JSON)"""

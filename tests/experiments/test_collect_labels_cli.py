@@ -41,6 +41,9 @@ def test_wrong_arguments_for_real(tmp_path: Path, run_command, failed_in_one_lin
     (["--seed", "-1"], "argument --seed: must be >= 0, got -1"),
     (["--workers", "2"], "unrecognized arguments: --workers 2"),
     (["--no-progres"], "(did you mean '--no-progress'?)"),
+    (["--runtime", "codx"], "argument --runtime: invalid choice 'codx' (did you mean 'codex'?)"),
+    (["--runtime", "codex"], "argument --runtime: agent 'simulator' is no brain; choose --agent "
+                             "llm-free, repair, depres, cbuild, migrate"),
 ])
 def test_wrong_arguments(tmp_path: Path, one_line_error, argv, needle) -> None:
     small = ["--agent", "simulator", "--tasks", "1", "--repos", "1", "--executor", "inline"]

@@ -13,31 +13,9 @@ from pathlib import Path
 import pytest
 
 from oracle.agents.repair.tasks import RUNNER, make_repair_tasks
-from oracle.model_server import (
-    BrainError,
-    Conversation,
-    Message,
-    RepairBrain,
-    Shell,
-    Step,
-    ToolCall,
-)
-from oracle.model_server.conversation import ToolResult
+from oracle.model_server import BrainError, RepairBrain, Shell, Step
 from oracle.model_server.repair import RepairTask, task_prompt
-
-
-def _conversation(prompt: str, done: list[tuple[str, str | None]], *extra_prompts: str) -> Conversation:
-    """A transcript: the prompt, then each (command, output) as a shell call and its result
-    (no result where the output is None: a killed call), then further prompts."""
-    msgs = [Message("system", "you are a coding agent"), Message("user", prompt)]
-    for i, (cmd, out) in enumerate(done):
-        cid = f"call_{i}"
-        msgs.append(Message("assistant", tool_calls=(ToolCall(cid, "exec_command", {"cmd": cmd},
-                                                              "shell", cmd),)))
-        if out is not None:
-            msgs.append(Message("tool", results=(ToolResult(cid, out, 0),)))
-    msgs += [Message("user", p) for p in extra_prompts]
-    return Conversation("openai-responses", tuple(msgs), "loopback")
+from tests.oracle.model_server.transcripts import conversation
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +44,7 @@ def test_the_prompt_header_round_trips(task) -> None:
     with pytest.raises(BrainError, match="bad <ripplecp-repair> header"):
         RepairTask.from_prompt("<ripplecp-repair>{}</ripplecp-repair>")
     with pytest.raises(BrainError, match="no <ripplecp-repair> task header"):
-        RepairBrain().next_step(_conversation("repair something", []))
+        RepairBrain().next_step(conversation("repair something", []))
 
 
 def test_the_brain_repairs_a_real_module_and_re_derives_after_a_resume(task, tmp_path: Path) -> None:
@@ -76,7 +54,7 @@ def test_the_brain_repairs_a_real_module_and_re_derives_after_a_resume(task, tmp
     done: list[tuple[str, str | None]] = []
     labels = []
     while True:
-        step = brain.next_step(_conversation(prompt, done))
+        step = brain.next_step(conversation(prompt, done))
         labels.append(step.label)
         if step.finished:
             break
@@ -90,8 +68,8 @@ def test_the_brain_repairs_a_real_module_and_re_derives_after_a_resume(task, tmp
     # every prefix of the transcript, resumed (a new prompt after it), asks for the same next
     # step as the uninterrupted run did: the state is re-derived from the transcript alone
     for k in range(len(done) + 1):
-        resumed = _conversation(prompt, done[:k], "The previous session was cut off.")
-        assert brain.next_step(resumed).calls == (brain.next_step(_conversation(prompt, done[:k]))).calls
+        resumed = conversation(prompt, done[:k], "The previous session was cut off.")
+        assert brain.next_step(resumed).calls == (brain.next_step(conversation(prompt, done[:k]))).calls
         want = done[k][0] if k < len(done) else None
         got = brain.next_step(resumed)
         assert (got.calls[0].command if got.calls else None) == want
@@ -99,12 +77,12 @@ def test_the_brain_repairs_a_real_module_and_re_derives_after_a_resume(task, tmp
 
 def test_killed_and_foreign_calls_are_passed_over(task) -> None:
     brain, prompt = RepairBrain(), _prompt(task)
-    first = brain.next_step(_conversation(prompt, [])).calls[0].command
+    first = brain.next_step(conversation(prompt, [])).calls[0].command
     # the killed call (no result) is issued again; a call the procedure never asked for is skipped
-    again = brain.next_step(_conversation(prompt, [("ls -la", "x"), (first, None)]))
+    again = brain.next_step(conversation(prompt, [("ls -la", "x"), (first, None)]))
     assert again.calls[0].command == first and again.label == "repair/reproduce/0"
     passing = json.dumps({"run": 3, "failed": [], "ids": ["a", "b", "c"]})
-    done = brain.next_step(_conversation(prompt, [(first, passing)]))
+    done = brain.next_step(conversation(prompt, [(first, passing)]))
     assert done.finished and "nothing to repair" in done.text
 
 
@@ -114,12 +92,12 @@ def test_choices_follow_the_seed_in_the_header(task) -> None:
     for seed in (1, 2, 3, 4):
         params = dict(task.params, brain_seed=seed)
         prompt = task_prompt(params, runner=str(RUNNER), python=sys.executable, seed=0)
-        first = RepairBrain().next_step(_conversation(prompt, [])).calls[0].command
+        first = RepairBrain().next_step(conversation(prompt, [])).calls[0].command
         done = [(first, out), ("x", "y")]
-        step = RepairBrain().next_step(_conversation(prompt, done[:1]))
+        step = RepairBrain().next_step(conversation(prompt, done[:1]))
         assert step.calls[0].command.endswith("cover . fractions f1")  # failing tests first
         done = [(first, out), (step.calls[0].command, json.dumps({"ok": False, "lines": [1]}))]
-        covers.append(RepairBrain().next_step(_conversation(prompt, done)).calls[0].command)
+        covers.append(RepairBrain().next_step(conversation(prompt, done)).calls[0].command)
     assert len(set(covers)) > 1  # the passing-test sample is drawn from the seed
 
 
