@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import zstandard
 
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
@@ -389,9 +390,52 @@ def _refusal(text: str, kind: str, limits: ReadLimits, offset: int = -1) -> tupl
     return off, field, _REFUSALS[kind]
 
 
+_FAST = msgspec.json.Decoder()
+_ENCODE = msgspec.json.Encoder().encode
+_SLOW = object()
+
+
+def _fast_decode(text: str, max_depth: int) -> Any:
+    """The document msgspec parses from ``text`` when it is surely the one the strict stdlib
+    parse returns, else ``_SLOW`` (the strict parse must run, for the document or for its
+    exact error).
+
+    msgspec refuses, like the strict parse, invalid JSON, NaN/Infinity and lone surrogate
+    escapes, and keeps integers of any size as ints (orjson turns those beyond 64 bits
+    into floats, hence msgspec). What it does not check is decided cheaply here:
+
+    * duplicate keys: every key/value pair of the text is one structural colon, so the
+      colons of the text are its pairs plus the colons inside its strings; re-encoding
+      the document writes one colon per key kept plus the colons of the strings kept. The
+      two counts are equal exactly when no pair was dropped (a duplicate drops a pair and
+      perhaps strings), provided no colon in a string is written as an escape
+      (``\\u003a``; then the strict parse decides);
+    * depth: a document holds at most as many containers as the text has ``{`` and ``[``,
+      so only a text with more of them than ``max_depth`` is walked.
+    """
+    try:
+        doc = _FAST.decode(text)
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
+        return _SLOW
+    if type(doc) is not dict and type(doc) is not list:
+        return doc
+    colons = text.count(":")
+    if colons and ("\\u003" in text and ("\\u003a" in text or "\\u003A" in text)
+                   or _ENCODE(doc).count(b":") != colons):
+        return _SLOW
+    if text.count("{") + text.count("[") > max_depth and _too_deep(doc, max_depth):
+        return _SLOW
+    return doc
+
+
 def _strict_decode(text: str, check_surrogates: bool = True) -> Any:
     """``json.loads`` that refuses duplicate keys, NaN/Infinity, nesting deeper than the
-    limit and lone surrogates (raising ``_Refused``); JSONDecodeError as usual."""
+    limit and lone surrogates (raising ``_Refused``); JSONDecodeError as usual. A fast C
+    parse answers when it surely agrees (see :func:`_fast_decode`); the stdlib parse with
+    its checks runs otherwise."""
+    doc = _fast_decode(text, _LIMITS.get().max_depth)
+    if doc is not _SLOW:
+        return doc
     try:
         doc = _STRICT.decode(text)
     except RecursionError:
