@@ -809,7 +809,8 @@ def parse_test_counts(output: str | None) -> tuple[int | None, int | None]:
     """
     if not output:
         return None, None
-    output = _ANSI.sub("", output)
+    if "\x1b" in output:  # every ANSI sequence starts with ESC
+        output = _ANSI.sub("", output)
     m = list(_PYTEST_SUMMARY.finditer(output))
     if m:
         counts: dict[str, int] = {}
