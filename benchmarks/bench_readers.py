@@ -13,7 +13,9 @@ directory). Each log is read with ``read_trajectory`` and, as the floor, parsed 
 
 Figures are MB (10**6 bytes) of the file per CPU second of this process (the best of
 ``--repeats``), so other processes on a shared machine distort them less; the load
-average and a fixed pure-Python calibration loop are printed with them.
+average and a fixed pure-Python calibration loop are printed with them. ``ratio`` is the
+reader's time over the floor's; the two take turns in each repeat, so the ratio is the
+figure least moved by the load.
 
 Run: ``python benchmarks/bench_readers.py [--mb 50] [--repeats 3] [--formats NAME ...]``
 (from a checkout other than the installed one, put it first: ``PYTHONPATH=.``)
@@ -30,7 +32,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -532,33 +534,37 @@ def bare_parse(path: Path, layout: str) -> None:
         json.loads(data)
 
 
-def best_cpu(fn: Callable[[], object], repeats: int, min_s: float = 0.0) -> float:
-    """The least CPU seconds ``fn()`` took over ``repeats`` runs (each run repeated until it
-    took ``min_s``, for small files): on a shared machine the least disturbed run."""
-    times = []
+def best_cpu(fns: Sequence[Callable[[], object]], repeats: int, min_s: float = 0.0
+             ) -> list[float]:
+    """The least CPU seconds each of ``fns`` took over ``repeats`` rounds (each run repeated
+    until it took ``min_s``, for small files): on a shared machine the least disturbed run.
+    The functions take turns within each round, so that the reader and its floor see the
+    same load and their ratio is comparable across runs."""
+    best = [float("inf")] * len(fns)
     for _ in range(repeats):
-        n, t0 = 0, CLOCK()
-        while True:
-            fn()
-            n += 1
-            if CLOCK() - t0 >= min_s:
-                break
-        times.append((CLOCK() - t0) / n)
-    return min(times)
+        for j, fn in enumerate(fns):
+            n, t0 = 0, CLOCK()
+            while True:
+                fn()
+                n += 1
+                if CLOCK() - t0 >= min_s:
+                    break
+            best[j] = min(best[j], (CLOCK() - t0) / n)
+    return best
 
 
 def measure(label: str, path: Path, layout: str, repeats: int, min_s: float = 0.0) -> str:
     size = log_bytes(path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        traj = read_trajectory(path)
-        read_s = best_cpu(lambda: read_trajectory(path), repeats, min_s)
-    json_s = best_cpu(lambda: bare_parse(path, layout), repeats, min_s)
+        n_events = len(read_trajectory(path).events)
+        read_s, json_s = best_cpu((lambda: read_trajectory(path),
+                                   lambda: bare_parse(path, layout)), repeats, min_s)
     mbps = size / read_s / 1e6
     flag = "ok" if mbps >= TARGET_MBPS else "below"
-    return (f"{label:<34}{size / 1e6:>8.2f}{len(traj.events):>9}{mbps:>9.1f}"
+    return (f"{label:<34}{size / 1e6:>8.2f}{n_events:>9}{mbps:>9.1f}"
             f"{size / json_s / 1e6:>9.1f}{read_s / json_s:>7.1f}x"
-            f"{len(traj.events) / read_s / 1e3:>9.1f}  {flag}")
+            f"{n_events / read_s / 1e3:>9.1f}  {flag}")
 
 
 def _is_log_dir(path: Path) -> bool:

@@ -278,25 +278,31 @@ def _new_item_event(itype: str, step: int, lineno: int, path: Path) -> Event:
                  extra={"line": lineno, "item_type": itype, "lifecycle": []})
 
 
+_SKIP_TYPE = frozenset({"type", "item_type"})
+# the item keys an event holds in its own fields, not again in extra
+_SKIP = {"command_execution": _SKIP_TYPE | {"command", "exit_code", "aggregated_output"},
+         **dict.fromkeys(("agent_message", "assistant_message", "reasoning"), _SKIP_TYPE | {"text"})}
+
+
 def _update_item(ev: Event, itype: str, item: dict[str, Any], loc: Loc, lifecycle: str,
                  lineno: int) -> None:
-    ev.extra["lifecycle"].append(lifecycle.split(".", 1)[1])
+    ev.extra["lifecycle"].append(lifecycle[5:])  # "item.started" -> "started"
     ev.extra["last_line"] = lineno
-    skip = {"type", "item_type"}
+    skip = _SKIP.get(itype, _SKIP_TYPE)
     if itype == "command_execution":
         cmd = get(item, "command", str, loc)
         if cmd is not None and cmd != ev.command:
             ev.command = cmd
             ev.argv = split_command(cmd)
             ev.kind = classify_command(cmd, ev.argv)
-        ev.exit_code = to_int(item.get("exit_code"), loc / "exit_code")
+        code = item.get("exit_code")
+        ev.exit_code = None if code is None else to_int(code, loc / "exit_code")
         out = get(item, "aggregated_output", str, loc)
         if out is not None:
             ev.extra["output"] = out
         status = get(item, "status", str, loc)
         ev.is_error = status == "declined"
         apply_test_counts(ev, out)
-        skip |= {"command", "exit_code", "aggregated_output"}
     elif itype == "file_change":
         changes = get(item, "changes", list, loc, default=[])
         paths, deleted = [], []
@@ -320,7 +326,6 @@ def _update_item(ev: Event, itype: str, item: dict[str, Any], loc: Loc, lifecycl
             )
     elif itype in ("agent_message", "assistant_message", "reasoning"):
         ev.text = get(item, "text", str, loc)
-        skip.add("text")
     elif itype == "error":
         ev.is_error = True
         ev.text = get(item, "message", str, loc)

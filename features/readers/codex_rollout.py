@@ -85,6 +85,7 @@ from features.readers.common import (
     classify_command,
     get,
     load_embedded_json,
+    loads_lenient,
     mark_tool_return,
     new_step_on_user_input,
     parse_apply_patch,
@@ -463,7 +464,7 @@ class CodexRolloutParser(StreamParser):
         text = _output_text(out)
         if isinstance(out, str) and out.startswith("{"):
             try:
-                envelope = json.loads(out)
+                envelope = loads_lenient(out)
             except json.JSONDecodeError:
                 envelope = None
         header = parse_output_header(text) if text is not None and envelope is None else None

@@ -27,6 +27,7 @@ Conventions every reader follows (documented once here):
 from __future__ import annotations
 
 import errno
+import gc
 import gzip
 import json
 import math
@@ -40,9 +41,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import zstandard
 
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
@@ -127,12 +130,21 @@ def read_limits(limits: ReadLimits) -> Iterator[ReadLimits]:
 def reading(path: Path) -> Iterator[None]:
     """The block reads the log ``path``: a file is read and parsed once (format detection
     and the reader share the text and the parsed document, which neither may change), and
-    :func:`finish` names ``path`` in its warnings and errors."""
+    :func:`finish` names ``path`` in its warnings and errors.
+
+    The cyclic garbage collector is paused meanwhile (and its state restored after): a read
+    allocates millions of containers that live to its end, so the collector's passes over
+    them found nothing and cost up to a fifth of a read; what is left is reference-counted
+    away as usual, and any cycles are collected after the block."""
     token = _ONCE.set({})
     ptoken = _READING.set(path)
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         yield
     finally:
+        if collecting:
+            gc.enable()
         _READING.reset(ptoken)
         _ONCE.reset(token)
 
@@ -389,9 +401,62 @@ def _refusal(text: str, kind: str, limits: ReadLimits, offset: int = -1) -> tupl
     return off, field, _REFUSALS[kind]
 
 
+_FAST = msgspec.json.Decoder()
+_ENCODE = msgspec.json.Encoder().encode
+_SLOW = object()
+
+
+def _fast_decode(text: str, max_depth: int) -> Any:
+    """The document msgspec parses from ``text`` when it is surely the one the strict stdlib
+    parse returns, else ``_SLOW`` (the strict parse must run, for the document or for its
+    exact error).
+
+    msgspec refuses, like the strict parse, invalid JSON, NaN/Infinity and lone surrogate
+    escapes, and keeps integers of any size as ints (orjson turns those beyond 64 bits
+    into floats, hence msgspec). What it does not check is decided cheaply here:
+
+    * duplicate keys: every key/value pair of the text is one structural colon, so the
+      colons of the text are its pairs plus the colons inside its strings; re-encoding
+      the document writes one colon per key kept plus the colons of the strings kept. The
+      two counts are equal exactly when no pair was dropped (a duplicate drops a pair and
+      perhaps strings), provided no colon in a string is written as an escape
+      (``\\u003a``; then the strict parse decides);
+    * depth: a document holds at most as many containers as the text has ``{`` and ``[``,
+      so only a text with more of them than ``max_depth`` is walked.
+    """
+    try:
+        doc = _FAST.decode(text)
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
+        return _SLOW
+    if type(doc) is not dict and type(doc) is not list:
+        return doc
+    colons = text.count(":")
+    if colons > 1 and ("\\u003" in text and ("\\u003a" in text or "\\u003A" in text)
+                   or _ENCODE(doc).count(b":") != colons):
+        return _SLOW
+    if text.count("{") + text.count("[") > max_depth and _too_deep(doc, max_depth):
+        return _SLOW
+    return doc
+
+
+def loads_lenient(text: str) -> Any:
+    """``json.loads(text)``, by msgspec where the two agree (any valid JSON text: the same
+    document), by the stdlib otherwise (NaN, Infinity and lone surrogates, which it
+    accepts; its errors). For lenient reads of JSON held in a tool's output."""
+    try:
+        return _FAST.decode(text)
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
+        return json.loads(text)
+
+
 def _strict_decode(text: str, check_surrogates: bool = True) -> Any:
     """``json.loads`` that refuses duplicate keys, NaN/Infinity, nesting deeper than the
-    limit and lone surrogates (raising ``_Refused``); JSONDecodeError as usual."""
+    limit and lone surrogates (raising ``_Refused``); JSONDecodeError as usual. A fast C
+    parse answers when it surely agrees (see :func:`_fast_decode`); the stdlib parse with
+    its checks runs otherwise."""
+    doc = _fast_decode(text, _LIMITS.get().max_depth)
+    if doc is not _SLOW:
+        return doc
     try:
         doc = _STRICT.decode(text)
     except RecursionError:
@@ -453,7 +518,7 @@ def load_embedded_json(text: str, loc: Loc) -> Any:
                         ) from None
 
 
-@dataclass
+@dataclass(slots=True)
 class JsonlLine:
     lineno: int
     obj: dict[str, Any]
@@ -497,9 +562,11 @@ def iter_jsonl(
     # lines end at "\n" only (as json counts them): str.splitlines would also break at
     # U+2028/U+2029, \x85, \x0c, ... which JSON strings may hold raw
     lines = text.split("\n")
-    last = max((i for i, s in enumerate(lines) if s.strip()), default=-1)
+    last = len(lines) - 1  # the last non-blank line (blank: empty or whitespace only)
+    while last >= 0 and (not lines[last] or lines[last].isspace()):
+        last -= 1
     for i, s in enumerate(lines):
-        if not s.strip():
+        if not s or s.isspace():  # not s.strip(), which copies every line
             continue
         try:
             obj = parse_json_line(s, path, i + 1, check_surrogates=check_surrogates)
@@ -551,7 +618,10 @@ class Loc:
             path, line, field, _parent, _key)
 
     def __truediv__(self, key: str | int) -> Loc:
-        return Loc(self.path, self.line, None, self, key)  # type: ignore[arg-type]
+        loc = _new_loc(Loc)  # no __init__ call: readers make several per line
+        loc.path, loc.line, loc._field, loc._parent, loc._key = (
+            self.path, self.line, None, self, key)
+        return loc
 
     @property
     def field(self) -> str:
@@ -572,7 +642,9 @@ class Loc:
         return TrajectoryFormatError(f"{self}: {msg}")
 
 
+_new_loc = object.__new__
 _INT64 = (-(2**63), 2**63 - 1)
+_MISSING = object()
 
 
 def _checked_int(v: int, loc: Loc) -> int:
@@ -594,11 +666,15 @@ def get(obj: dict[str, Any], key: str, typ: type | tuple[type, ...], loc: Loc,
     ``int`` fields reject booleans and integers beyond 64 bits; ``float`` fields accept
     ints and reject non-finite values. Missing keys give ``default`` unless ``required``.
     """
-    if key not in obj:
+    v = obj.get(key, _MISSING) if type(obj) is dict else obj[key] if key in obj else _MISSING
+    tv = type(v)
+    if tv is str or tv is dict or tv is list:  # most fields: no number or boolean checks
+        if tv is typ or (type(typ) is tuple and tv in typ):
+            return v
+    elif v is _MISSING:
         if required:
             raise (loc / key).error("missing required field")
         return default
-    v = obj[key]
     ts = typ if isinstance(typ, tuple) else (typ,)
     if isinstance(v, bool):
         if bool not in ts:
@@ -733,7 +809,8 @@ def parse_test_counts(output: str | None) -> tuple[int | None, int | None]:
     """
     if not output:
         return None, None
-    output = _ANSI.sub("", output)
+    if "\x1b" in output:  # every ANSI sequence starts with ESC
+        output = _ANSI.sub("", output)
     m = list(_PYTEST_SUMMARY.finditer(output))
     if m:
         counts: dict[str, int] = {}
@@ -772,12 +849,26 @@ def parse_test_counts(output: str | None) -> tuple[int | None, int | None]:
 # ---------------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=4096)
+def _is_test_text(command: str) -> bool:
+    return is_test_command(command)
+
+
+@lru_cache(maxsize=4096)
+def _is_commit_text(command: str) -> bool:
+    return is_git_commit(command)
+
+
 def classify_command(command: str | None, argv: list[str] | None) -> EventKind:
     """``test`` for a test command, else ``command``: the shell parser's verdict on the
-    command string (else the argv), the same the provenance graph reaches."""
-    if is_test_command(command if isinstance(command, str) and command else argv):
-        return EventKind.TEST
-    return EventKind.COMMAND
+    command string (else the argv), the same the provenance graph reaches. Verdicts on
+    command strings are remembered (agents rerun the same tests, status and diff commands
+    many times a session)."""
+    if isinstance(command, str) and command:
+        is_test = _is_test_text(command)
+    else:
+        is_test = is_test_command(argv)
+    return EventKind.TEST if is_test else EventKind.COMMAND
 
 
 def mark_tool_return(e: Event) -> None:
@@ -793,7 +884,8 @@ def mark_tool_return(e: Event) -> None:
         e.kind == EventKind.COMMAND
         and not e.is_error
         and e.exit_code in (0, None)
-        and is_git_commit(e.command or e.argv)
+        and (_is_commit_text(e.command) if isinstance(e.command, str) and e.command
+             else is_git_commit(e.argv))
     ):
         e.boundary_kind = BoundaryKind.COMMIT
     else:

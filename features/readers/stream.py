@@ -123,7 +123,7 @@ class StreamParser:
                 raise TrajectoryFormatError(
                     f"{self.source}: line {self.lineno}: the stream passed the "
                     f"{limit / 2**20:g} MiB limit (ReadLimits.max_bytes)")
-            if not text.strip():
+            if not text or text.isspace():
                 return []
             obj = parse_json_line(text, self.source, self.lineno)
         return self.feed_record(obj, self.lineno, arrival_s)

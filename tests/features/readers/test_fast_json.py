@@ -1,0 +1,176 @@
+"""The readers' JSON parse is msgspec with cheap checks for what msgspec does not refuse
+(duplicate keys, nesting deeper than the limit), the stdlib strict parse where a check
+fails (issue 14, item 6). These tests feed every strict case through that fast path and
+compare what comes out with the stdlib strict parse the readers used before: the same
+document (types, key order, values), or the same refusal naming the line and field."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from features.readers import ReadLimits, TrajectoryFormatError, read_limits
+from features.readers.common import Loc, load_embedded_json, load_json, parse_json_line
+
+SRC = Path("log.jsonl")
+
+
+class Dup(Exception):
+    pass
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        raise Dup
+    return d
+
+
+def _nan(name: str) -> Any:
+    raise Dup
+
+
+REFERENCE = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_nan)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal documents down to types, key order and the sign of zero."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if type(a) is list:
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) is float:
+        return a == b and math.copysign(1, a) == math.copysign(1, b) or (a != a and b != b)
+    return bool(a == b)
+
+
+# what colon counting must not be fooled by: a dropped value holding colons, keys spelled
+# with escapes, colons written as \u003a, duplicates deep inside, many colons in strings
+DUPLICATES = [
+    ('{"a": 1, "a": 2}', "line 1: field a: duplicate key"),
+    ('{"a": "x:y:z", "a": "w"}', "field a: duplicate key"),
+    ('{"a": "w", "a": "x:y:z"}', "field a: duplicate key"),
+    ('{"a": 1, "\\u0061": 2}', "field a: duplicate key"),
+    ('{"a:": 1, "a\\u003a": 2}', "field a:: duplicate key"),
+    ('{"t": "12:00:00", "k": {"u": "http://x:80", "u": "ftp://y"}}', "field k.u: duplicate key"),
+    ('{"x": [{"a": 1}, {"b": {"c": 1, "c": {"d": ":"}}}]}', r"field x[1].b.c: duplicate key"),
+    ('{"a": {"b": 1}, "a": {}}', "field a: duplicate key"),
+    ('{"a": ":", "b": "\\u003a", "b": ":"}', "field b: duplicate key"),
+    ('{"a": 1, "a": 2, "b": "\\u003a"}', "field a: duplicate key"),  # the counts agree
+    ('{"a": 1, "a": 2, "b": "\\u003A"}', "field a: duplicate key"),
+]
+
+
+@pytest.mark.parametrize("text, message", DUPLICATES)
+def test_duplicate_keys_are_refused_through_the_fast_path(text: str, message: str) -> None:
+    with pytest.raises(TrajectoryFormatError) as err:
+        parse_json_line(text, SRC, 1)
+    assert str(err.value).startswith(f"{SRC}: line 1: ") and message in str(err.value)
+    assert "\n" not in str(err.value)
+    p = SRC.with_name("doc.json")
+    with pytest.raises(TrajectoryFormatError, match="duplicate key"):
+        load_json(p, text)
+    with pytest.raises(TrajectoryFormatError, match=r"field args: its JSON text holds .*"
+                       "duplicate key"):
+        load_embedded_json(text, Loc(p, 3, "args"))
+
+
+ACCEPTED = [
+    '{"a": "x:y", "b": "\\u003a", "c": {"d": ":"}}',  # escaped colons, no duplicate
+    '{"n": 18446744073709551616, "m": -9223372036854775809, "k": 9223372036854775807}',
+    '{"x": 1e400, "y": -1e400, "z": 1e-400, "w": -0.0, "v": -0}',
+    '{"s": "\\ud83d\\ude00", "t": "\\\\ud800", "e": ""}',
+    '{"a": {}, "b": [], "c": [[], {}], "d": null, "e": true, "f": false}',
+    '  {"a": 1}  \r',
+    '{"": 1, " ": 2, "a": "[{[{"}',
+]
+
+
+@pytest.mark.parametrize("text", ACCEPTED)
+def test_accepted_documents_are_the_stdlib_ones(text: str) -> None:
+    """Big integers stay ints (not floats), 1e400 is inf as json reads it (the readers then
+    refuse it per field), escapes and signs are kept."""
+    ref = REFERENCE.decode(text)
+    assert same(parse_json_line(text, SRC, 1), ref)
+    assert same(load_embedded_json(text, Loc(SRC, 1)), ref)
+
+
+REFUSED = [
+    ('{"a": NaN}', "line 1: field a: NaN or Infinity"),
+    ('{"a": [Infinity]}', r"line 1: field a\[0\]: NaN or Infinity"),
+    ('{"a": -Infinity}', "line 1: field a: NaN or Infinity"),
+    ('{"s": "\\ud800"}', "line 1: field s: a lone UTF-16 surrogate"),
+    ('{"s": ["\\udc00x"]}', r"line 1: field s\[0\]: a lone UTF-16 surrogate"),
+    ('{"a": ' + "[" * 129 + "]" * 129 + "}", r"line 1: field a(\[0\])+: JSON nested deeper "
+     "than 128 levels"),
+    ('{"a": ' + "[" * 2000 + "]" * 2000 + "}", r"line 1: field a(\[0\])+: JSON nested "
+     "deeper than 128 levels"),
+    ('{"a": 1', "line 1: not valid JSON"),
+    ('{"a": 01}', "line 1: not valid JSON"),
+    ('\ufeff{"a": 1}', "line 1: not valid JSON"),
+    ('{"a": "\t"}', "line 1: not valid JSON"),
+    ("[1, 2]", "line 1: expected a JSON object, got list"),
+]
+
+
+@pytest.mark.parametrize("text, message", REFUSED)
+def test_refusals_name_line_and_field(text: str, message: str) -> None:
+    with pytest.raises(TrajectoryFormatError) as err:
+        parse_json_line(text, SRC, 1)
+    assert re.match(f"{SRC}: {message}", str(err.value)) and "\n" not in str(err.value)
+
+
+def test_depth_limit_counts_brackets_not_only_in_strings() -> None:
+    """Many brackets inside strings make the walk run; it finds the document shallow."""
+    text = json.dumps({"s": "[" * 500, "a": [[[1]]]})
+    assert parse_json_line(text, SRC, 1) == json.loads(text)
+    with read_limits(ReadLimits(max_depth=3)):
+        with pytest.raises(TrajectoryFormatError, match=r"field a\[0\]\[0\]: JSON nested deeper "
+                           "than 3 levels"):
+            parse_json_line(text, SRC, 1)
+        assert parse_json_line('{"a": [[1]], "s": "[[[[[["}', SRC, 1) == {
+            "a": [[1]], "s": "[[[[[["}
+
+
+scalars = (st.none() | st.booleans() | st.integers(-(2**70), 2**70)
+           | st.floats(allow_nan=False, allow_infinity=False)
+           | st.text(alphabet=st.sampled_from(list('ab:"\\{}[] \u00e9\U0001f600\n')), max_size=6))
+keys = st.text(alphabet=st.sampled_from(list("ab:")), max_size=3)
+documents = st.recursive(scalars, lambda kids: st.lists(kids, max_size=4)
+                         | st.lists(st.tuples(keys, kids), max_size=4), max_leaves=20)
+
+
+def _render(x: Any, escape: bool, ascii_: bool) -> str:
+    """JSON text of ``x``, where a list of (key, value) pairs is an object written with
+    every pair (so keys may repeat); colons in strings written as ``\\u003a`` and
+    non-ASCII as ``\\u`` escapes (surrogate pairs included) when asked."""
+    if isinstance(x, list) and x and all(isinstance(p, tuple) for p in x):
+        return "{" + ", ".join(f"{_render(k, escape, ascii_)}: {_render(v, escape, ascii_)}"
+                               for k, v in x) + "}"
+    if isinstance(x, list):
+        return "[" + ", ".join(_render(v, escape, ascii_) for v in x) + "]"
+    s = json.dumps(x, ensure_ascii=ascii_)
+    return s.replace(":", "\\u003a") if escape and isinstance(x, str) else s
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=documents, escape=st.booleans(), ascii_=st.booleans())
+def test_fast_path_agrees_with_the_stdlib_strict_parse(doc: Any, escape: bool,
+                                                       ascii_: bool) -> None:
+    text = '{"d": ' + _render(doc, escape, ascii_) + "}"
+    try:
+        ref = REFERENCE.decode(text)
+    except Dup:
+        with pytest.raises(TrajectoryFormatError, match="duplicate key"):
+            parse_json_line(text, SRC, 1)
+        return
+    assert same(parse_json_line(text, SRC, 1), ref)
