@@ -784,15 +784,18 @@ def _log_children(client: Any, exp_id: str, parent_id: str, res: pd.DataFrame, f
         }
         run = client.create_run(exp_id, run_name=f"{fam}/{policy}/{budget}", tags=tags)
         ts = int(time.time() * 1000)
-        metrics = [Metric(k, float(g[k].mean()), ts, 0) for k in _CHILD_METRICS
-                   if k in g and np.isfinite(g[k].astype(float).mean())]
+        cols = [k for k in _CHILD_METRICS if k in g]
+        values = g[cols].astype(float)  # once: per-metric frame lookups were ~5 % of the study
+        means = values.mean()
+        metrics = [Metric(k, float(means[k]), ts, 0) for k in cols if np.isfinite(means[k])]
         metrics.append(Metric("n_tasks", float(len(g)), ts, 0))
         metrics.append(Metric("n_folds", float(len(folds)), ts, 0))
+        fold_of = g["fold"].to_numpy()
         for i, fold in enumerate(folds):
-            gf = g[g["fold"] == fold]
-            metrics += [Metric(f"fold/{k}", float(gf[k].mean()), ts, i) for k in _CHILD_METRICS
-                        if k in gf and np.isfinite(gf[k].astype(float).mean())]
-            metrics.append(Metric("fold/fit_seconds", float(gf["fit_s"].iloc[0]), ts, i))
+            rows = fold_of == fold
+            fm = values[rows].mean()
+            metrics += [Metric(f"fold/{k}", float(fm[k]), ts, i) for k in cols if np.isfinite(fm[k])]
+            metrics.append(Metric("fold/fit_seconds", float(g["fit_s"].to_numpy()[rows][0]), ts, i))
         per_fold = [fitted[f].params.get((policy, budget), {}) for f in folds]
         params = dict(per_fold[0]) if per_fold else {}
         for name in sorted({k for d in per_fold for k in d}):
