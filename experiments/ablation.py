@@ -66,8 +66,10 @@ class Args:
     seed: int = opt(0, min=0)
     """one seed for the simulator and the policies"""
     quick: bool = False
-    """CI-sized: one family, 2 tasks per repository, one budget, small models, 500 resamples
-    (options given explicitly win)"""
+    """CI-sized: one family, 3 repositories of 2 tasks, one budget, small models, 500
+    resamples (options given explicitly win)"""
+    repos: int | None = opt(None, min=2)
+    """simulated repositories per family, one fold each (default: the family's own; --quick: 3)"""
     tasks_per_repo: int | None = opt(None, min=1)
     """simulated tasks per repository (default: the family's own)"""
     n_resamples: int = opt(2_000, min=100)
@@ -91,7 +93,8 @@ class Args:
                     raise choice_error(fam, known, "--families")
 
 
-QUICK = dict(families=("long-horizon",), budgets=("count:1",), tasks_per_repo=2, n_resamples=500)
+QUICK = dict(families=("long-horizon",), budgets=("count:1",), repos=3, tasks_per_repo=2,
+             n_resamples=500)
 
 
 def sized(args: Args) -> Args:
@@ -129,8 +132,9 @@ def load(args: Args) -> dict[str, LabelSet]:
     else:
         from oracle.simulator import simulate_label_set
 
-        out = {f: simulate_label_set(f, tasks_per_repo=args.tasks_per_repo, design="full",
-                                     repetitions=2, seed=args.seed) for f in args.families}
+        out = {f: simulate_label_set(f, n_repos=args.repos, tasks_per_repo=args.tasks_per_repo,
+                                     design="full", repetitions=2, seed=args.seed)
+               for f in args.families}
     for fam, ls in list(out.items()):
         if ls.tasks["repo"].nunique() < 2:
             print(f"note: {fam}: fewer than 2 repositories, no leave-one-repository-out; skipped")
