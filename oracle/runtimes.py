@@ -532,7 +532,8 @@ def install(name: str, root: Path | None = None, *, timeout: float = 900.0) -> I
             if not py.exists():
                 _run([sys.executable, "-m", "venv", str(venv)], f"python -m venv {venv}", timeout)
             uv = shutil.which("uv")  # the same install, ~10x faster, where uv is installed
-            cmd = ([uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(py)] if uv else
+            cmd = ([uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(py)]
+                   if uv else
                    [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
             _run([*cmd, f"{spec.package}=={spec.version}"],
                  f"{'uv ' if uv else ''}pip install {spec.package}=={spec.version}", timeout)
