@@ -72,7 +72,7 @@ each prompt is held one event (see :mod:`features.readers.stream`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,7 @@ from features.readers.common import (
     apply_test_counts,
     classify_command,
     get,
-    iter_jsonl,
+    jsonl_records,
     mark_tool_return,
     new_step_on_user_input,
     parse_iso,
@@ -547,8 +547,8 @@ class ClaudeSessionParser(_ClaudeParser):
         if path is None or not path.is_file():
             return
         self._agents.add(agent)
-        for ln in _lines(path):
-            self._record(ln[1], ln[0], str(path))
+        for lineno, obj in jsonl_records(path):
+            self._record(obj, lineno, str(path))
 
     def on_final(self) -> None:
         live: set[str] = set()
@@ -577,11 +577,6 @@ def _only_tool_results(obj: dict[str, Any]) -> bool:
     content = msg.get("content") if isinstance(msg, dict) else None
     return isinstance(content, list) and bool(content) and all(
         isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
-
-
-def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    for ln in iter_jsonl(path):
-        yield ln.lineno, ln.obj
 
 
 def _tool_event(b: dict[str, Any], loc: Loc, step: int, ts: float | None,

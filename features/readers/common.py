@@ -589,6 +589,56 @@ def iter_jsonl(
         yield JsonlLine(i + 1, obj)
 
 
+def jsonl_records(
+    path: Path,
+    text: str | None = None,
+    *,
+    allow_truncated_tail: bool = False,
+    meta: dict[str, Any] | None = None,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of every non-blank line: what :func:`iter_jsonl` yields (the
+    same objects, the same errors), parsed in one go when that surely agrees.
+
+    A file read whole is parsed by msgspec line by line with no per-line Python checks;
+    the checks :func:`_fast_decode` makes per line are made once for the whole text (every
+    line a JSON object, structural colons against re-encoded ones, nesting only on lines
+    with more brackets than the limit). A blank line, a line msgspec refuses or any doubt
+    sends the whole file through :func:`iter_jsonl`, which decides and words the error."""
+    if text is None:
+        text = read_text(path)
+    docs = _bulk_jsonl(text, _LIMITS.get().max_depth)
+    if docs is not None:
+        return zip(range(1, len(docs) + 1), docs, strict=True)
+    return ((ln.lineno, ln.obj) for ln in iter_jsonl(
+        path, text, allow_truncated_tail=allow_truncated_tail, meta=meta))
+
+
+def _bulk_jsonl(text: str, max_depth: int) -> list[dict[str, Any]] | None:
+    """Every line of ``text`` as a JSON object, or None when one line is blank (bar
+    trailing ones), is not a JSON object msgspec parses, or might be refused by the strict
+    parse (a duplicate key, nesting deeper than ``max_depth``): see :func:`_fast_decode`."""
+    lines = text.split("\n")
+    n = len(lines)
+    while n and (not lines[n - 1] or lines[n - 1].isspace()):
+        n -= 1
+    del lines[n:]
+    try:
+        docs = list(map(_FAST.decode, lines))
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
+        return None
+    for d in docs:
+        if type(d) is not dict:
+            return None
+    if "\\u003" in text and ("\\u003a" in text or "\\u003A" in text):
+        return None
+    if _ENCODE(docs).count(b":") != text.count(":"):
+        return None
+    for s, d in zip(lines, docs, strict=True):
+        if s.count("{") + s.count("[") > max_depth and _too_deep(d, max_depth):
+            return None
+    return docs
+
+
 # ---------------------------------------------------------------------------------------
 # Typed field access
 # ---------------------------------------------------------------------------------------

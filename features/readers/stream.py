@@ -53,7 +53,7 @@ from features.readers.common import (
     Loc,
     TrajectoryFormatError,
     current_limits,
-    iter_jsonl,
+    jsonl_records,
     parse_json_line,
     seal,
     stem,
@@ -238,19 +238,20 @@ def read_with(
 ) -> Trajectory:
     """Read a whole log file through ``parser``: every line fed in order, then finished.
 
-    Lines come from :func:`~features.readers.common.iter_jsonl` (so file checks and a torn
+    Lines come from :func:`~features.readers.common.jsonl_records` (so file checks and a torn
     last line are handled there). ``arrival_times``: one float per non-blank line.
     """
     path = Path(path)
-    lines = iter_jsonl(path, allow_truncated_tail=allow_truncated_tail, meta=parser.meta)
+    lines = jsonl_records(path, allow_truncated_tail=allow_truncated_tail, meta=parser.meta)
     if arrival_times is None:
-        for ln in lines:
-            parser.feed_record(ln.obj, ln.lineno)
+        feed = parser.feed_record
+        for lineno, obj in lines:
+            feed(obj, lineno)
         return parser.finish()
     got = list(lines)
     if len(arrival_times) != len(got):
         raise ValueError(f"{path}: arrival_times has {len(arrival_times)} entries but the "
                          f"file has {len(got)} non-blank lines")
-    for ln, t in zip(got, arrival_times, strict=True):
-        parser.feed_record(ln.obj, ln.lineno, to_float(t, Loc(path, ln.lineno, "arrival_times")))
+    for (lineno, obj), t in zip(got, arrival_times, strict=True):
+        parser.feed_record(obj, lineno, to_float(t, Loc(path, lineno, "arrival_times")))
     return parser.finish()
