@@ -53,7 +53,7 @@ class BoundaryKind(StrEnum):
 Granularity = Literal["turn", "tool_call"]
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
     """One observable agent event. Times are seconds (epoch or relative to the run start)."""
 

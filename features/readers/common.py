@@ -27,7 +27,6 @@ Conventions every reader follows (documented once here):
 from __future__ import annotations
 
 import errno
-import gc
 import gzip
 import json
 import math
@@ -48,6 +47,7 @@ from typing import Any
 import msgspec
 import zstandard
 
+from features.gc_pause import gc_paused
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
 from features.shell import is_git_commit, is_test_command
 
@@ -132,19 +132,17 @@ def reading(path: Path) -> Iterator[None]:
     and the reader share the text and the parsed document, which neither may change), and
     :func:`finish` names ``path`` in its warnings and errors.
 
-    The cyclic garbage collector is paused meanwhile (and its state restored after): a read
+    The cyclic garbage collector is paused meanwhile (:func:`features.gc_pause.gc_paused`:
+    its state restored after, the survivors promoted to the oldest generation): a read
     allocates millions of containers that live to its end, so the collector's passes over
     them found nothing and cost up to a fifth of a read; what is left is reference-counted
-    away as usual, and any cycles are collected after the block."""
+    away as usual, and any cycles are collected by the next full collection."""
     token = _ONCE.set({})
     ptoken = _READING.set(path)
-    collecting = gc.isenabled()
-    gc.disable()
     try:
-        yield
+        with gc_paused():
+            yield
     finally:
-        if collecting:
-            gc.enable()
         _READING.reset(ptoken)
         _ONCE.reset(token)
 
