@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import gzip
+import io
 import json
 import math
 import os
@@ -219,7 +220,9 @@ def read_bytes(path: Path) -> bytes:
     Only regular files are read: a FIFO, a device, a socket or a directory is refused at
     once (the file is opened non-blocking and checked with ``fstat`` before any read), so
     nothing hangs or streams forever. More than :attr:`ReadLimits.max_bytes` (after
-    decompression) is refused, so no compression bomb gets through.
+    decompression) is refused, so no compression bomb gets through. Plain ``os.read``
+    calls on the descriptor (a whole small file in one call plus the one that sees its
+    end): a conversation directory is thousands of small files.
     """
     limit = _LIMITS.get().max_bytes
     try:
@@ -229,25 +232,36 @@ def read_bytes(path: Path) -> bytes:
         if exc.errno == errno.ENOENT and os.path.islink(path):
             reason = f"a dangling symbolic link (to {os.readlink(path)})"
         raise TrajectoryFormatError(f"{path}: cannot read file: {reason}") from exc
-    with open(fd, "rb", buffering=0) as f:
+    try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "not a file")
             raise TrajectoryFormatError(f"{path}: not a regular file ({kind}); refused unread")
         if st.st_size > limit:
             raise _too_big(path, limit, f"file of {_mib(st.st_size)}")
-        head = f.read(4)
-        if head[:2] != _GZIP_MAGIC and head != _ZSTD_MAGIC:
-            return head + _read_capped(f, limit - len(head), path, "file")
-        f.seek(0)
-        kind = "gzip" if head[:2] == _GZIP_MAGIC else "zstandard"
-        try:
-            if kind == "gzip":
-                with gzip.GzipFile(fileobj=f, mode="rb") as gz:
-                    return _read_capped(gz, limit, path, "decompressed gzip data")
-            return _unzstd(f, limit, path)
-        except (OSError, EOFError, zlib.error, zstandard.ZstdError) as exc:
-            raise TrajectoryFormatError(f"{path}: corrupt or truncated {kind} data ({exc})") from exc
+        parts: list[bytes] = []
+        total = 0
+        want = st.st_size + 1  # the whole file and the end in the first call, if it holds still
+        while chunk := os.read(fd, min(want, 1 << 30, limit + 1 - total)):
+            parts.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise _too_big(path, limit, "file")
+            want = 1 << 22
+    finally:
+        os.close(fd)
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
+    head = data[:4]
+    if head[:2] != _GZIP_MAGIC and head != _ZSTD_MAGIC:
+        return data
+    kind = "gzip" if head[:2] == _GZIP_MAGIC else "zstandard"
+    try:
+        if kind == "gzip":
+            with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as gz:
+                return _read_capped(gz, limit, path, "decompressed gzip data")
+        return _unzstd(io.BytesIO(data), limit, path)
+    except (OSError, EOFError, zlib.error, zstandard.ZstdError) as exc:
+        raise TrajectoryFormatError(f"{path}: corrupt or truncated {kind} data ({exc})") from exc
 
 
 def read_text(path: Path) -> str:
@@ -400,6 +414,7 @@ def _refusal(text: str, kind: str, limits: ReadLimits, offset: int = -1) -> tupl
 
 
 _FAST = msgspec.json.Decoder()
+_COUNT_BRACKETS_BELOW = 1 << 16
 _ENCODE = msgspec.json.Encoder().encode
 _SLOW = object()
 
@@ -420,7 +435,8 @@ def _fast_decode(text: str, max_depth: int) -> Any:
       perhaps strings), provided no colon in a string is written as an escape
       (``\\u003a``; then the strict parse decides);
     * depth: a document holds at most as many containers as the text has ``{`` and ``[``,
-      so only a text with more of them than ``max_depth`` is walked.
+      so only a text with more of them than ``max_depth`` is walked (a text over 64 KiB is
+      walked without counting: it nearly always has more, and counting costs as much).
     """
     try:
         doc = _FAST.decode(text)
@@ -432,7 +448,8 @@ def _fast_decode(text: str, max_depth: int) -> Any:
     if colons > 1 and ("\\u003" in text and ("\\u003a" in text or "\\u003A" in text)
                    or _ENCODE(doc).count(b":") != colons):
         return _SLOW
-    if text.count("{") + text.count("[") > max_depth and _too_deep(doc, max_depth):
+    if ((len(text) > _COUNT_BRACKETS_BELOW or text.count("{") + text.count("[") > max_depth)
+            and _too_deep(doc, max_depth)):
         return _SLOW
     return doc
 
