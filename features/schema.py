@@ -158,26 +158,33 @@ def _surely_fits(e: Event) -> bool:
     """The fast path of :func:`_check_values`: True when every value certainly fits its
     column (plain types, finite, in range, ASCII text); False sends the event to the full
     check, which names what does not fit (or passes non-ASCII text that is valid)."""
-    for v in (e.start, e.end, e.duration):
+    for v in (e.start, e.end):
         if v is not None and ((v.__class__ is not float and v.__class__ is not int)
                               or v - v != 0):
             return False
-    if e.duration is not None and e.duration < 0:
+    v = e.duration
+    if v is not None and ((v.__class__ is not float and v.__class__ is not int)
+                          or v - v != 0 or v < 0):
         return False
     for v in (e.index, e.step, e.input_tokens, e.cached_tokens, e.output_tokens, e.exit_code,
               e.bytes_written, e.tests_passed, e.tests_failed):
         if v is not None and (v.__class__ is not int or v > _INT64_MAX or v < _INT64_MIN):
             return False
-    for v in (e.command, e.text):
-        if v is not None and (v.__class__ is not str or not v.isascii()):
-            return False
+    v = e.command
+    if v is not None and (v.__class__ is not str or not v.isascii()):
+        return False
+    v = e.text
+    if v is not None and (v.__class__ is not str or not v.isascii()):
+        return False
     for vs in (e.argv, e.paths_read, e.paths_written):
-        if vs is not None:
+        if vs:
             if vs.__class__ is not list:
                 return False
             for v in vs:
                 if v.__class__ is not str or not v.isascii():
                     return False
+        elif vs is not None and vs.__class__ is not list:
+            return False
     return True
 
 

@@ -765,6 +765,8 @@ def to_int(v: Any, loc: Loc) -> int | None:
     64 bits is refused (no table column could hold it)."""
     if v is None:
         return None
+    if v.__class__ is int and _INT64[0] <= v <= _INT64[1]:
+        return v
     if isinstance(v, bool):
         raise loc.error("expected integer, got boolean")
     if isinstance(v, int):
@@ -781,6 +783,8 @@ def to_float(v: Any, loc: Loc) -> float | None:
     text); NaN, infinities and numbers beyond a float's range are refused."""
     if v is None:
         return None
+    if v.__class__ is float and v - v == 0.0:  # finite
+        return v
     if isinstance(v, bool):
         raise loc.error("expected number, got boolean")
     if isinstance(v, int | float):
@@ -1120,15 +1124,21 @@ def totals(events: Sequence[Event]) -> dict[str, Any]:
     kinds = dict.fromkeys(EventKind, 0)
     errors = boundaries = 0
     steps: set[int] = set()
-    tokens: list[int | None] = [None, None, None]
+    t_in: int | None = None
+    t_cached: int | None = None
+    t_out: int | None = None
     for e in events:
         kinds[e.kind] += 1
         errors += e.is_error
         boundaries += e.safe_boundary
         steps.add(e.step)
-        for j, v in enumerate((e.input_tokens, e.cached_tokens, e.output_tokens)):
-            if v is not None:
-                tokens[j] = v if tokens[j] is None else tokens[j] + v  # type: ignore[operator]
+        if (v := e.input_tokens) is not None:
+            t_in = v if t_in is None else t_in + v
+        if (v := e.cached_tokens) is not None:
+            t_cached = v if t_cached is None else t_cached + v
+        if (v := e.output_tokens) is not None:
+            t_out = v if t_out is None else t_out + v
+    tokens = (t_in, t_cached, t_out)
     out: dict[str, Any] = {"events": len(events)}
     out.update({f"n_{k.value}": n for k, n in kinds.items()})
     out["n_errors"] = errors

@@ -221,10 +221,11 @@ class StreamParser:
         if self._events and ev.step < self._events[-1].step:
             ev.step = self._events[-1].step  # a late result never moves a step backwards
         ev.index = len(self._events)
-        flags, self._latest_end = time_flags(ev, self._latest_end)
-        if flags:
-            ev.extra["time_flags"] = flags
-            self._time_flagged.append(ev.index)
+        if ev.end is not None:  # no end, no flag (time_flags says the same)
+            flags, self._latest_end = time_flags(ev, self._latest_end)
+            if flags:
+                ev.extra["time_flags"] = flags
+                self._time_flagged.append(ev.index)
         self._events.append(ev)
         self._out.append(ev)
 
