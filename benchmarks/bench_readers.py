@@ -15,7 +15,10 @@ Figures are MB (10**6 bytes) of the file per CPU second of this process (the bes
 ``--repeats``), so other processes on a shared machine distort them less; the load
 average and a fixed pure-Python calibration loop are printed with them. ``ratio`` is the
 reader's time over the floor's; the two take turns in each repeat, so the ratio is the
-figure least moved by the load.
+figure least moved by the load. Each read is cold (the remembered command verdicts and word
+splits are forgotten before it: ``features.readers.clear_caches``), and a call is timed until
+its result is in hand: freeing the result afterwards is not counted, for the reader and the
+floor alike.
 
 Run: ``python benchmarks/bench_readers.py [--mb 50] [--repeats 3] [--formats NAME ...]``
 (from a checkout other than the installed one, put it first: ``PYTHONPATH=.``)
@@ -38,13 +41,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from features.readers import READERS, detect_format, read_trajectory
+from features.readers import READERS, clear_caches, detect_format, read_trajectory
 from ripplecp_cli import opt, run
 
 CLOCK = time.process_time
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = Path(os.environ.get("RIPPLECP_FIXTURES", REPO.parent.parent / "shared" / "fixtures")
-                ) / "trajectories"
+
+
+def _fixtures() -> Path:
+    """``$RIPPLECP_FIXTURES/trajectories``, else the first ``shared/fixtures/trajectories``
+    above the checkout (as the tests find it)."""
+    env = os.environ.get("RIPPLECP_FIXTURES")
+    if env:
+        return Path(env) / "trajectories"
+    for up in REPO.parents:
+        if (cand := up / "shared" / "fixtures" / "trajectories").is_dir():
+            return cand
+    return REPO.parent / "shared" / "fixtures" / "trajectories"
+
+
+FIXTURES = _fixtures()
 TARGET_MBPS = 50.0
 
 
@@ -519,37 +535,40 @@ def log_bytes(path: Path) -> int:
     return path.stat().st_size
 
 
-def bare_parse(path: Path, layout: str) -> None:
+def bare_parse(path: Path, layout: str) -> object:
     """The floor: ``json.loads`` of the same bytes (every file of a directory)."""
     if path.is_dir():
-        for p in sorted((path / "events").glob("event-*.json")):
-            json.loads(p.read_bytes())
-        return
+        return [json.loads(p.read_bytes()) for p in sorted((path / "events").glob("event-*.json"))]
     data = path.read_bytes()
     if layout == "jsonl":
-        for line in data.splitlines():
-            if line.strip():
-                json.loads(line)
-    else:
-        json.loads(data)
+        return [json.loads(line) for line in data.splitlines() if line.strip()]
+    return json.loads(data)
 
 
-def best_cpu(fns: Sequence[Callable[[], object]], repeats: int, min_s: float = 0.0
-             ) -> list[float]:
+def best_cpu(fns: Sequence[Callable[[], object]], repeats: int, min_s: float = 0.0,
+             before: Sequence[Callable[[], None] | None] = ()) -> list[float]:
     """The least CPU seconds each of ``fns`` took over ``repeats`` rounds (each run repeated
     until it took ``min_s``, for small files): on a shared machine the least disturbed run.
     The functions take turns within each round, so that the reader and its floor see the
-    same load and their ratio is comparable across runs."""
+    same load and their ratio is comparable across runs. The clock covers the call until
+    its result is in hand; freeing the result (and ``before[j]``, run ahead of each call)
+    is outside it, for the reader and the floor alike."""
     best = [float("inf")] * len(fns)
     for _ in range(repeats):
         for j, fn in enumerate(fns):
-            n, t0 = 0, CLOCK()
+            setup = before[j] if j < len(before) else None
+            n, spent = 0, 0.0
             while True:
-                fn()
+                if setup is not None:
+                    setup()
+                t0 = CLOCK()
+                result = fn()
+                spent += CLOCK() - t0
+                del result
                 n += 1
-                if CLOCK() - t0 >= min_s:
+                if spent >= min_s:
                     break
-            best[j] = min(best[j], (CLOCK() - t0) / n)
+            best[j] = min(best[j], spent / n)
     return best
 
 
@@ -559,7 +578,8 @@ def measure(label: str, path: Path, layout: str, repeats: int, min_s: float = 0.
         warnings.simplefilter("ignore")
         n_events = len(read_trajectory(path).events)
         read_s, json_s = best_cpu((lambda: read_trajectory(path),
-                                   lambda: bare_parse(path, layout)), repeats, min_s)
+                                   lambda: bare_parse(path, layout)), repeats, min_s,
+                                  before=(clear_caches, None))
     mbps = size / read_s / 1e6
     flag = "ok" if mbps >= TARGET_MBPS else "below"
     return (f"{label:<34}{size / 1e6:>8.2f}{n_events:>9}{mbps:>9.1f}"

@@ -1068,8 +1068,9 @@ def _parse_cached(command: str | None, argv: tuple[str, ...] | None) -> ShellEff
 
 
 def clear_cache() -> None:
-    """Forget cached parses (benchmarks measure cold parsing)."""
+    """Forget cached parses and word splits (benchmarks measure cold parsing)."""
     _parse_cached.cache_clear()
+    _split_remembered.cache_clear()
 
 
 def parse_command(command: str | None = None, argv: list[str] | tuple[str, ...] | None = None) -> ShellEffects:
@@ -1151,7 +1152,25 @@ def _fast_split(cmd: str) -> list[str] | None:
 
 def split_command(cmd: str) -> list[str] | None:
     """``shlex.split`` of a shell string (the words of an event's ``argv``), or None when
-    shlex cannot split it (unbalanced quotes, e.g. a heredoc holding an apostrophe)."""
+    shlex cannot split it (unbalanced quotes, e.g. a heredoc holding an apostrophe).
+    Splits of short commands are remembered (agents rerun the same reads, tests and git
+    commands many times a session); every call returns a list of its own."""
+    if len(cmd) <= _REMEMBER_SPLITS_UP_TO:
+        words = _split_remembered(cmd)
+        return None if words is None else list(words)
+    return _split(cmd)
+
+
+_REMEMBER_SPLITS_UP_TO = 512  # characters: long commands (heredocs) are rarely rerun
+
+
+@lru_cache(maxsize=4096)
+def _split_remembered(cmd: str) -> tuple[str, ...] | None:
+    words = _split(cmd)
+    return None if words is None else tuple(words)
+
+
+def _split(cmd: str) -> list[str] | None:
     fast = _fast_split(cmd)
     if fast is not None:
         return fast

@@ -50,6 +50,7 @@ import zstandard
 
 from features.gc_pause import gc_paused
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
+from features.shell import clear_cache as clear_shell_cache
 from features.shell import is_git_commit, is_test_command
 
 
@@ -926,6 +927,14 @@ def _is_test_text(command: str) -> bool:
 @lru_cache(maxsize=4096)
 def _is_commit_text(command: str) -> bool:
     return is_git_commit(command)
+
+
+def clear_caches() -> None:
+    """Forget every remembered verdict and split of a command (the shell parser's too), so
+    that a benchmark reads each log cold, as a fresh process would."""
+    _is_test_text.cache_clear()
+    _is_commit_text.cache_clear()
+    clear_shell_cache()
 
 
 def classify_command(command: str | None, argv: list[str] | None) -> EventKind:

@@ -255,3 +255,15 @@ def test_unsplittable_text_gets_its_flags_from_the_same_rules() -> None:
     assert (eff.is_test, eff.interpreted) == (True, False)
     assert parse_command("echo \"it's pytest").is_test is False  # pytest is echo's argument
     assert parse_command("make -j4 'x").is_build is True
+
+
+def test_split_command_remembered_splits_are_never_shared() -> None:
+    first = split_command("python -m pytest -q tests")
+    first.append("--changed")  # an event's argv is its own list
+    again = split_command("python -m pytest -q tests")
+    assert again == ["python", "-m", "pytest", "-q", "tests"]
+    assert again is not split_command("python -m pytest -q tests")
+    assert split_command("echo 'unbalanced") is None
+    assert split_command("echo 'unbalanced") is None  # a remembered refusal stays one
+    long = "echo " + "x" * 600  # beyond the remembered length: split every time
+    assert split_command(long) == ["echo", "x" * 600]
