@@ -45,7 +45,7 @@ Rules every parser keeps (each tested):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -158,6 +158,23 @@ class StreamParser:
         out, self._out = self._out, []
         return out
 
+    def feed_records(self, records: Iterable[tuple[int, dict[str, Any]]]) -> None:
+        """Every parsed line of a file, (line number, object) in order: what
+        :meth:`feed_record` does line by line, without building each line's list of final
+        events (a file reader takes them all from :meth:`finish`)."""
+        if self._flushed:
+            raise RuntimeError(f"{self.source}: feed() after the end of the stream")
+        on_record = self.on_record
+        stamped = self.ARRIVAL_TIMES
+        for lineno, obj in records:
+            if stamped and len(obj) == 2 and "arrival" in obj and "line" in obj:
+                self.feed_record(obj, lineno)  # the stamped form: unwrapped there
+                continue
+            if lineno > self.lineno:
+                self.lineno = lineno
+            on_record(obj, lineno, None)
+        self._out = []
+
     def flush(self) -> list[Event]:
         """End of the stream: release pending and held events; returns them."""
         if self._flushed:
@@ -245,9 +262,7 @@ def read_with(
     path = Path(path)
     lines = jsonl_records(path, allow_truncated_tail=allow_truncated_tail, meta=parser.meta)
     if arrival_times is None:
-        feed = parser.feed_record
-        for lineno, obj in lines:
-            feed(obj, lineno)
+        parser.feed_records(lines)
         return parser.finish()
     got = list(lines)
     if len(arrival_times) != len(got):
