@@ -837,8 +837,18 @@ def message_text(content: Any, loc: Loc) -> str:
     return "\n".join(parts)
 
 
+_FROM_ISO = datetime.fromisoformat
+
+
 def parse_iso(ts: Any, loc: Loc) -> float:
     """Epoch seconds from an ISO-8601 timestamp; naive times are taken as UTC."""
+    if ts.__class__ is str:  # the usual text parses as is ("Z" included, Python >= 3.11)
+        try:
+            dt = _FROM_ISO(ts)
+        except ValueError:
+            pass  # spaces around it, or not a timestamp: the path below decides
+        else:
+            return (dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)).timestamp()
     if not isinstance(ts, str):
         raise loc.error(f"expected ISO-8601 timestamp string, got {_json_type(ts)}")
     s = ts.strip()
