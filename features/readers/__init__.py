@@ -34,6 +34,7 @@ format than the one asked for says what it looks like. Unknown event types are k
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +65,7 @@ from features.readers.common import (
     reading,
 )
 from features.readers.stream import StreamParser
-from features.schema import Trajectory
+from features.schema import EventKind, Trajectory
 from features.shell import is_git_commit, is_test_command
 
 __all__ = [
@@ -285,7 +286,7 @@ def read_trajectory(
         if "allow_truncated_tail" in spec.options:
             options["allow_truncated_tail"] = allow_truncated_tail
         try:
-            return spec.read(path, task_id=task_id, repo=repo, **options)
+            traj = spec.read(path, task_id=task_id, repo=repo, **options)
         except TrajectoryFormatError as exc:
             if format is not None:
                 _raise_if_another_format(path, spec, exc)
@@ -298,6 +299,9 @@ def read_trajectory(
             raise TrajectoryFormatError(
                 f"{path}: {spec.name} reader failed on unexpected input "
                 f"({type(exc).__name__}: {exc})") from exc
+        if format is not None:
+            _check_forced_format(path, spec, traj)
+        return traj
 
 
 def _raise_if_another_format(path: Path, spec: ReaderSpec, exc: TrajectoryFormatError) -> None:
@@ -310,6 +314,25 @@ def _raise_if_another_format(path: Path, spec: ReaderSpec, exc: TrajectoryFormat
         reason = str(exc).removeprefix(f"{path}: ")
         raise TrajectoryFormatError(
             f"{path}: read as {spec.name} but it looks like {other} ({reason})") from exc
+
+
+def _check_forced_format(path: Path, spec: ReaderSpec, traj: Trajectory) -> None:
+    """A log read through a forced reader that detection would not pick: refused when the
+    reader recognised none of its records (every event kind ``other``, or no event: the
+    records were read, but as nothing); else kept as asked, with a warning (the Claude Code
+    session file read as its stream: the same messages, but not their tree)."""
+    try:
+        other = detect_format(path)
+    except TrajectoryFormatError:
+        return
+    if other == spec.name:
+        return
+    if all(e.kind is EventKind.OTHER for e in traj.events):
+        raise TrajectoryFormatError(
+            f"{path}: read as {spec.name} but it looks like {other} (no record of it was "
+            f"recognised as {spec.name}: every event would be kind 'other')")
+    warnings.warn(f"{path}: read as {spec.name}, as asked, though it looks like {other}",
+                  UserWarning, stacklevel=3)
 
 
 def stream_parser(format: str, **options: Any) -> StreamParser:

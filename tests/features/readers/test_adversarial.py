@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -243,6 +244,35 @@ def test_forced_format_of_another_kind_says_what_it_looks_like(
             format="codex-exec")
     mini = fixture_path("mini_swe_agent/django__django-16255.traj.json")
     refused(mini, r"read as swe-agent but it looks like mini-swe-agent", format="swe-agent")
+
+
+@pytest.mark.parametrize("name, forced, detected", [
+    # every line is a record the forced reader does not know: all "other", no error before
+    ("claude-code/rewound.session.jsonl", "codex-rollout", "claude-code-session"),
+    ("codex/shell-command.rollout.jsonl", "codex-exec", "codex-rollout"),
+])
+def test_forced_format_that_recognises_nothing_says_what_it_looks_like(
+        name: str, forced: str, detected: str) -> None:
+    path = DATA / name
+    assert detect_format(path) == detected
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        refused(path, rf"read as {forced} but it looks like {detected} \(no record of it was "
+                rf"recognised as {forced}", format=forced)
+
+
+def test_forced_format_that_recognises_records_is_taken_as_asked() -> None:
+    # forcing the format detection would pick is the usual, silent case
+    path = DATA / "codex/shell-command.rollout.jsonl"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(read_trajectory(path, format="codex-rollout").events) > 0
+    # a session file read as the stream it shares its records with: kept, and said
+    session = DATA / "claude-code/sidechain.session.jsonl"
+    with pytest.warns(UserWarning, match=r"read as claude-code-stream, as asked, though it "
+                      r"looks like claude-code-session"):
+        traj = read_trajectory(session, format="claude-code-stream")
+    assert any(e.kind is not EventKind.OTHER for e in traj.events)
 
 
 def test_errors_name_the_reader_and_never_leak_other_exceptions(write_file: Callable[..., Path]
