@@ -37,6 +37,7 @@ from typing import Any
 
 from features.readers.common import (
     Loc,
+    TrajectoryFormatError,
     apply_test_counts,
     classify_command,
     finish,
@@ -155,7 +156,15 @@ def read_openhands(
                             "openhands-v1")
         eid = int_field(raw.get("id"), loc, "id")
         ts = raw.get("timestamp", _MISSING)
-        ts = parse_iso(ts, loc / "timestamp") if ts is not _MISSING else None
+        if ts is _MISSING:
+            ts = None
+        else:
+            try:  # the field's Loc only for an error, worded again with it below
+                ts = parse_iso(ts, loc)
+            except TrajectoryFormatError:
+                ts = _MISSING
+            if ts is _MISSING:
+                parse_iso(raw["timestamp"], loc / "timestamp")
         source = raw.get("source")
         if type(source) is not str:
             source = get(raw, "source", str, loc)

@@ -244,7 +244,15 @@ def read_openhands_v1(
         if type(eid) is not str:
             eid = get(raw, "id", str, loc, required=True)
         ts = raw.get("timestamp", _MISSING)
-        ts = parse_iso(ts, loc / "timestamp") if ts is not _MISSING else None
+        if ts is _MISSING:
+            ts = None
+        else:
+            try:  # the field's Loc only for an error, worded again with it below
+                ts = parse_iso(ts, loc)
+            except TrajectoryFormatError:
+                ts = _MISSING
+            if ts is _MISSING:
+                parse_iso(raw["timestamp"], loc / "timestamp")
         source = raw.get("source")
         if type(source) is not str:
             source = get(raw, "source", str, loc)
@@ -372,7 +380,12 @@ def _action_event(raw: dict[str, Any], loc: Loc, step: int, ts: float | None, i:
     text = None
     thought = raw.get("thought")
     if thought is not None:
-        text = message_text(thought, loc / "thought") or None
+        try:  # the field's Loc only for an error, worded again with it below
+            text = message_text(thought, loc) or None
+        except TrajectoryFormatError:
+            text = _MISSING
+        if text is _MISSING:
+            message_text(thought, loc / "thought")  # raises the error at its field
     if action is None:
         extra["not_executed"] = True
         return Event(index=0, kind=EventKind.OTHER, step=step, start=ts, text=text,
@@ -470,8 +483,13 @@ def _result_text(raw: dict[str, Any], kind: str, loc: Loc) -> str:
         obs = get(raw, "observation", dict, loc, required=True)
     content = obs.get("content", _MISSING)
     if content is not _MISSING:
-        return content if type(content) is str else message_text(
-            content, loc / "observation" / "content")
+        if type(content) is str:
+            return content
+        try:  # the field's Loc only for an error, worded again with it below
+            return message_text(content, loc)
+        except TrajectoryFormatError:
+            pass
+        return message_text(content, loc / "observation" / "content")  # raises at the field
     text = obs.get("output", "")  # older SDKs
     return text if type(text) is str else get(obs, "output", str, loc / "observation",
                                               default="")
