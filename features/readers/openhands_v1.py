@@ -127,23 +127,24 @@ def _read_dir(path: Path) -> tuple[list[tuple[Path, Any]], dict[str, Any] | None
     else:
         root, events_dir = path.parent, path
     limit = current_limits().max_bytes
-    numbered: dict[int, tuple[Path, str]] = {}
+    numbered: dict[int, tuple[str, str]] = {}  # index -> (file name, event id)
     ignored: list[str] = []
     total = 0
+    where = os.fspath(events_dir)  # stat by name: no Path per file before it is read
+    match, join, stat = EVENT_FILE.match, os.path.join, os.stat
     for name in os.listdir(events_dir):
-        m = EVENT_FILE.match(name)
+        m = match(name)
         if m is None:
             if not name.startswith("."):  # the SDK's lock and length markers are hidden
                 ignored.append(name)
             continue
-        idx = int(m.group("idx"))
+        idx = int(m["idx"])
         if idx in numbered:
             raise TrajectoryFormatError(
-                f"{events_dir}: two event files with index {idx}: {numbered[idx][0].name}, {name}")
-        f = events_dir / name
-        numbered[idx] = (f, m.group("event_id"))
+                f"{events_dir}: two event files with index {idx}: {numbered[idx][0]}, {name}")
+        numbered[idx] = (name, m["event_id"])
         try:
-            total += f.stat().st_size
+            total += stat(join(where, name)).st_size
         except OSError:
             pass  # reported when the file is read
         if total > limit:
@@ -154,17 +155,21 @@ def _read_dir(path: Path) -> tuple[list[tuple[Path, Any]], dict[str, Any] | None
         warnings.warn(f"{events_dir}: {len(ignored)} file(s) that are not events ignored: "
                       f"{', '.join(sorted(ignored)[:5])}", UserWarning, stacklevel=3)
     order = sorted(numbered)
-    missing = sorted(set(range(order[-1] + 1)) - set(order)) if order else []
+    missing = sorted(set(range(order[-1] + 1)) - set(order)) if order and (
+        order[-1] >= len(order)) else []
     if missing:
         warnings.warn(f"{events_dir}: {len(missing)} event file(s) missing (indices "
                       f"{missing[:5]}{'...' if len(missing) > 5 else ''}); read what is there",
                       UserWarning, stacklevel=3)
     items = []
     for idx in order:
-        f, fid = numbered[idx]
+        name, fid = numbered[idx]
+        f = events_dir / name
         doc = load_json(f)
-        if isinstance(doc, dict) and isinstance(doc.get("id"), str) and doc["id"] != fid:
-            raise (Loc(f) / "id").error(f"event id {doc['id']!r} differs from the file name's")
+        if type(doc) is dict:
+            eid = doc.get("id")
+            if type(eid) is str and eid != fid:
+                raise (Loc(f) / "id").error(f"event id {eid!r} differs from the file name's")
         items.append((f, doc))
     base = root / BASE_STATE
     state = load_json(base) if base.is_file() else None
