@@ -62,10 +62,10 @@ from features.readers.common import (
     stem,
     strip_compression,
     to_float,
-    to_int,
     warn_unknown,
     without,
 )
+from features.readers.openhands import int_field
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
 
@@ -76,6 +76,8 @@ _ACTION_RE = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
 _RC_RE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 _OUT_RE = re.compile(r"<output>\n?(.*?)</output>", re.DOTALL)
 _ROLES = {"system", "user", "assistant", "tool", "exit"}
+_RESPONSE = ("extra", "response")
+_MISSING = object()
 
 
 def looks_like(doc: Any) -> bool:
@@ -105,6 +107,9 @@ def _is_v11(version: str | None) -> bool:
 def _role(m: dict[str, Any], mloc: Loc) -> str:
     """A message's role; the Responses API's response objects (the model's turn) and
     ``function_call_output`` items (a tool result) carry none."""
+    role = m.get("role")
+    if type(role) is str:
+        return role
     if "role" not in m:
         if m.get("object") == "response":
             return "assistant"
@@ -121,40 +126,54 @@ def _content(m: dict[str, Any], role: str, mloc: Loc) -> str:
                          if isinstance(o, dict) and o.get("type") == "message")
     if m.get("type") == "function_call_output" and "content" not in m:
         return message_text(m.get("output"), mloc / "output")
-    return message_text(m.get("content"), mloc / "content")
+    content = m.get("content")
+    if type(content) is str:
+        return content
+    return message_text(content, mloc / "content")
 
 
-def _usage(response: Any, loc: Loc) -> tuple[int | None, int | None, int | None]:
+def _usage(response: Any, loc: Loc, *at: str) -> tuple[int | None, int | None, int | None]:
     """(input, cached, output) tokens of a LiteLLM chat completion (``prompt_tokens``...) or
-    a Responses API response (``input_tokens``...)."""
+    a Responses API response (``input_tokens``...); ``loc / at...`` is the response."""
     if not isinstance(response, dict):
         return None, None, None
     usage = response.get("usage")
     if not isinstance(usage, dict):
         return None, None, None
-    uloc = loc / "usage"
     chat = "prompt_tokens" in usage or "completion_tokens" in usage
     ik, ok, dk = (("prompt_tokens", "completion_tokens", "prompt_tokens_details") if chat
                   else ("input_tokens", "output_tokens", "input_tokens_details"))
-    inp = to_int(usage.get(ik), uloc / ik)
-    out = to_int(usage.get(ok), uloc / ok)
+    inp = int_field(usage.get(ik), loc, *at, "usage", ik)
+    out = int_field(usage.get(ok), loc, *at, "usage", ok)
     details = usage.get(dk)
     cached = None
     if isinstance(details, dict):
-        cached = to_int(details.get("cached_tokens"), uloc / dk / "cached_tokens")
+        cached = int_field(details.get("cached_tokens"), loc, *at, "usage", dk, "cached_tokens")
     if cached is None and usage.get("cache_read_input_tokens") is not None:
-        cached = to_int(usage.get("cache_read_input_tokens"), uloc / "cache_read_input_tokens")
+        cached = int_field(usage.get("cache_read_input_tokens"), loc, *at, "usage",
+                           "cache_read_input_tokens")
     return inp, cached, out
 
 
-def _model_call(response: Any, rloc: Loc, mextra: dict[str, Any], eloc: Loc, v11: bool,
-                step: int, text: str | None, base: dict[str, Any]) -> Event:
-    inp, cached, out = _usage(response, rloc)
+def _seconds(v: Any, loc: Loc, *at: str) -> float | None:
+    """``to_float(v, loc / at...)``: a finite float or None as it is; only another value
+    pays for the field's :class:`Loc` and the checked conversion."""
+    if v is None or (type(v) is float and v - v == 0):
+        return v
+    for k in at:
+        loc = loc / k
+    return to_float(v, loc)
+
+
+def _model_call(response: Any, mloc: Loc, at: tuple[str, ...], mextra: dict[str, Any],
+                v11: bool, step: int, text: str | None, base: dict[str, Any]) -> Event:
+    """The model call of a message at ``mloc`` whose response sits at ``mloc / at...``."""
+    inp, cached, out = _usage(response, mloc, *at)
     created = response.get("created", response.get("created_at")) if isinstance(
         response, dict) else None
-    ts = to_float(mextra.get("timestamp"), eloc / "timestamp") if v11 else None
+    ts = _seconds(mextra.get("timestamp"), mloc, "extra", "timestamp") if v11 else None
     return Event(index=0, kind=EventKind.MODEL_CALL, step=step,
-                 start=None if v11 else to_float(created, rloc / "created"),
+                 start=None if v11 else _seconds(created, mloc, *at, "created"),
                  end=ts, input_tokens=inp, cached_tokens=cached, output_tokens=out,
                  text=text, extra={**base, **mextra})
 
@@ -179,12 +198,19 @@ def _merge_exit(ev: Event, content: str, mextra: dict[str, Any], mloc: Loc, v11:
     sub = mextra.get("submission")
     ev.extra["output"] = sub if isinstance(sub, str) else content
     if v11 and mextra.get("timestamp") is not None:
-        ev.end = to_float(mextra.get("timestamp"), mloc / "extra" / "timestamp")
+        ev.end = _seconds(mextra.get("timestamp"), mloc, "extra", "timestamp")
     mark_tool_return(ev)
 
 
-def _command_event(cmd: str, step: int, extra: dict[str, Any]) -> Event:
-    argv = split_command(cmd)
+def _command_event(cmd: str, step: int, extra: dict[str, Any],
+                   argvs: dict[str, list[str] | None]) -> Event:
+    """A command (or test) event; ``argvs``: the read's commands split so far (agents rerun
+    the same commands: each is split once, every event gets its own list)."""
+    argv = argvs.get(cmd, _MISSING)
+    if argv is _MISSING:
+        argv = argvs[cmd] = split_command(cmd)
+    elif argv is not None:
+        argv = argv.copy()
     return Event(index=0, kind=classify_command(cmd, argv), step=step, command=cmd, argv=argv,
                  extra=extra)
 
@@ -210,40 +236,54 @@ def read_mini_swe_agent(
     step = 1
     pending: list[Event] = []  # commands of the last model response awaiting a result
     by_call_id: dict[str, Event] = {}
+    argvs: dict[str, list[str] | None] = {}
     seen_assistant = False
     last_assistant_had_action = False
+    mroot = root / "messages"
     for i, m in enumerate(messages):
-        mloc = root / "messages" / i
-        if not isinstance(m, dict):
+        mloc = mroot / i
+        if type(m) is not dict:
             raise mloc.error(f"expected object, got {type(m).__name__}")
         role = _role(m, mloc)
         content = _content(m, role, mloc)
-        mextra = get(m, "extra", dict, mloc, default={})
-        base = {"message_index": i, "role": role,
-                **without(m, "role", "content", "extra")}
+        mextra = m.get("extra")
+        if type(mextra) is not dict:
+            mextra = get(m, "extra", dict, mloc, default={})
+        base = {"message_index": i, "role": role, **m}
+        base["role"] = role
+        base.pop("content", None)
+        base.pop("extra", None)
         if role == "assistant":
             seen_assistant = True
-            eloc = mloc / "extra"
-            response, rloc = (m, mloc) if m.get("object") == "response" else (
-                mextra.get("response"), eloc / "response")
-            events.append(_model_call(response, rloc, mextra, eloc, v11, step, content, base))
+            if m.get("object") == "response":
+                events.append(_model_call(m, mloc, (), mextra, v11, step, content, base))
+            else:
+                events.append(_model_call(mextra.get("response"), mloc, _RESPONSE, mextra, v11,
+                                          step, content, base))
             cmds: list[tuple[str, str | None]] = []
             if v11 or "actions" in mextra:
-                actions = get(mextra, "actions", list, eloc, default=[])
+                actions = mextra.get("actions", _MISSING)
+                if type(actions) is not list:
+                    actions = get(mextra, "actions", list, mloc / "extra", default=[])
                 for j, a in enumerate(actions):
-                    aloc = eloc / "actions" / j
-                    if not isinstance(a, dict):
-                        raise aloc.error("expected object")
-                    cmds.append((get(a, "command", str, aloc, required=True),
-                                 get(a, "tool_call_id", str, aloc)))
+                    if type(a) is not dict:
+                        raise (mloc / "extra" / "actions" / j).error("expected object")
+                    cmd = a.get("command")
+                    if type(cmd) is not str:
+                        cmd = get(a, "command", str, mloc / "extra" / "actions" / j,
+                                  required=True)
+                    tcid = a.get("tool_call_id")
+                    if type(tcid) is not str:
+                        tcid = get(a, "tool_call_id", str, mloc / "extra" / "actions" / j)
+                    cmds.append((cmd, tcid))
             else:
                 found = _ACTION_RE.findall(content)
                 if len(found) == 1:
                     cmds.append((found[0].strip(), None))
             pending = []
             for cmd, tcid in cmds:
-                ev = _command_event(cmd, step, {"message_index": i,
-                                                **({"tool_call_id": tcid} if tcid else {})})
+                ev = _command_event(cmd, step, {"message_index": i, "tool_call_id": tcid}
+                                    if tcid else {"message_index": i}, argvs)
                 events.append(ev)
                 commands.append(ev)
                 pending.append(ev)
@@ -254,8 +294,8 @@ def read_mini_swe_agent(
             # mini >= 2: a billed response whose action could not be parsed
             response = mextra.get("response")
             if isinstance(response, dict):
-                events.append(_model_call(response, mloc / "extra" / "response", mextra,
-                                          mloc / "extra", v11, step, None, base))
+                events.append(_model_call(response, mloc, _RESPONSE, mextra, v11, step, None,
+                                          base))
             events.append(Event(index=0, kind=EventKind.MESSAGE, step=step, text=content,
                                 is_error=True, extra={**base, "format_error_feedback": True,
                                                       **mextra}))
@@ -345,14 +385,14 @@ def _merge_observation(ev: Event, content: str, mextra: dict[str, Any], mloc: Lo
         ev.extra["observation_extra"] = mextra
     rc = None
     if "returncode" in mextra:
-        rc = to_int(mextra.get("returncode"), mloc / "extra" / "returncode")
+        rc = int_field(mextra.get("returncode"), mloc, "extra", "returncode")
     else:
         m = _RC_RE.search(content)
         if m:
             rc = int(m.group(1))
     ev.exit_code = rc
     if v11 and mextra.get("timestamp") is not None:
-        ev.end = to_float(mextra.get("timestamp"), mloc / "extra" / "timestamp")
+        ev.end = _seconds(mextra.get("timestamp"), mloc, "extra", "timestamp")
     if mextra.get("exception_info"):
         ev.is_error = True
     out = mextra.get("raw_output")

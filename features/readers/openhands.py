@@ -37,6 +37,7 @@ from typing import Any
 
 from features.readers.common import (
     Loc,
+    TrajectoryFormatError,
     apply_test_counts,
     classify_command,
     finish,
@@ -79,26 +80,53 @@ def looks_like(doc: Any) -> bool:
     )
 
 
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
+_MISSING = object()
+
+
+def int_field(v: Any, loc: Loc, *keys: str | int) -> int | None:
+    """``to_int(v, loc / keys...)``: a plain int within 64 bits, or None, is returned as it
+    is; only another value pays for the field's :class:`Loc` and the checked conversion
+    (readers read several integer fields per event; errors stay word for word the same)."""
+    if v is None or (type(v) is int and _INT_MIN <= v <= _INT_MAX):
+        return v
+    for k in keys:
+        loc = loc / k
+    return to_int(v, loc)
+
+
 def _usage(mr: dict[str, Any], loc: Loc) -> tuple[int | None, int | None, int | None] | None:
-    usage = get(mr, "usage", (dict, type(None)), loc)
+    """(input, cached, output) tokens of a model response's ``usage``, or None without one
+    (``loc``: the action's, the response sits at ``tool_call_metadata.model_response``)."""
+    usage = mr.get("usage")
     if usage is None:
         return None
-    uloc = loc / "usage"
-    inp = to_int(usage.get("prompt_tokens"), uloc / "prompt_tokens")
-    out = to_int(usage.get("completion_tokens"), uloc / "completion_tokens")
-    cached = None
-    if usage.get("cache_read_input_tokens") is not None:
-        cached = to_int(usage["cache_read_input_tokens"], uloc / "cache_read_input_tokens")
-    elif isinstance(usage.get("prompt_tokens_details"), dict):
-        cached = to_int(usage["prompt_tokens_details"].get("cached_tokens"),
-                        uloc / "prompt_tokens_details" / "cached_tokens")
+    if type(usage) is not dict:
+        get(mr, "usage", (dict, type(None)), loc / "tool_call_metadata" / "model_response")
+    inp = int_field(usage.get("prompt_tokens"), loc, *_USAGE, "prompt_tokens")
+    out = int_field(usage.get("completion_tokens"), loc, *_USAGE, "completion_tokens")
+    cached = usage.get("cache_read_input_tokens")
+    if cached is not None:
+        cached = int_field(cached, loc, *_USAGE, "cache_read_input_tokens")
+    else:
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict):
+            cached = int_field(details.get("cached_tokens"), loc, *_USAGE,
+                               "prompt_tokens_details", "cached_tokens")
     return inp, cached, out
+
+
+_USAGE = ("tool_call_metadata", "model_response", "usage")
 
 
 def read_openhands(
     path: str | Path, *, task_id: str | None = None, repo: str | None = None
 ) -> Trajectory:
-    """Read an OpenHands event list into a :class:`Trajectory` (see module doc)."""
+    """Read an OpenHands event list into a :class:`Trajectory` (see module doc).
+
+    The hot loop reads each field with a plain type check and calls the checked
+    :func:`get` / :func:`to_int` only when that check fails, so a bad field raises the
+    same error at the same point as before."""
     path = Path(path)
     doc = load_json(path)
     root = Loc(path)
@@ -116,24 +144,41 @@ def read_openhands(
     events: list[Event] = []
     by_id: dict[int, Event] = {}
     seen_responses: set[str] = set()
+    argvs: dict[str, list[str] | None] = {}  # agents rerun the same commands: split once
     state = {"step": 1, "agent_acted": False}
+    OTHER, MESSAGE, MODEL_CALL = EventKind.OTHER, EventKind.MESSAGE, EventKind.MODEL_CALL
     for i, raw in enumerate(items):
         loc = base_loc / i
-        if not isinstance(raw, dict):
+        if type(raw) is not dict:
             raise loc.error(f"expected object, got {type(raw).__name__}")
         if "kind" in raw:
             raise loc.error("an OpenHands V1 event (it has a 'kind'): read the file as "
                             "openhands-v1")
-        eid = to_int(raw.get("id"), loc / "id")
-        ts = parse_iso(raw["timestamp"], loc / "timestamp") if "timestamp" in raw else None
-        source = get(raw, "source", str, loc)
-        action = get(raw, "action", str, loc)
-        observation = get(raw, "observation", str, loc)
-        if action is None and observation is None:
-            raise loc.error("event has neither 'action' nor 'observation'")
+        eid = int_field(raw.get("id"), loc, "id")
+        ts = raw.get("timestamp", _MISSING)
+        if ts is _MISSING:
+            ts = None
+        else:
+            try:  # the field's Loc only for an error, worded again with it below
+                ts = parse_iso(ts, loc)
+            except TrajectoryFormatError:
+                ts = _MISSING
+            if ts is _MISSING:
+                parse_iso(raw["timestamp"], loc / "timestamp")
+        source = raw.get("source")
+        if type(source) is not str:
+            source = get(raw, "source", str, loc)
+        action = raw.get("action")
+        if type(action) is not str:
+            action = get(raw, "action", str, loc)
+        observation = raw.get("observation")
+        if type(observation) is not str:
+            observation = get(raw, "observation", str, loc)
+            if action is None and observation is None:
+                raise loc.error("event has neither 'action' nor 'observation'")
 
         if observation is not None:
-            cause = to_int(raw.get("cause"), loc / "cause")
+            cause = int_field(raw.get("cause"), loc, "cause")
             target = by_id.get(cause) if cause is not None else None
             if target is not None and "observation" not in target.extra:
                 _merge_observation(target, raw, observation, loc, ts)
@@ -143,75 +188,101 @@ def read_openhands(
             if observation not in OBSERVATIONS:
                 warn_unknown(path, f"field {loc.field}", f"observation {observation!r}")
             content = raw.get("content")
+            extra = {"event_index": i, **raw}
+            extra.pop("content", None)
             events.append(Event(
-                index=0, kind=EventKind.OTHER, step=state["step"], start=ts,
+                index=0, kind=OTHER, step=state["step"], start=ts,
                 is_error=observation == "error",
                 text=content if isinstance(content, str) else None,
-                extra={"event_index": i, **without(raw, "content")}))
+                extra=extra))
             continue
 
-        assert action is not None
         if action == "message" and source == "user":
             new_step_on_user_input(state)
-        elif source == "agent" and action not in ("change_agent_state", "null"):
+        elif source == "agent" and action != "change_agent_state" and action != "null":
             state["agent_acted"] = True
         step = state["step"]
 
-        tloc = loc / "tool_call_metadata"
-        tcm = get(raw, "tool_call_metadata", (dict, type(None)), loc)
-        mr = get(tcm, "model_response", (dict, type(None)), tloc) if tcm is not None else None
-        if mr is not None:
-            rid = mr.get("id")
-            u = _usage(mr, tloc / "model_response")
-            if u is not None and (not isinstance(rid, str) or rid not in seen_responses):
-                if isinstance(rid, str):
-                    seen_responses.add(rid)
-                created = mr.get("created")
-                created = None if isinstance(created, bool) else created
-                events.append(Event(
-                    index=0, kind=EventKind.MODEL_CALL, step=step,
-                    start=float(created) if isinstance(created, int | float) else None,
-                    input_tokens=u[0], cached_tokens=u[1], output_tokens=u[2],
-                    extra={"event_index": i, "response_id": rid, "model": mr.get("model"),
-                           "created": created, "usage": mr.get("usage"),
-                           "total_calls_in_response": tcm.get("total_calls_in_response")}))
+        tcm = raw.get("tool_call_metadata")
+        if tcm is not None:
+            if type(tcm) is not dict:
+                get(raw, "tool_call_metadata", (dict, type(None)), loc)
+            mr = tcm.get("model_response")
+            if mr is not None:
+                if type(mr) is not dict:
+                    get(tcm, "model_response", (dict, type(None)), loc / "tool_call_metadata")
+                rid = mr.get("id")
+                u = _usage(mr, loc)
+                if u is not None and (type(rid) is not str or rid not in seen_responses):
+                    if type(rid) is str:
+                        seen_responses.add(rid)
+                    created = mr.get("created")
+                    created = None if isinstance(created, bool) else created
+                    events.append(Event(
+                        index=0, kind=MODEL_CALL, step=step,
+                        start=float(created) if isinstance(created, int | float) else None,
+                        input_tokens=u[0], cached_tokens=u[1], output_tokens=u[2],
+                        extra={"event_index": i, "response_id": rid, "model": mr.get("model"),
+                               "created": created, "usage": mr.get("usage"),
+                               "total_calls_in_response": tcm.get("total_calls_in_response")}))
 
-        args = get(raw, "args", dict, loc, default={})
-        aloc = loc / "args"
-        ev = Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
-                   extra={"event_index": i, **raw})
+        args = raw.get("args")
+        if type(args) is not dict:
+            args = get(raw, "args", dict, loc, default={})
         thought = args.get("thought")
-        if isinstance(thought, str) and thought:
-            ev.text = thought
+        text = thought if type(thought) is str and thought else None
+        kind = OTHER
+        command = argv = bytes_written = None
+        paths_read: list[str] = []
+        paths_written: list[str] = []
         if action == "run":
-            cmd = get(args, "command", str, aloc, required=True)
-            ev.command, ev.argv = cmd, split_command(cmd)
-            ev.kind = classify_command(cmd, ev.argv)
+            command = args.get("command")
+            if type(command) is not str:
+                command = get(args, "command", str, loc / "args", required=True)
+            argv = argvs.get(command, _MISSING)
+            if argv is _MISSING:
+                argv = argvs[command] = split_command(command)
+            elif argv is not None:
+                argv = argv.copy()
+            kind = classify_command(command, argv)
         elif action == "run_ipython":
-            ev.command = get(args, "code", str, aloc)
-            ev.kind = EventKind.COMMAND
+            command = args.get("code")
+            if type(command) is not str:
+                command = get(args, "code", str, loc / "args")
+            kind = EventKind.COMMAND
         elif action == "read":
-            p = get(args, "path", str, aloc, required=True)
-            ev.paths_read = [p]
-        elif action in ("write", "edit"):
-            p = get(args, "path", str, aloc, required=True)
-            sub = get(args, "command", str, aloc)
+            p = args.get("path")
+            if type(p) is not str:
+                p = get(args, "path", str, loc / "args", required=True)
+            paths_read = [p]
+        elif action == "write" or action == "edit":
+            aloc = loc / "args"
+            p = args.get("path")
+            if type(p) is not str:
+                p = get(args, "path", str, aloc, required=True)
+            sub = args.get("command")
+            if type(sub) is not str:
+                sub = get(args, "command", str, aloc)
             if action == "edit" and sub == "view":
-                ev.paths_read = [p]
+                paths_read = [p]
             else:
-                ev.kind = EventKind.FILE_CHANGE
-                ev.paths_written = [p]
-                ev.bytes_written = _bytes(action, sub, args, aloc)
+                kind = EventKind.FILE_CHANGE
+                paths_written = [p]
+                bytes_written = _bytes(action, sub, args, aloc)
         elif action in _MESSAGE_ACTIONS:
-            ev.kind = EventKind.MESSAGE
+            kind = MESSAGE
             content = args.get("content")
-            msg = raw.get("message")
             if isinstance(content, str) and content:
-                ev.text = content
-            elif ev.text is None and isinstance(msg, str) and msg:
-                ev.text = msg
+                text = content
+            elif text is None:
+                msg = raw.get("message")
+                if isinstance(msg, str) and msg:
+                    text = msg
         elif action not in ACTIONS:
             warn_unknown(path, f"field {loc.field}", f"action {action!r}")
+        ev = Event(index=0, kind=kind, step=step, start=ts, command=command, argv=argv,
+                   paths_read=paths_read, paths_written=paths_written,
+                   bytes_written=bytes_written, text=text, extra={"event_index": i, **raw})
         events.append(ev)
         if eid is not None:
             by_id[eid] = ev
@@ -265,22 +336,27 @@ def _merge_observation(ev: Event, raw: dict[str, Any], observation: str, loc: Lo
     ev.end = ts
     content = raw.get("content")
     extras = raw.get("extras")
-    if extras is not None and not isinstance(extras, dict):
+    if extras is not None and type(extras) is not dict:
         raise (loc / "extras").error("expected object")
-    extras = extras or {}
-    ev.extra["observation"] = without(raw, "content")
-    ev.extra["output"] = content
+    obs = dict(raw)
+    obs.pop("content", None)
+    extra = ev.extra
+    extra["observation"] = obs
+    extra["output"] = content
     if observation == "error" or observation == "user_rejected":
         ev.is_error = True
-    md = extras.get("metadata")
-    if isinstance(md, dict) and isinstance(md.get("working_dir"), str):
-        ev.extra["cwd"] = md["working_dir"]
-    if isinstance(md, dict) and "exit_code" in md:
-        code = to_int(md.get("exit_code"), loc / "extras" / "metadata" / "exit_code")
-        ev.exit_code = None if code == -1 else code  # -1: OpenHands' "no exit code"
+    md = extras.get("metadata") if extras else None
+    if type(md) is dict:
+        cwd = md.get("working_dir")
+        if type(cwd) is str:
+            extra["cwd"] = cwd
+        code = md.get("exit_code", _MISSING)
+        if code is not _MISSING:
+            code = int_field(code, loc, "extras", "metadata", "exit_code")
+            ev.exit_code = None if code == -1 else code  # -1: OpenHands' "no exit code"
     if ev.kind == EventKind.FILE_CHANGE and ev.bytes_written is None:
-        ev.bytes_written = created_file_bytes(extras)
-    settle_result(ev, content if isinstance(content, str) else None)
+        ev.bytes_written = created_file_bytes(extras or {})
+    settle_result(ev, content if type(content) is str else None)
 
 
 def settle_result(ev: Event, output: str | None) -> None:

@@ -68,7 +68,12 @@ from features.readers.common import (
     warn_unknown,
     without,
 )
-from features.readers.openhands import created_file_bytes, editor_bytes, settle_result
+from features.readers.openhands import (
+    created_file_bytes,
+    editor_bytes,
+    int_field,
+    settle_result,
+)
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
 
@@ -96,6 +101,7 @@ _KNOWN_ACTIONS = {"TaskTrackerAction", "BrowserNavigateAction", "BrowserClickAct
                   "DelegateAction", "TaskToolSetAction", "GlobAction", "GrepAction",
                   "PlanningFileEditorAction", "ApplyPatchAction", "TaskAction"}
 _RESULTS = {"ObservationEvent", "UserRejectObservation", "AgentErrorEvent"}
+_MISSING = object()
 
 
 def looks_like(doc: Any) -> bool:
@@ -121,23 +127,24 @@ def _read_dir(path: Path) -> tuple[list[tuple[Path, Any]], dict[str, Any] | None
     else:
         root, events_dir = path.parent, path
     limit = current_limits().max_bytes
-    numbered: dict[int, tuple[Path, str]] = {}
+    numbered: dict[int, tuple[str, str]] = {}  # index -> (file name, event id)
     ignored: list[str] = []
     total = 0
+    where = os.fspath(events_dir)  # stat by name: no Path per file before it is read
+    match, join, stat = EVENT_FILE.match, os.path.join, os.stat
     for name in os.listdir(events_dir):
-        m = EVENT_FILE.match(name)
+        m = match(name)
         if m is None:
             if not name.startswith("."):  # the SDK's lock and length markers are hidden
                 ignored.append(name)
             continue
-        idx = int(m.group("idx"))
+        idx = int(m["idx"])
         if idx in numbered:
             raise TrajectoryFormatError(
-                f"{events_dir}: two event files with index {idx}: {numbered[idx][0].name}, {name}")
-        f = events_dir / name
-        numbered[idx] = (f, m.group("event_id"))
+                f"{events_dir}: two event files with index {idx}: {numbered[idx][0]}, {name}")
+        numbered[idx] = (name, m["event_id"])
         try:
-            total += f.stat().st_size
+            total += stat(join(where, name)).st_size
         except OSError:
             pass  # reported when the file is read
         if total > limit:
@@ -148,17 +155,21 @@ def _read_dir(path: Path) -> tuple[list[tuple[Path, Any]], dict[str, Any] | None
         warnings.warn(f"{events_dir}: {len(ignored)} file(s) that are not events ignored: "
                       f"{', '.join(sorted(ignored)[:5])}", UserWarning, stacklevel=3)
     order = sorted(numbered)
-    missing = sorted(set(range(order[-1] + 1)) - set(order)) if order else []
+    missing = sorted(set(range(order[-1] + 1)) - set(order)) if order and (
+        order[-1] >= len(order)) else []
     if missing:
         warnings.warn(f"{events_dir}: {len(missing)} event file(s) missing (indices "
                       f"{missing[:5]}{'...' if len(missing) > 5 else ''}); read what is there",
                       UserWarning, stacklevel=3)
     items = []
     for idx in order:
-        f, fid = numbered[idx]
+        name, fid = numbered[idx]
+        f = events_dir / name
         doc = load_json(f)
-        if isinstance(doc, dict) and isinstance(doc.get("id"), str) and doc["id"] != fid:
-            raise (Loc(f) / "id").error(f"event id {doc['id']!r} differs from the file name's")
+        if type(doc) is dict:
+            eid = doc.get("id")
+            if type(eid) is str and eid != fid:
+                raise (Loc(f) / "id").error(f"event id {eid!r} differs from the file name's")
         items.append((f, doc))
     base = root / BASE_STATE
     state = load_json(base) if base.is_file() else None
@@ -199,19 +210,25 @@ def _usage_index(state: dict[str, Any] | None, base: Path) -> tuple[dict[str, di
 def read_openhands_v1(
     path: str | Path, *, task_id: str | None = None, repo: str | None = None
 ) -> Trajectory:
-    """Read an OpenHands V1 conversation (directory or JSON event list; see module doc)."""
+    """Read an OpenHands V1 conversation (directory or JSON event list; see module doc).
+
+    Fields are read with plain type checks; the checked :func:`get` / :func:`to_int`
+    (and the field's :class:`Loc`) run only when a check fails, so a bad field raises the
+    same error at the same point."""
     path = Path(path)
     state: dict[str, Any] | None = None
     if path.is_dir():
         files, state, root = _read_dir(path)
-        items = [(Loc(f), raw) for f, raw in files]
+        locs: list[Loc] | None = [Loc(f) for f, _ in files]
+        docs = [raw for _, raw in files]
+        list_loc = None
         base = root / BASE_STATE
     else:
         doc = load_json(path)
         if not isinstance(doc, list):
             raise Loc(path).error(f"expected a JSON list of OpenHands V1 events, got "
                                   f"{type(doc).__name__}")
-        items = [(Loc(path, None, "") / i, raw) for i, raw in enumerate(doc)]
+        docs, locs, list_loc = doc, None, Loc(path, None, "")
         root, base = path.parent, path.parent / BASE_STATE
     usage, unused = _usage_index(state, base)
 
@@ -219,22 +236,41 @@ def read_openhands_v1(
     by_id: dict[str, Event] = {}
     by_call: dict[str, Event] = {}
     seen_responses: set[str] = set()
+    argvs: dict[str, list[str] | None] = {}  # agents rerun the same commands: split once
     st = {"step": 1, "agent_acted": False}
-    for i, (loc, raw) in enumerate(items):
-        if not isinstance(raw, dict):
+    for i, raw in enumerate(docs):
+        loc = list_loc / i if locs is None else locs[i]
+        if type(raw) is not dict:
             raise loc.error(f"expected an OpenHands V1 event object, got {type(raw).__name__}")
-        kind = get(raw, "kind", str, loc, required=True)
-        eid = get(raw, "id", str, loc, required=True)
-        ts = parse_iso(raw["timestamp"], loc / "timestamp") if "timestamp" in raw else None
-        source = get(raw, "source", str, loc)
-        rid = get(raw, "llm_response_id", str, loc)
+        kind = raw.get("kind")
+        if type(kind) is not str:
+            kind = get(raw, "kind", str, loc, required=True)
+        eid = raw.get("id")
+        if type(eid) is not str:
+            eid = get(raw, "id", str, loc, required=True)
+        ts = raw.get("timestamp", _MISSING)
+        if ts is _MISSING:
+            ts = None
+        else:
+            try:  # the field's Loc only for an error, worded again with it below
+                ts = parse_iso(ts, loc)
+            except TrajectoryFormatError:
+                ts = _MISSING
+            if ts is _MISSING:
+                parse_iso(raw["timestamp"], loc / "timestamp")
+        source = raw.get("source")
+        if type(source) is not str:
+            source = get(raw, "source", str, loc)
+        rid = raw.get("llm_response_id")
+        if type(rid) is not str:
+            rid = get(raw, "llm_response_id", str, loc)
         if rid is not None and rid not in seen_responses:
             seen_responses.add(rid)
             unused.discard(rid)
             events.append(_model_call(rid, usage.get(rid), st["step"], i))
 
         if kind in _RESULTS:
-            target = _result_target(raw, kind, loc, by_id, by_call)
+            target = _result_target(raw, loc, by_id, by_call)
             if target is not None:
                 _merge_result(target, raw, kind, loc, ts, i)
                 target.step = st["step"]
@@ -247,7 +283,9 @@ def read_openhands_v1(
             continue
 
         if kind == "MessageEvent":
-            msg = get(raw, "llm_message", dict, loc, required=True)
+            msg = raw.get("llm_message")
+            if type(msg) is not dict:
+                msg = get(raw, "llm_message", dict, loc, required=True)
             if source == "user":
                 new_step_on_user_input(st)
             elif source == "agent":
@@ -277,19 +315,21 @@ def read_openhands_v1(
                 extra={"event_index": i, **raw}))
             continue
 
-        if source in (None, "agent"):
+        if source is None or source == "agent":
             st["agent_acted"] = True
-        ev = _action_event(raw, loc, st["step"], ts, i)
+        ev = _action_event(raw, loc, st["step"], ts, i, argvs)
         events.append(ev)
         by_id[eid] = ev
-        call = get(raw, "tool_call_id", str, loc)
+        call = raw.get("tool_call_id")
+        if type(call) is not str:
+            call = get(raw, "tool_call_id", str, loc)
         if call:
             by_call[call] = ev
 
     events.sort(key=_position)
     meta: dict[str, Any] = {
         "format_version": "v1",
-        "n_events_in_log": len(items),
+        "n_events_in_log": len(docs),
         "n_results_merged": sum(1 for e in events if "observation" in e.extra),
         "token_usages_without_event": len(unused),
     }
@@ -326,54 +366,94 @@ def _str_field(raw: dict[str, Any], keys: tuple[str, ...], loc: Loc) -> str | No
     return None
 
 
-def _action_event(raw: dict[str, Any], loc: Loc, step: int, ts: float | None, i: int) -> Event:
-    action = get(raw, "action", (dict, type(None)), loc)
-    tool = get(raw, "tool_name", str, loc)
-    aloc = loc / "action"
-    akind = get(action, "kind", str, aloc) if action is not None else None
-    ev = Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
-               extra={"event_index": i, **without(raw, "thought")})
+def _action_event(raw: dict[str, Any], loc: Loc, step: int, ts: float | None, i: int,
+                  argvs: dict[str, list[str] | None]) -> Event:
+    """The event of an ``ActionEvent`` (``argvs``: the read's split commands so far)."""
+    action = raw.get("action")
+    if action is not None and type(action) is not dict:
+        get(raw, "action", (dict, type(None)), loc)
+    tool = raw.get("tool_name")
+    if type(tool) is not str:
+        tool = get(raw, "tool_name", str, loc)
+    akind = None
+    if action is not None:
+        akind = action.get("kind")
+        if type(akind) is not str:
+            akind = get(action, "kind", str, loc / "action")
+    extra = {"event_index": i, **raw}
+    extra.pop("thought", None)
+    text = None
     thought = raw.get("thought")
     if thought is not None:
-        t = message_text(thought, loc / "thought")
-        if t:
-            ev.text = t
+        try:  # the field's Loc only for an error, worded again with it below
+            text = message_text(thought, loc) or None
+        except TrajectoryFormatError:
+            text = _MISSING
+        if text is _MISSING:
+            message_text(thought, loc / "thought")  # raises the error at its field
     if action is None:
-        ev.extra["not_executed"] = True
-        return ev
+        extra["not_executed"] = True
+        return Event(index=0, kind=EventKind.OTHER, step=step, start=ts, text=text,
+                     extra=extra)
+    kind = EventKind.OTHER
+    command = argv = bytes_written = None
+    paths_read: list[str] = []
+    paths_written: list[str] = []
     if akind in _TERMINAL or (akind not in _EDITOR and tool in _TERMINAL_TOOLS):
-        cmd = get(action, "command", str, aloc, required=True)
-        if get(action, "is_input", bool, aloc, default=False):
-            ev.extra["input"] = cmd  # keys for a running process, not a command line
+        cmd = action.get("command")
+        if type(cmd) is not str:
+            cmd = get(action, "command", str, loc / "action", required=True)
+        is_input = action.get("is_input", False)
+        if type(is_input) is not bool:
+            is_input = get(action, "is_input", bool, loc / "action", default=False)
+        if is_input:
+            extra["input"] = cmd  # keys for a running process, not a command line
         else:
-            ev.command, ev.argv = cmd, split_command(cmd)
-            ev.kind = classify_command(cmd, ev.argv)
+            command = cmd
+            argv = argvs.get(cmd, _MISSING)
+            if argv is _MISSING:
+                argv = argvs[cmd] = split_command(cmd)
+            elif argv is not None:
+                argv = argv.copy()
+            kind = classify_command(cmd, argv)
     elif akind in _EDITOR or tool in _EDITOR_TOOLS:
-        p = get(action, "path", str, aloc, required=True)
-        sub = get(action, "command", str, aloc, required=True)
+        p = action.get("path")
+        if type(p) is not str:
+            p = get(action, "path", str, loc / "action", required=True)
+        sub = action.get("command")
+        if type(sub) is not str:
+            sub = get(action, "command", str, loc / "action", required=True)
         if sub == "view":
-            ev.paths_read = [p]
+            paths_read = [p]
         else:
-            ev.kind = EventKind.FILE_CHANGE
-            ev.paths_written = [p]
-            ev.bytes_written = editor_bytes(sub, action, aloc)
+            kind = EventKind.FILE_CHANGE
+            paths_written = [p]
+            bytes_written = editor_bytes(sub, action, loc / "action")
     elif (field := _MESSAGE_ACTIONS.get(akind or "") or _MESSAGE_TOOLS.get(tool or "")):
-        ev.kind = EventKind.MESSAGE
-        text = get(action, field, str, aloc)
-        if text:
-            ev.text = text
+        kind = EventKind.MESSAGE
+        said = action.get(field)
+        if type(said) is not str:
+            said = get(action, field, str, loc / "action")
+        if said:
+            text = said
     elif akind not in _KNOWN_ACTIONS:
         warn_unknown(loc.path, str(loc).removeprefix(f"{loc.path}: ") or "event",
                      f"OpenHands V1 action {akind!r} (tool {tool!r})")
-    return ev
+    return Event(index=0, kind=kind, step=step, start=ts, command=command, argv=argv,
+                 paths_read=paths_read, paths_written=paths_written,
+                 bytes_written=bytes_written, text=text, extra=extra)
 
 
-def _result_target(raw: dict[str, Any], kind: str, loc: Loc, by_id: dict[str, Event],
+def _result_target(raw: dict[str, Any], loc: Loc, by_id: dict[str, Event],
                    by_call: dict[str, Event]) -> Event | None:
-    aid = get(raw, "action_id", str, loc)
+    aid = raw.get("action_id")
+    if type(aid) is not str:
+        aid = get(raw, "action_id", str, loc)
     target = by_id.get(aid) if aid is not None else None
     if target is None:
-        call = get(raw, "tool_call_id", str, loc)
+        call = raw.get("tool_call_id")
+        if type(call) is not str:
+            call = get(raw, "tool_call_id", str, loc)
         target = by_call.get(call) if call is not None else None
     if target is None or "observation" in target.extra:
         return None
@@ -382,46 +462,74 @@ def _result_target(raw: dict[str, Any], kind: str, loc: Loc, by_id: dict[str, Ev
 
 def _obs_error(raw: dict[str, Any], loc: Loc) -> bool:
     obs = raw.get("observation")
-    if not isinstance(obs, dict):
+    if type(obs) is not dict:
         return False
-    oloc = loc / "observation"
-    return bool(get(obs, "is_error", bool, oloc, default=False)
-                or get(obs, "error", (bool, str, type(None)), oloc, default=False))
+    is_error = obs.get("is_error", False)
+    if type(is_error) is not bool:
+        is_error = get(obs, "is_error", bool, loc / "observation", default=False)
+    if is_error:
+        return True
+    error = obs.get("error", False)
+    if error is not None and type(error) is not bool and type(error) is not str:
+        error = get(obs, "error", (bool, str, type(None)), loc / "observation", default=False)
+    return bool(error)
 
 
 def _result_text(raw: dict[str, Any], kind: str, loc: Loc) -> str:
     if kind == "AgentErrorEvent":
-        return get(raw, "error", str, loc, default="")
+        text = raw.get("error", "")
+        return text if type(text) is str else get(raw, "error", str, loc, default="")
     if kind == "UserRejectObservation":
-        return get(raw, "rejection_reason", str, loc, default="")
-    obs = get(raw, "observation", dict, loc, required=True)
-    oloc = loc / "observation"
-    if "content" in obs:
-        return message_text(obs["content"], oloc / "content")
-    return get(obs, "output", str, oloc, default="")  # older SDKs
+        text = raw.get("rejection_reason", "")
+        return text if type(text) is str else get(raw, "rejection_reason", str, loc,
+                                                  default="")
+    obs = raw.get("observation")
+    if type(obs) is not dict:
+        obs = get(raw, "observation", dict, loc, required=True)
+    content = obs.get("content", _MISSING)
+    if content is not _MISSING:
+        if type(content) is str:
+            return content
+        try:  # the field's Loc only for an error, worded again with it below
+            return message_text(content, loc)
+        except TrajectoryFormatError:
+            pass
+        return message_text(content, loc / "observation" / "content")  # raises at the field
+    text = obs.get("output", "")  # older SDKs
+    return text if type(text) is str else get(obs, "output", str, loc / "observation",
+                                              default="")
 
 
 def _merge_result(ev: Event, raw: dict[str, Any], kind: str, loc: Loc, ts: float | None,
                   i: int) -> None:
     ev.end = ts
-    ev.extra["observation_index"] = i
+    extra = ev.extra
+    extra["observation_index"] = i
     output = _result_text(raw, kind, loc)
-    ev.extra["output"] = output
+    extra["output"] = output
     obs = raw.get("observation") if kind == "ObservationEvent" else None
-    if isinstance(obs, dict):
-        ev.extra["observation"] = {**without(raw, "observation"),
-                                   "observation": without(obs, "content", "output")}
+    if type(obs) is dict:
+        kept = dict(obs)
+        kept.pop("content", None)
+        kept.pop("output", None)
+        merged = dict(raw)
+        del merged["observation"]
+        merged["observation"] = kept
+        extra["observation"] = merged
     else:
-        ev.extra["observation"] = without(raw, "error")
+        extra["observation"] = without(raw, "error")
     ev.is_error = kind != "ObservationEvent" or _obs_error(raw, loc)
-    if isinstance(obs, dict):
-        oloc = loc / "observation"
-        md = get(obs, "metadata", dict, oloc, default={})
-        if isinstance(md.get("working_dir"), str):
-            ev.extra["cwd"] = md["working_dir"]
-        code = to_int(obs["exit_code"], oloc / "exit_code") if obs.get("exit_code") is not None \
-            else to_int(md.get("exit_code"), oloc / "metadata" / "exit_code")
-        if ev.kind in (EventKind.COMMAND, EventKind.TEST):
+    if type(obs) is dict:
+        md = obs.get("metadata")
+        if type(md) is not dict:
+            md = get(obs, "metadata", dict, loc / "observation", default={})
+        cwd = md.get("working_dir")
+        if type(cwd) is str:
+            extra["cwd"] = cwd
+        code = obs.get("exit_code")
+        code = int_field(code, loc, "observation", "exit_code") if code is not None \
+            else int_field(md.get("exit_code"), loc, "observation", "metadata", "exit_code")
+        if ev.kind == EventKind.COMMAND or ev.kind == EventKind.TEST:
             ev.exit_code = None if code == -1 else code  # -1: still running (soft timeout)
         if ev.kind == EventKind.FILE_CHANGE and ev.bytes_written is None:
             ev.bytes_written = created_file_bytes(obs)
