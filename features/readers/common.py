@@ -779,6 +779,17 @@ def to_int(v: Any, loc: Loc) -> int | None:
     raise loc.error(f"expected integer, got {_json_type(v)} {v!r:.40}")
 
 
+def int_field(v: Any, loc: Loc, *keys: str | int) -> int | None:
+    """``to_int(v, loc / keys...)``: a plain int within 64 bits, or None, is returned as it
+    is; only another value pays for the field's :class:`Loc` and the checked conversion
+    (readers read several integer fields per event; errors stay word for word the same)."""
+    if v is None or (type(v) is int and _INT64[0] <= v <= _INT64[1]):
+        return v
+    for k in keys:
+        loc = loc / k
+    return to_int(v, loc)
+
+
 def to_float(v: Any, loc: Loc) -> float | None:
     """A finite float from a number or a numeric string (SWE-agent 0.x stores times as
     text); NaN, infinities and numbers beyond a float's range are refused."""

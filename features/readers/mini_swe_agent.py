@@ -55,6 +55,7 @@ from features.readers.common import (
     classify_command,
     finish,
     get,
+    int_field,
     load_json,
     mark_tool_return,
     message_text,
@@ -65,7 +66,6 @@ from features.readers.common import (
     warn_unknown,
     without,
 )
-from features.readers.openhands import int_field
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
 
@@ -202,15 +202,9 @@ def _merge_exit(ev: Event, content: str, mextra: dict[str, Any], mloc: Loc, v11:
     mark_tool_return(ev)
 
 
-def _command_event(cmd: str, step: int, extra: dict[str, Any],
-                   argvs: dict[str, list[str] | None]) -> Event:
-    """A command (or test) event; ``argvs``: the read's commands split so far (agents rerun
-    the same commands: each is split once, every event gets its own list)."""
-    argv = argvs.get(cmd, _MISSING)
-    if argv is _MISSING:
-        argv = argvs[cmd] = split_command(cmd)
-    elif argv is not None:
-        argv = argv.copy()
+def _command_event(cmd: str, step: int, extra: dict[str, Any]) -> Event:
+    """A command (or test) event."""
+    argv = split_command(cmd)
     return Event(index=0, kind=classify_command(cmd, argv), step=step, command=cmd, argv=argv,
                  extra=extra)
 
@@ -236,7 +230,6 @@ def read_mini_swe_agent(
     step = 1
     pending: list[Event] = []  # commands of the last model response awaiting a result
     by_call_id: dict[str, Event] = {}
-    argvs: dict[str, list[str] | None] = {}
     seen_assistant = False
     last_assistant_had_action = False
     mroot = root / "messages"
@@ -283,7 +276,7 @@ def read_mini_swe_agent(
             pending = []
             for cmd, tcid in cmds:
                 ev = _command_event(cmd, step, {"message_index": i, "tool_call_id": tcid}
-                                    if tcid else {"message_index": i}, argvs)
+                                    if tcid else {"message_index": i})
                 events.append(ev)
                 commands.append(ev)
                 pending.append(ev)

@@ -42,12 +42,12 @@ from features.readers.common import (
     classify_command,
     finish,
     get,
+    int_field,
     load_json,
     mark_tool_return,
     new_step_on_user_input,
     parse_iso,
     stem,
-    to_int,
     utf8_len,
     warn_unknown,
     without,
@@ -80,19 +80,7 @@ def looks_like(doc: Any) -> bool:
     )
 
 
-_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 _MISSING = object()
-
-
-def int_field(v: Any, loc: Loc, *keys: str | int) -> int | None:
-    """``to_int(v, loc / keys...)``: a plain int within 64 bits, or None, is returned as it
-    is; only another value pays for the field's :class:`Loc` and the checked conversion
-    (readers read several integer fields per event; errors stay word for word the same)."""
-    if v is None or (type(v) is int and _INT_MIN <= v <= _INT_MAX):
-        return v
-    for k in keys:
-        loc = loc / k
-    return to_int(v, loc)
 
 
 def _usage(mr: dict[str, Any], loc: Loc) -> tuple[int | None, int | None, int | None] | None:
@@ -144,7 +132,6 @@ def read_openhands(
     events: list[Event] = []
     by_id: dict[int, Event] = {}
     seen_responses: set[str] = set()
-    argvs: dict[str, list[str] | None] = {}  # agents rerun the same commands: split once
     state = {"step": 1, "agent_acted": False}
     OTHER, MESSAGE, MODEL_CALL = EventKind.OTHER, EventKind.MESSAGE, EventKind.MODEL_CALL
     for i, raw in enumerate(items):
@@ -239,11 +226,7 @@ def read_openhands(
             command = args.get("command")
             if type(command) is not str:
                 command = get(args, "command", str, loc / "args", required=True)
-            argv = argvs.get(command, _MISSING)
-            if argv is _MISSING:
-                argv = argvs[command] = split_command(command)
-            elif argv is not None:
-                argv = argv.copy()
+            argv = split_command(command)
             kind = classify_command(command, argv)
         elif action == "run_ipython":
             command = args.get("code")

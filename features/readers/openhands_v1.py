@@ -58,6 +58,7 @@ from features.readers.common import (
     current_limits,
     finish,
     get,
+    int_field,
     load_json,
     message_text,
     new_step_on_user_input,
@@ -71,7 +72,6 @@ from features.readers.common import (
 from features.readers.openhands import (
     created_file_bytes,
     editor_bytes,
-    int_field,
     settle_result,
 )
 from features.schema import Event, EventKind, Trajectory
@@ -236,7 +236,6 @@ def read_openhands_v1(
     by_id: dict[str, Event] = {}
     by_call: dict[str, Event] = {}
     seen_responses: set[str] = set()
-    argvs: dict[str, list[str] | None] = {}  # agents rerun the same commands: split once
     st = {"step": 1, "agent_acted": False}
     for i, raw in enumerate(docs):
         loc = list_loc / i if locs is None else locs[i]
@@ -317,7 +316,7 @@ def read_openhands_v1(
 
         if source is None or source == "agent":
             st["agent_acted"] = True
-        ev = _action_event(raw, loc, st["step"], ts, i, argvs)
+        ev = _action_event(raw, loc, st["step"], ts, i)
         events.append(ev)
         by_id[eid] = ev
         call = raw.get("tool_call_id")
@@ -366,9 +365,9 @@ def _str_field(raw: dict[str, Any], keys: tuple[str, ...], loc: Loc) -> str | No
     return None
 
 
-def _action_event(raw: dict[str, Any], loc: Loc, step: int, ts: float | None, i: int,
-                  argvs: dict[str, list[str] | None]) -> Event:
-    """The event of an ``ActionEvent`` (``argvs``: the read's split commands so far)."""
+def _action_event(raw: dict[str, Any], loc: Loc, step: int, ts: float | None, i: int
+                  ) -> Event:
+    """The event of an ``ActionEvent``."""
     action = raw.get("action")
     if action is not None and type(action) is not dict:
         get(raw, "action", (dict, type(None)), loc)
@@ -410,11 +409,7 @@ def _action_event(raw: dict[str, Any], loc: Loc, step: int, ts: float | None, i:
             extra["input"] = cmd  # keys for a running process, not a command line
         else:
             command = cmd
-            argv = argvs.get(cmd, _MISSING)
-            if argv is _MISSING:
-                argv = argvs[cmd] = split_command(cmd)
-            elif argv is not None:
-                argv = argv.copy()
+            argv = split_command(cmd)
             kind = classify_command(cmd, argv)
     elif akind in _EDITOR or tool in _EDITOR_TOOLS:
         p = action.get("path")
