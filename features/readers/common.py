@@ -270,8 +270,8 @@ def read_text(path: Path) -> str:
     raise a format error."""
     once = _ONCE.get()
     key = os.fspath(path)
-    if once is not None and key in once:
-        return once[key][0]
+    if once is not None and (entry := once.get(key)) is not None:
+        return entry[0]
     raw = read_bytes(path)
     if not raw or raw.isspace():
         raise TrajectoryFormatError(f"{path}: empty file")
@@ -285,8 +285,8 @@ def read_text(path: Path) -> str:
         raise TrajectoryFormatError(
             f"{path}: line {line}: not UTF-8 text (byte offset {exc.start})"
         ) from exc
-    if once is not None:
-        once[key] = [text, _UNPARSED]
+    if once is not None and key == os.fspath(_READING.get() or ""):
+        once[key] = [text, _UNPARSED]  # the log itself: detection and the reader share it
     return text
 
 
@@ -499,10 +499,11 @@ def load_json(path: Path, text: str | None = None) -> Any:
     :attr:`ReadLimits.max_depth`, lone surrogate escapes (see the module docstring).
     """
     once = _ONCE.get() if text is None else None
+    entry = None
     if once is not None:
         text = read_text(path)
-        entry = once[os.fspath(path)]
-        if entry[1] is not _UNPARSED:
+        entry = once.get(os.fspath(path))  # None: a file of a directory log, read once
+        if entry is not None and entry[1] is not _UNPARSED:
             return entry[1]
     if text is None:
         text = read_text(path)
@@ -514,8 +515,8 @@ def load_json(path: Path, text: str | None = None) -> Any:
         ) from exc
     except _Refused as exc:
         raise _refused_error(path, text, exc, None) from None
-    if once is not None:
-        once[os.fspath(path)][1] = doc
+    if entry is not None:
+        entry[1] = doc
     return doc
 
 
