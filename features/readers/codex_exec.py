@@ -216,7 +216,8 @@ class CodexExecParser(StreamParser):
                 extra[k] = v
         step = self._turn if self._in_turn else self._turn + 1
         if self._turns:
-            self._turns[-1].update(end=arrival, usage=usage, completed=True)
+            last = self._turns[-1]
+            last["end"], last["usage"], last["completed"] = arrival, usage, True
         self._in_turn = False
         self.emit(Event(
             index=0, kind=EventKind.MODEL_CALL, step=step, end=arrival,
@@ -278,12 +279,14 @@ class CodexExecParser(StreamParser):
             self.emit(ev, turn_end=False)
         self._open.clear()
         turns = self._turns
-        if any(tr.get("failed") for tr in turns):
-            status = "failed"
-        elif turns and all(tr.get("completed") for tr in turns):
-            status = "completed"
-        else:
-            status = "incomplete"
+        failed, completed = False, bool(turns)  # any turn failed / every turn completed
+        for tr in turns:
+            if tr.get("failed"):
+                failed = True
+                break
+            if completed and not tr.get("completed"):
+                completed = False
+        status = "failed" if failed else "completed" if completed else "incomplete"
         self.meta.update(
             exit_status=status,
             turns=turns,
