@@ -76,6 +76,13 @@ ITEM_TYPES = {
 _TOOL_ITEMS = {"command_execution", "file_change", "mcp_tool_call", "web_search",
                "collab_tool_call"}
 _USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens")
+_ITEM_LIFECYCLE = frozenset({"item.started", "item.updated", "item.completed"})
+_MESSAGE_ITEMS = frozenset({"agent_message", "assistant_message", "reasoning"})
+_ITEM_KINDS = {"command_execution": EventKind.COMMAND, "file_change": EventKind.FILE_CHANGE,
+               **dict.fromkeys(_MESSAGE_ITEMS, EventKind.MESSAGE)}
+# an int a table column holds: the plain check before to_int's own
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_UNSEEN: Any = object()
 
 
 def looks_like(first: dict[str, Any]) -> bool:
@@ -108,6 +115,9 @@ class CodexExecParser(StreamParser):
         self._prev_total = dict(self._base)
         self._turns: list[dict[str, Any]] = []
         self._spellings: set[str] = set()
+        # command -> its argv (None: unsplittable): agents rerun the same commands, and
+        # split_command is a pure function of the string; each event gets its own list
+        self._argvs: dict[str, list[str] | None] = {}
         self.meta["usage_base"] = dict(usage_base) if usage_base is not None else None
 
     @property
@@ -120,98 +130,142 @@ class CodexExecParser(StreamParser):
         return self._turn if self._in_turn else self._turn + 1
 
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
-        loc = Loc(self.source, lineno)
-        meta = self.meta
-        t = get(obj, "type", str, loc, required=True)
-        if t == "thread.started":
-            tid = get(obj, "thread_id", str, loc)
-            if "thread_id" in meta and tid != meta["thread_id"]:
-                meta.setdefault("other_thread_ids", []).append(tid)
-                self._prev_total = {k: 0 for k in _USAGE_KEYS}  # a new thread restarts
-            else:
-                meta["thread_id"] = tid
-            meta["thread_started"] = obj
+        t = obj.get("type")
+        if type(t) is not str:  # the checked read words the error
+            t = get(obj, "type", str, Loc(self.source, lineno), required=True)
+        if t in _ITEM_LIFECYCLE:
+            self._item(t, obj, lineno, arrival)
+        elif t == "turn.completed":
+            self._turn_completed(obj, lineno, arrival)
         elif t == "turn.started":
             self._turn += 1
             self._in_turn = True
             self._turns.append({"step": self._turn, "start": arrival, "end": None,
                                 "usage": None,
                                 "extra": {k: v for k, v in obj.items() if k != "type"}})
-        elif t == "turn.completed":
-            usage = get(obj, "usage", dict, loc, required=True)
-            uloc = loc / "usage"
-            total = _usage_counts(usage, uloc)  # a count not reported stays missing, never 0
-            delta: dict[str, int | None] = {k: None for k in _USAGE_KEYS}
-            delta.update({k: total[k] - self._prev_total[k] for k in total})
-            if any(v is not None and v < 0 for v in delta.values()):
-                raise uloc.error(
-                    f"running token total decreased ({self._prev_total} -> {total}); "
-                    "turn.completed.usage must be a running total")
-            self._prev_total = {**self._prev_total, **total}
-            extra_usage = {k: v for k, v in usage.items() if k not in _USAGE_KEYS}
-            step = self._step()
-            if self._turns:
-                self._turns[-1].update(end=arrival, usage=usage, completed=True)
-            self._in_turn = False
-            self.emit(Event(
-                index=0, kind=EventKind.MODEL_CALL, step=step, end=arrival,
-                input_tokens=delta["input_tokens"], cached_tokens=delta["cached_input_tokens"],
-                output_tokens=delta["output_tokens"],
-                extra={"line": lineno, "event_type": t, "usage_total": usage,
-                       **({"usage_other": extra_usage} if extra_usage else {}),
-                       **{k: v for k, v in obj.items() if k not in ("type", "usage")}},
-            ), turn_end=True)
-        elif t in ("turn.failed", "error"):
+        elif t == "thread.started":
+            meta = self.meta
+            tid = get(obj, "thread_id", str, Loc(self.source, lineno))
+            if "thread_id" in meta and tid != meta["thread_id"]:
+                meta.setdefault("other_thread_ids", []).append(tid)
+                self._prev_total = {k: 0 for k in _USAGE_KEYS}  # a new thread restarts
+            else:
+                meta["thread_id"] = tid
+            meta["thread_started"] = obj
+        elif t == "turn.failed" or t == "error":
+            loc = Loc(self.source, lineno)
             if t == "error":
                 msg = get(obj, "message", str, loc)
             else:
                 err = get(obj, "error", (dict, str), loc)
                 msg = err.get("message") if isinstance(err, dict) else err
-            step = self._step()
+            step = self._turn if self._in_turn else self._turn + 1
             ends = t == "turn.failed"
             if ends:
                 if self._turns:
                     self._turns[-1].update(end=arrival, failed=True)
                 self._in_turn = False
-            self.emit(Event(
-                index=0, kind=EventKind.OTHER, step=step, end=arrival, is_error=True,
-                text=msg, extra={"line": lineno, "event_type": t,
-                                 **{k: v for k, v in obj.items() if k != "type"}},
-            ), turn_end=ends)
-        elif t in ("item.started", "item.updated", "item.completed"):
-            self._item(t, obj, loc, lineno, arrival)
+            extra = {"line": lineno, "event_type": t}
+            for k, v in obj.items():
+                if k != "type":
+                    extra[k] = v
+            self.emit(Event(index=0, kind=EventKind.OTHER, step=step, end=arrival,
+                            is_error=True, text=msg, extra=extra), turn_end=ends)
         else:
             if t not in TOP_TYPES:
                 warn_unknown(self.source, f"line {lineno}", f"event type {t!r}")
-            self.emit(Event(
-                index=0, kind=EventKind.OTHER, step=self._step(), end=arrival,
-                extra={"line": lineno, "event_type": t,
-                       **{k: v for k, v in obj.items() if k != "type"}},
-            ), turn_end=False)
+            extra = {"line": lineno, "event_type": t}
+            for k, v in obj.items():
+                if k != "type":
+                    extra[k] = v
+            self.emit(Event(index=0, kind=EventKind.OTHER,
+                            step=self._turn if self._in_turn else self._turn + 1,
+                            end=arrival, extra=extra), turn_end=False)
 
-    def _item(self, t: str, obj: dict[str, Any], loc: Loc, lineno: int,
-              arrival: float | None) -> None:
-        item = get(obj, "item", dict, loc, required=True)
-        iloc = loc / "item"
-        if "type" in item:
-            itype = get(item, "type", str, iloc)
+    def _turn_completed(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
+        usage = obj.get("usage")
+        if type(usage) is not dict:
+            usage = get(obj, "usage", dict, Loc(self.source, lineno), required=True)
+        # the usage keys reported (as ints), missing ones left out: never 0
+        total: dict[str, int] = {}
+        for k in _USAGE_KEYS:
+            v = usage.get(k)
+            if v is None:
+                continue
+            if type(v) is not int or not _INT64_MIN <= v <= _INT64_MAX:
+                v = to_int(v, Loc(self.source, lineno) / "usage" / k)
+            total[k] = v
+        prev = self._prev_total
+        delta: dict[str, int | None] = dict.fromkeys(_USAGE_KEYS)
+        for k, v in total.items():
+            d = v - prev[k]
+            if d < 0:
+                raise (Loc(self.source, lineno) / "usage").error(
+                    f"running token total decreased ({prev} -> {total}); "
+                    "turn.completed.usage must be a running total")
+            delta[k] = d
+        self._prev_total = {**prev, **total}
+        extra: dict[str, Any] = {"line": lineno, "event_type": "turn.completed",
+                                 "usage_total": usage}
+        if len(usage) > len(total):  # else every key is one of _USAGE_KEYS
+            extra_usage = {k: v for k, v in usage.items() if k not in _USAGE_KEYS}
+            if extra_usage:
+                extra["usage_other"] = extra_usage
+        for k, v in obj.items():
+            if k != "type" and k != "usage":
+                extra[k] = v
+        step = self._turn if self._in_turn else self._turn + 1
+        if self._turns:
+            last = self._turns[-1]
+            last["end"], last["usage"], last["completed"] = arrival, usage, True
+        self._in_turn = False
+        self.emit(Event(
+            index=0, kind=EventKind.MODEL_CALL, step=step, end=arrival,
+            input_tokens=delta["input_tokens"], cached_tokens=delta["cached_input_tokens"],
+            output_tokens=delta["output_tokens"], extra=extra,
+        ), turn_end=True)
+
+    def _item(self, t: str, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
+        # plain type checks first; the checked reads (same order, same words) when one fails
+        item = obj.get("item")
+        if type(item) is not dict:
+            item = get(obj, "item", dict, Loc(self.source, lineno), required=True)
+        itype = item.get("type")
+        if type(itype) is str:
             self._spellings.add("type")
         else:
-            itype = get(item, "item_type", str, iloc, required=True)
-            self._spellings.add("item_type")
-        iid = get(item, "id", (str, int), iloc)
-        key = str(iid) if iid is not None else f"line{lineno}"
+            iloc = Loc(self.source, lineno) / "item"
+            if "type" in item:
+                itype = get(item, "type", str, iloc)
+                self._spellings.add("type")
+            else:
+                itype = get(item, "item_type", str, iloc, required=True)
+                self._spellings.add("item_type")
+        key = item.get("id")
+        if type(key) is not str:
+            iid = get(item, "id", (str, int), Loc(self.source, lineno) / "item")
+            key = str(iid) if iid is not None else f"line{lineno}"
+        step = self._turn if self._in_turn else self._turn + 1
         ev = self._open.get(key)
         if ev is None:
-            ev = _new_item_event(itype, self._step(), lineno, self.source)
+            kind = _ITEM_KINDS.get(itype)
+            if kind is None:
+                if itype not in ITEM_TYPES:
+                    warn_unknown(self.source, f"line {lineno}", f"item type {itype!r}")
+                kind = EventKind.OTHER
+            ev = Event(index=0, kind=kind, step=step,
+                       extra={"line": lineno, "item_type": itype, "lifecycle": []})
             if t != "item.completed":
                 self._open[key] = ev
                 if arrival is not None:
                     ev.start = arrival
-        _update_item(ev, itype, item, iloc, t, lineno)
+            _update_item(ev, itype, item, lineno, self.source, t, self._argvs)
+        else:
+            _update_item(ev, itype, item, lineno, self.source, t, self._argvs)
+            if t == "item.completed":
+                del self._open[key]
         if t == "item.completed":
-            self._open.pop(key, None)
-            ev.step = self._step()
+            ev.step = step
             if ev.start is not None or arrival is not None:
                 ev.end = arrival
             if itype in _TOOL_ITEMS:
@@ -225,12 +279,14 @@ class CodexExecParser(StreamParser):
             self.emit(ev, turn_end=False)
         self._open.clear()
         turns = self._turns
-        if any(tr.get("failed") for tr in turns):
-            status = "failed"
-        elif turns and all(tr.get("completed") for tr in turns):
-            status = "completed"
-        else:
-            status = "incomplete"
+        failed, completed = False, bool(turns)  # any turn failed / every turn completed
+        for tr in turns:
+            if tr.get("failed"):
+                failed = True
+                break
+            if completed and not tr.get("completed"):
+                completed = False
+        status = "failed" if failed else "completed" if completed else "incomplete"
         self.meta.update(
             exit_status=status,
             turns=turns,
@@ -263,75 +319,87 @@ def read_codex_exec(
                      arrival_times=arrival_times)
 
 
-def _new_item_event(itype: str, step: int, lineno: int, path: Path) -> Event:
-    if itype == "command_execution":
-        kind = EventKind.COMMAND
-    elif itype == "file_change":
-        kind = EventKind.FILE_CHANGE
-    elif itype in ("agent_message", "assistant_message", "reasoning"):
-        kind = EventKind.MESSAGE
-    else:
-        if itype not in ITEM_TYPES:
-            warn_unknown(path, f"line {lineno}", f"item type {itype!r}")
-        kind = EventKind.OTHER
-    return Event(index=0, kind=kind, step=step,
-                 extra={"line": lineno, "item_type": itype, "lifecycle": []})
-
-
 _SKIP_TYPE = frozenset({"type", "item_type"})
 # the item keys an event holds in its own fields, not again in extra
-_SKIP = {"command_execution": _SKIP_TYPE | {"command", "exit_code", "aggregated_output"},
-         **dict.fromkeys(("agent_message", "assistant_message", "reasoning"), _SKIP_TYPE | {"text"})}
+_SKIP_COMMAND = _SKIP_TYPE | {"command", "exit_code", "aggregated_output"}
+_SKIP_MESSAGE = _SKIP_TYPE | {"text"}
 
 
-def _update_item(ev: Event, itype: str, item: dict[str, Any], loc: Loc, lifecycle: str,
-                 lineno: int) -> None:
-    ev.extra["lifecycle"].append(lifecycle[5:])  # "item.started" -> "started"
-    ev.extra["last_line"] = lineno
-    skip = _SKIP.get(itype, _SKIP_TYPE)
+def _update_item(ev: Event, itype: str, item: dict[str, Any], lineno: int, source: Path,
+                 lifecycle: str, argvs: dict[str, list[str] | None]) -> None:
+    """Fold one lifecycle line of an item into its event (the last line wins); ``argvs``
+    remembers the split of each command string seen."""
+    extra = ev.extra
+    extra["lifecycle"].append(lifecycle[5:])  # "item.started" -> "started"
+    extra["last_line"] = lineno
+    # plain type checks first; a field that fails one is re-read checked (same error words)
     if itype == "command_execution":
-        cmd = get(item, "command", str, loc)
+        cmd = item.get("command")
+        if type(cmd) is not str:
+            cmd = get(item, "command", str, Loc(source, lineno) / "item")
         if cmd is not None and cmd != ev.command:
             ev.command = cmd
-            ev.argv = split_command(cmd)
-            ev.kind = classify_command(cmd, ev.argv)
+            argv = argvs.get(cmd, _UNSEEN)
+            if argv is _UNSEEN:
+                argv = argvs[cmd] = split_command(cmd)
+            ev.argv = argv = None if argv is None else argv.copy()
+            ev.kind = classify_command(cmd, argv)
         code = item.get("exit_code")
-        ev.exit_code = None if code is None else to_int(code, loc / "exit_code")
-        out = get(item, "aggregated_output", str, loc)
+        if code is None or (type(code) is int and _INT64_MIN <= code <= _INT64_MAX):
+            ev.exit_code = code
+        else:
+            ev.exit_code = to_int(code, Loc(source, lineno) / "item" / "exit_code")
+        out = item.get("aggregated_output")
+        if type(out) is not str:
+            out = get(item, "aggregated_output", str, Loc(source, lineno) / "item")
         if out is not None:
-            ev.extra["output"] = out
-        status = get(item, "status", str, loc)
+            extra["output"] = out
+        status = item.get("status")
+        if type(status) is not str:
+            status = get(item, "status", str, Loc(source, lineno) / "item")
         ev.is_error = status == "declined"
-        apply_test_counts(ev, out)
-    elif itype == "file_change":
-        changes = get(item, "changes", list, loc, default=[])
-        paths, deleted = [], []
-        for j, ch in enumerate(changes):
-            if not isinstance(ch, dict):
-                raise (loc / "changes" / j).error("expected object")
-            p = get(ch, "path", str, loc / "changes" / j, required=True)
-            kind = get(ch, "kind", (str, dict), loc / "changes" / j)
-            kname = kind.get("type") if isinstance(kind, dict) else kind
-            (deleted if kname == "delete" else paths).append(p)
-        status = get(item, "status", str, loc)
-        ev.is_error = status in ("failed", "declined")
-        ev.paths_written = [] if ev.is_error else paths
-        if deleted and not ev.is_error:
-            ev.extra["paths_deleted"] = deleted
-        diff = get(item, "diff", str, loc)
-        if diff is not None:
-            ev.bytes_written = sum(
-                utf8_len(x[1:]) + 1 for x in diff.splitlines()
-                if x.startswith("+") and not x.startswith("+++")
-            )
-    elif itype in ("agent_message", "assistant_message", "reasoning"):
-        ev.text = get(item, "text", str, loc)
-    elif itype == "error":
-        ev.is_error = True
-        ev.text = get(item, "message", str, loc)
-    elif itype == "mcp_tool_call":
-        err = item.get("error")
-        ev.is_error = bool(err) or item.get("status") == "failed"
+        if ev.kind is EventKind.TEST:
+            apply_test_counts(ev, out)
+        skip = _SKIP_COMMAND
+    elif itype in _MESSAGE_ITEMS:
+        text = item.get("text")
+        if type(text) is not str:
+            text = get(item, "text", str, Loc(source, lineno) / "item")
+        ev.text = text
+        skip = _SKIP_MESSAGE
+    else:
+        skip = _SKIP_TYPE
+        if itype == "file_change":
+            _file_change(ev, item, Loc(source, lineno) / "item")
+        elif itype == "error":
+            ev.is_error = True
+            ev.text = get(item, "message", str, Loc(source, lineno) / "item")
+        elif itype == "mcp_tool_call":
+            err = item.get("error")
+            ev.is_error = bool(err) or item.get("status") == "failed"
     for k, v in item.items():
         if k not in skip:
-            ev.extra[k] = v
+            extra[k] = v
+
+
+def _file_change(ev: Event, item: dict[str, Any], loc: Loc) -> None:
+    changes = get(item, "changes", list, loc, default=[])
+    paths, deleted = [], []
+    for j, ch in enumerate(changes):
+        if not isinstance(ch, dict):
+            raise (loc / "changes" / j).error("expected object")
+        p = get(ch, "path", str, loc / "changes" / j, required=True)
+        kind = get(ch, "kind", (str, dict), loc / "changes" / j)
+        kname = kind.get("type") if isinstance(kind, dict) else kind
+        (deleted if kname == "delete" else paths).append(p)
+    status = get(item, "status", str, loc)
+    ev.is_error = status in ("failed", "declined")
+    ev.paths_written = [] if ev.is_error else paths
+    if deleted and not ev.is_error:
+        ev.extra["paths_deleted"] = deleted
+    diff = get(item, "diff", str, loc)
+    if diff is not None:
+        ev.bytes_written = sum(
+            utf8_len(x[1:]) + 1 for x in diff.splitlines()
+            if x.startswith("+") and not x.startswith("+++")
+        )

@@ -120,6 +120,13 @@ EVENT_MSG_TYPES = {"token_count", "agent_reasoning", "agent_message", "user_mess
                    "undo_started", "undo_completed", "warning", "view_image_tool_call",
                    "turn_started", "turn_complete", "exec_command_output_delta"}
 SHELL_TOOLS = {"shell", "container.exec", "local_shell", "shell_command", "exec_command"}
+_ARGUMENT_TOOLS = frozenset(SHELL_TOOLS | {"write_stdin", "wait", "apply_patch"})
+_CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+_OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
+_TOKEN_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens")
+# an int a table column holds: the plain check before to_int's own
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_UNREAD: Any = object()
 _MIRRORS = {"user_message", "agent_message", "agent_reasoning", "agent_reasoning_raw_content"}
 _AGENT_ACTS = {"function_call", "custom_tool_call", "local_shell_call", "reasoning",
                "token_count", "agent_message", "agent_reasoning", "web_search_call"}
@@ -209,27 +216,39 @@ class CodexRolloutParser(StreamParser):
         self._last_total: Any = None
         self._n_user_messages = 0
         self._n_prompt_items = 0
+        self._ts_text: Any = None  # the last timestamp text parsed, and its epoch seconds
+        self._ts = 0.0
+        self._argvs: dict[str, list[str] | None] = {}  # see _split
+        self._joined: dict[tuple[str, ...], str] = {}  # see _join
 
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
-        loc = Loc(self.source, lineno)
-        ltype = get(obj, "type", str, loc, required=True)
-        ts = parse_iso(obj.get("timestamp"), loc / "timestamp")
-        payload = get(obj, "payload", (dict, type(None)), loc, default=None) or {}
-        ploc = loc / "payload"
+        # plain type checks first; the checked reads (same order, same words) when one fails
+        ltype = obj.get("type")
+        if type(ltype) is not str:
+            ltype = get(obj, "type", str, Loc(self.source, lineno), required=True)
+        raw = obj.get("timestamp")
+        if type(raw) is str and raw == self._ts_text:  # lines of one write share a stamp
+            ts = self._ts
+        else:
+            ts = parse_iso(raw, Loc(self.source, lineno, "timestamp"))
+            self._ts_text, self._ts = raw, ts
+        payload = obj.get("payload")
+        if type(payload) is not dict or not payload:
+            payload = get(obj, "payload", (dict, type(None)), Loc(self.source, lineno),
+                          default=None) or {}
         extra: dict[str, Any] = {"line": lineno, "line_type": ltype}
         if len(obj) > 3:
             rest = {k: v for k, v in obj.items() if k not in ("type", "timestamp", "payload")}
             if rest:
                 extra["line_extra"] = rest
-        step = self._state["step"]
         if ltype == "response_item":
-            self._response_item(payload, ploc, ts, extra)
+            self._response_item(payload, lineno, ts, extra)
         elif ltype == "event_msg":
-            self._event_msg(payload, ploc, ts, extra)
+            self._event_msg(payload, lineno, ts, extra)
         elif ltype == "session_meta":
             self._session_meta(payload)
         elif ltype == "token_usage_record":
-            self._usage_record(payload, ploc, ts, extra)
+            self._usage_record(payload, lineno, ts, extra)
         else:
             if ltype == "turn_context" and isinstance(payload.get("cwd"), str):
                 self._cwd = payload["cwd"]
@@ -237,8 +256,13 @@ class CodexRolloutParser(StreamParser):
                 warn_unknown(self.source, f"line {lineno}", f"line type {ltype!r}")
             if ltype == "compacted" and isinstance(payload.get("replacement_history"), list):
                 payload = {**payload, "replacement_history": len(payload["replacement_history"])}
-            self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
-                            extra={**extra, "payload": payload}))
+            extra["payload"] = payload
+            self.emit(Event(index=0, kind=EventKind.OTHER, step=self._state["step"], start=ts,
+                            extra=extra))
+
+    def _ploc(self, lineno: int) -> Loc:
+        """Where a line's payload sits (made only where a check needs it)."""
+        return Loc(self.source, lineno, "payload")
 
     # -- line types ---------------------------------------------------------------------
     def _session_meta(self, payload: dict[str, Any]) -> None:
@@ -259,12 +283,13 @@ class CodexRolloutParser(StreamParser):
             if parent is not None:
                 meta["parent_thread_id"] = parent
 
-    def _usage_record(self, payload: dict[str, Any], loc: Loc, ts: float,
+    def _usage_record(self, payload: dict[str, Any], lineno: int, ts: float,
                       extra: dict[str, Any]) -> None:
         self._records = True
         rid = payload.get("response_id")
-        usage = get(payload, "usage", dict, loc, required=True)
-        uloc = loc / "usage"
+        usage = payload.get("usage")
+        if type(usage) is not dict:
+            usage = get(payload, "usage", dict, self._ploc(lineno), required=True)
         if isinstance(rid, str) and rid in self._responses:
             self.emit(Event(index=0, kind=EventKind.OTHER, step=self._state["step"], start=ts,
                             extra={**extra, "duplicate": True, "payload": payload}))
@@ -274,27 +299,45 @@ class CodexRolloutParser(StreamParser):
         self._state["agent_acted"] = True
         if isinstance(payload.get("thread_token_usage"), dict):
             self.meta["thread_token_usage"] = payload["thread_token_usage"]
+        tokens = self._tokens(usage, lineno, "usage")
+        for k, v in payload.items():
+            extra[k] = v
         self.emit(Event(
             index=0, kind=EventKind.MODEL_CALL, step=self._state["step"], end=ts,
-            input_tokens=to_int(usage.get("input_tokens"), uloc / "input_tokens"),
-            cached_tokens=to_int(usage.get("cached_input_tokens"), uloc / "cached_input_tokens"),
-            output_tokens=to_int(usage.get("output_tokens"), uloc / "output_tokens"),
-            extra={**extra, **{k: v for k, v in payload.items()}}))
+            input_tokens=tokens[0], cached_tokens=tokens[1], output_tokens=tokens[2],
+            extra=extra))
 
-    def _response_item(self, payload: dict[str, Any], loc: Loc, ts: float,
+    def _tokens(self, usage: dict[str, Any], lineno: int, *field: str) -> list[int | None]:
+        """The input, cached and output counts of a usage object (``to_int`` of each, checked
+        at ``payload.<field...>.<key>`` when the plain check fails)."""
+        out: list[int | None] = []
+        for k in _TOKEN_KEYS:
+            v = usage.get(k)
+            if v is not None and (type(v) is not int or not _INT64_MIN <= v <= _INT64_MAX):
+                loc = self._ploc(lineno)
+                for f in field:
+                    loc = loc / f
+                v = to_int(v, loc / k)
+            out.append(v)
+        return out
+
+    def _response_item(self, payload: dict[str, Any], lineno: int, ts: float,
                        extra: dict[str, Any]) -> None:
-        ptype = get(payload, "type", str, loc, required=True)
+        ptype = payload.get("type")
+        if type(ptype) is not str:
+            ptype = get(payload, "type", str, self._ploc(lineno), required=True)
         extra["payload_type"] = ptype
+        text: Any = _UNREAD
         if ptype == "message" and payload.get("role") == "user":
-            text = _content_text(payload.get("content"), loc / "content")
+            text = _content_text(payload.get("content"), self.source, lineno, "content")
             if not (text or "").lstrip().startswith(_CONTEXT):
                 self._prompt()
                 self._n_prompt_items += 1
         elif ptype in _AGENT_ACTS:
             self._state["agent_acted"] = True
         step = self._state["step"]
-        if ptype in ("function_call", "custom_tool_call", "local_shell_call"):
-            ev = _call_event(payload, ptype, loc, step, ts, extra)
+        if ptype in _CALL_TYPES:
+            ev = self._call_event(payload, ptype, lineno, step, ts, extra)
             if ev.argv is not None or ev.command is not None:
                 args = ev.extra.get("arguments")
                 wd = args.get("workdir") if isinstance(args, dict) else None
@@ -306,32 +349,42 @@ class CodexRolloutParser(StreamParser):
             else:
                 ev.extra["incomplete"] = True  # an output could never find it
                 self.emit(ev)
-        elif ptype in ("function_call_output", "custom_tool_call_output"):
-            cid = get(payload, "call_id", str, loc, required=True)
+        elif ptype in _OUTPUT_TYPES:
+            cid = payload.get("call_id")
+            if type(cid) is not str:
+                cid = get(payload, "call_id", str, self._ploc(lineno), required=True)
             ev = self._calls.pop(cid, None)
             if ev is None:
                 self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
                                 extra={**extra, "orphan_output": True, **payload}))
                 return
-            self._output(ev, payload, loc, ts, extra["line"])
-        elif ptype in ("message", "reasoning"):
+            self._output(ev, payload, lineno, ts)
+        elif ptype == "message" or ptype == "reasoning":
             if ptype == "message":
-                text = _content_text(payload.get("content"), loc / "content")
+                if text is _UNREAD:
+                    text = _content_text(payload.get("content"), self.source, lineno, "content")
             else:
                 summ = payload.get("summary")
-                text = _content_text(summ, loc / "summary") if summ else None
+                text = _content_text(summ, self.source, lineno, "summary") if summ else None
+            for k, v in payload.items():
+                if k != "type":
+                    extra[k] = v
             self.emit(Event(index=0, kind=EventKind.MESSAGE, step=step, start=ts, text=text,
-                            extra={**extra, **_without_type(payload)}))
+                            extra=extra))
         else:
             if ptype not in RESPONSE_TYPES:
                 warn_unknown(self.source, f"line {extra['line']}",
                              f"response_item type {ptype!r}")
-            self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
-                            extra={**extra, **_without_type(payload)}))
+            for k, v in payload.items():
+                if k != "type":
+                    extra[k] = v
+            self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts, extra=extra))
 
-    def _event_msg(self, payload: dict[str, Any], loc: Loc, ts: float,
+    def _event_msg(self, payload: dict[str, Any], lineno: int, ts: float,
                    extra: dict[str, Any]) -> None:
-        ptype = get(payload, "type", str, loc, required=True)
+        ptype = payload.get("type")
+        if type(ptype) is not str:
+            ptype = get(payload, "type", str, self._ploc(lineno), required=True)
         extra["payload_type"] = ptype
         if ptype == "user_message":
             self._prompt()
@@ -342,39 +395,44 @@ class CodexRolloutParser(StreamParser):
             self._state["agent_acted"] = True
         step = self._state["step"]
         if ptype == "token_count":
-            self._token_count(payload, loc, ts, extra)
+            self._token_count(payload, lineno, ts, extra)
             return
-        if ptype in ("item_completed", "exec_command_end"):
-            if self._item(payload, loc, ts, extra, ptype):
+        if ptype == "item_completed" or ptype == "exec_command_end":
+            if self._item(payload, ts, extra, ptype):
                 return
         if ptype in _MIRRORS:
             text = payload.get("message", payload.get("text"))
+            extra["mirror"] = True
+            for k, v in payload.items():
+                if k != "type":
+                    extra[k] = v
             self.emit(Event(index=0, kind=EventKind.MESSAGE, step=step, start=ts,
-                            text=text if isinstance(text, str) else None,
-                            extra={**extra, "mirror": True,
-                                   **{k: v for k, v in payload.items() if k != "type"}}))
+                            text=text if isinstance(text, str) else None, extra=extra))
             return
         if ptype not in EVENT_MSG_TYPES:
             warn_unknown(self.source, f"line {extra['line']}", f"event_msg type {ptype!r}")
         elif ptype == "item_completed":
             extra["mirror"] = True
         msg = payload.get("message")
+        for k, v in payload.items():
+            if k != "type":
+                extra[k] = v
         self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
                         is_error=ptype in ("error", "stream_error"),
-                        text=msg if isinstance(msg, str) else None,
-                        extra={**extra, **{k: v for k, v in payload.items() if k != "type"}}))
+                        text=msg if isinstance(msg, str) else None, extra=extra))
         if ptype == "turn_aborted":
             self._release_calls(aborted=True)
 
-    def _token_count(self, payload: dict[str, Any], loc: Loc, ts: float,
+    def _token_count(self, payload: dict[str, Any], lineno: int, ts: float,
                      extra: dict[str, Any]) -> None:
         step = self._state["step"]
-        info = get(payload, "info", (dict, type(None)), loc)
-        if info is None:
-            self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
-                            extra={**extra, **payload}))
-            return
-        iloc = loc / "info"
+        info = payload.get("info")
+        if type(info) is not dict:
+            info = get(payload, "info", (dict, type(None)), self._ploc(lineno))
+            if info is None:
+                self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
+                                extra={**extra, **payload}))
+                return
         total = info.get("total_token_usage")
         self.meta["total_token_usage"] = total
         if self._records or (total is not None and total == self._last_total):
@@ -384,19 +442,25 @@ class CodexRolloutParser(StreamParser):
             self._last_total = total
             return
         self._last_total = total
-        last = get(info, "last_token_usage", dict, iloc, required=True)
-        lloc = iloc / "last_token_usage"
+        last = info.get("last_token_usage")
+        if type(last) is not dict:
+            last = get(info, "last_token_usage", dict, self._ploc(lineno) / "info",
+                       required=True)
+        tokens = self._tokens(last, lineno, "info", "last_token_usage")
+        extra["last_token_usage"] = last
+        for k, v in info.items():
+            if k != "last_token_usage":
+                extra[k] = v
+        for k, v in payload.items():
+            if k != "type" and k != "info":
+                extra[k] = v
         self.emit(Event(
             index=0, kind=EventKind.MODEL_CALL, step=step, end=ts,
-            input_tokens=to_int(last.get("input_tokens"), lloc / "input_tokens"),
-            cached_tokens=to_int(last.get("cached_input_tokens"), lloc / "cached_input_tokens"),
-            output_tokens=to_int(last.get("output_tokens"), lloc / "output_tokens"),
-            extra={**extra, "last_token_usage": last,
-                   **{k: v for k, v in info.items() if k != "last_token_usage"},
-                   **{k: v for k, v in payload.items() if k not in ("type", "info")}},
+            input_tokens=tokens[0], cached_tokens=tokens[1], output_tokens=tokens[2],
+            extra=extra,
         ))
 
-    def _item(self, payload: dict[str, Any], loc: Loc, ts: float, extra: dict[str, Any],
+    def _item(self, payload: dict[str, Any], ts: float, extra: dict[str, Any],
               ptype: str) -> bool:
         """The CLI's own record of a command or patch: folded into the call it mirrors, or
         (a call no line of this file made: code mode's nested calls) its own event.
@@ -450,18 +514,91 @@ class CodexRolloutParser(StreamParser):
         return True
 
     # -- calls and outputs -----------------------------------------------------------------
-    def _output(self, ev: Event, payload: dict[str, Any], loc: Loc, ts: float,
-                lineno: int) -> None:
+    def _call_event(self, payload: dict[str, Any], ptype: str, lineno: int, step: int,
+                    ts: float, extra: dict[str, Any]) -> Event:
+        """The event of a tool call (``extra``, the line's, becomes its ``extra``)."""
+        name = payload.get("name")
+        for k, v in payload.items():
+            if k != "type":
+                extra[k] = v
+        ev = Event(index=0, kind=EventKind.OTHER, step=step, start=ts, extra=extra)
+        argv: list[str] | None = None
+        patch: str | None = None
+        if ptype == "function_call" and name in _ARGUMENT_TOOLS:
+            raw = payload.get("arguments")
+            if type(raw) is not str:
+                raw = get(payload, "arguments", str, self._ploc(lineno), required=True)
+            aloc = Loc(self.source, lineno, "payload.arguments")  # one object, same wording
+            try:
+                args = load_embedded_json(raw, aloc)
+            except json.JSONDecodeError as exc:
+                raise aloc.error(f"not valid JSON ({exc.msg})") from exc
+            if not isinstance(args, dict):
+                raise aloc.error("expected a JSON object")
+            extra["arguments"] = args
+            if name == "write_stdin" or name == "wait":
+                return ev  # a poll: its own `other` event, tied to its target by id
+            if name == "apply_patch":
+                patch = args.get("input") if isinstance(args.get("input"), str) else None
+            else:
+                cmd = args.get("command", args.get("cmd"))
+                if isinstance(cmd, str):
+                    argv = self._split(cmd)
+                    ev.command = cmd
+                elif isinstance(cmd, list) and _all_str(cmd):
+                    argv = list(cmd)
+                    ev.command = self._join(argv)
+                else:
+                    raise (aloc / "command").error("expected array of strings or string")
+                ev.argv = argv
+                patch = _patch_from_argv(argv) if argv else None
+                ev.kind = classify_command(ev.command, argv)
+        elif ptype == "local_shell_call":
+            action = payload.get("action") or {}
+            cmd = action.get("command") if isinstance(action, dict) else None
+            if isinstance(cmd, list) and _all_str(cmd):
+                ev.argv, ev.command = list(cmd), self._join(cmd)
+                patch = _patch_from_argv(ev.argv)
+                ev.kind = classify_command(ev.command, ev.argv)
+        elif ptype == "custom_tool_call" and name == "apply_patch":
+            patch = get(payload, "input", str, self._ploc(lineno))
+        elif ptype == "custom_tool_call" and name == "exec":
+            extra["code"] = payload.get("input")
+        if patch is not None:
+            parsed = parse_apply_patch(patch)
+            if parsed is not None:
+                ev.kind = EventKind.FILE_CHANGE
+                extra["patch"] = parsed
+        return ev
+
+    def _split(self, cmd: str) -> list[str] | None:
+        """``split_command(cmd)``, remembered per command string (a pure function of it;
+        agents rerun the same commands); every caller gets its own list."""
+        argv = self._argvs.get(cmd, _UNREAD)
+        if argv is _UNREAD:
+            argv = self._argvs[cmd] = split_command(cmd)
+        return None if argv is None else argv.copy()
+
+    def _join(self, argv: list[str]) -> str:
+        """``shlex.join(argv)``, remembered per argv."""
+        key = tuple(argv)
+        joined = self._joined.get(key)
+        if joined is None:
+            joined = self._joined[key] = shlex.join(argv)
+        return joined
+
+    def _output(self, ev: Event, payload: dict[str, Any], lineno: int, ts: float) -> None:
         out = payload.get("output")
         ev.end = ts
         ev.step = self._state["step"]  # placed where it returned
         ev.extra["output_line"] = lineno
-        for k, v in payload.items():
-            if k not in ("type", "output", "call_id"):
-                ev.extra[f"output_{k}"] = v
+        if len(payload) > 3 or "output" not in payload:
+            for k, v in payload.items():
+                if k not in ("type", "output", "call_id"):
+                    ev.extra[f"output_{k}"] = v
         name = ev.extra.get("name")
         envelope = None
-        text = _output_text(out)
+        text = out if type(out) is str else _output_text(out)
         if isinstance(out, str) and out.startswith("{"):
             try:
                 envelope = loads_lenient(out)
@@ -470,9 +607,18 @@ class CodexRolloutParser(StreamParser):
         header = parse_output_header(text) if text is not None and envelope is None else None
         if isinstance(envelope, dict) and isinstance(envelope.get("metadata"), dict):
             md = envelope["metadata"]
-            ev.exit_code = to_int(md.get("exit_code"), loc / "output" / "metadata" / "exit_code")
-            ev.duration = to_float(md.get("duration_seconds"),
-                                   loc / "output" / "metadata" / "duration_seconds")
+            code = md.get("exit_code")
+            if code is None or (type(code) is int and _INT64_MIN <= code <= _INT64_MAX):
+                ev.exit_code = code
+            else:
+                ev.exit_code = to_int(code, self._ploc(lineno) / "output" / "metadata"
+                                      / "exit_code")
+            dur = md.get("duration_seconds")
+            if dur is None or (type(dur) is float and dur - dur == 0.0):  # finite
+                ev.duration = dur
+            else:
+                ev.duration = to_float(dur, self._ploc(lineno) / "output" / "metadata"
+                                       / "duration_seconds")
             text = envelope.get("output")
             ev.extra["output"] = text
             ev.extra["output_metadata"] = md
@@ -530,7 +676,8 @@ class CodexRolloutParser(StreamParser):
             if applied and patch.get("deleted"):
                 ev.extra["paths_deleted"] = list(patch["deleted"])
             ev.bytes_written = patch.get("added_bytes") if applied else None
-        apply_test_counts(ev, text if isinstance(text, str) else None)
+        if ev.kind is EventKind.TEST:
+            apply_test_counts(ev, text if isinstance(text, str) else None)
         mark_tool_return(ev)
 
     def _poll(self, poll: Event, header: dict[str, Any] | None, ts: float) -> None:
@@ -597,8 +744,8 @@ class CodexRolloutParser(StreamParser):
 
     def on_final(self) -> None:
         self.meta["n_user_turns"] = self._n_user_messages or self._n_prompt_items
-        self.meta["n_turns_aborted"] = sum(
-            1 for e in self.events if e.extra.get("payload_type") == "turn_aborted")
+        self.meta["n_turns_aborted"] = [
+            e.extra.get("payload_type") for e in self.events].count("turn_aborted")
 
     def task_default(self) -> str:
         sid = (self.meta.get("session") or {}).get("id")
@@ -607,10 +754,6 @@ class CodexRolloutParser(StreamParser):
     def repo_default(self) -> str | None:
         git = (self.meta.get("session") or {}).get("git")
         return repo_from_url(git.get("repository_url")) if isinstance(git, dict) else None
-
-
-def _without_type(payload: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in payload.items() if k != "type"}
 
 
 def _find_key(obj: Any, key: str) -> Any:
@@ -634,74 +777,29 @@ def _duration(d: Any) -> float | None:
     return None
 
 
-def _content_text(content: Any, loc: Loc) -> str | None:
+def _content_text(content: Any, source: Path, lineno: int, field: str) -> str | None:
+    """The text of a message's ``content`` (or a reasoning ``summary``): a string, or the
+    text parts of a list joined by newlines; errors name ``payload.<field>`` of the line."""
     if content is None:
         return None
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise loc.error("expected array or string")
+        raise (Loc(source, lineno) / "payload" / field).error("expected array or string")
     parts = []
     for j, c in enumerate(content):
         if isinstance(c, dict) and isinstance(c.get("text"), str):
             parts.append(c["text"])
         elif not isinstance(c, dict):
-            raise (loc / j).error("expected object")
+            raise (Loc(source, lineno) / "payload" / field / j).error("expected object")
     return "\n".join(parts) if parts else None
 
 
-def _call_event(payload: dict[str, Any], ptype: str, loc: Loc, step: int, ts: float,
-                extra: dict[str, Any]) -> Event:
-    name = payload.get("name")
-    ev = Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
-               extra={**extra, **{k: v for k, v in payload.items() if k != "type"}})
-    argv: list[str] | None = None
-    patch: str | None = None
-    if ptype == "function_call" and name in SHELL_TOOLS | {"write_stdin", "wait",
-                                                           "apply_patch"}:
-        raw = get(payload, "arguments", str, loc, required=True)
-        try:
-            args = load_embedded_json(raw, loc / "arguments")
-        except json.JSONDecodeError as exc:
-            raise (loc / "arguments").error(f"not valid JSON ({exc.msg})") from exc
-        if not isinstance(args, dict):
-            raise (loc / "arguments").error("expected a JSON object")
-        ev.extra["arguments"] = args
-        if name in ("write_stdin", "wait"):
-            return ev  # a poll: its own `other` event, tied to its target by id
-        if name == "apply_patch":
-            patch = args.get("input") if isinstance(args.get("input"), str) else None
-        else:
-            cmd = args.get("command", args.get("cmd"))
-            if isinstance(cmd, str):
-                argv = split_command(cmd)
-                ev.command = cmd
-            elif isinstance(cmd, list) and all(isinstance(x, str) for x in cmd):
-                argv = list(cmd)
-                ev.command = shlex.join(argv)
-            else:
-                raise (loc / "arguments" / "command").error(
-                    "expected array of strings or string")
-            ev.argv = argv
-            patch = _patch_from_argv(argv) if argv else None
-            ev.kind = classify_command(ev.command, argv)
-    elif ptype == "local_shell_call":
-        action = payload.get("action") or {}
-        cmd = action.get("command") if isinstance(action, dict) else None
-        if isinstance(cmd, list) and all(isinstance(x, str) for x in cmd):
-            ev.argv, ev.command = list(cmd), shlex.join(cmd)
-            patch = _patch_from_argv(ev.argv)
-            ev.kind = classify_command(ev.command, ev.argv)
-    elif ptype == "custom_tool_call" and name == "apply_patch":
-        patch = get(payload, "input", str, loc)
-    elif ptype == "custom_tool_call" and name == "exec":
-        ev.extra["code"] = payload.get("input")
-    if patch is not None:
-        parsed = parse_apply_patch(patch)
-        if parsed is not None:
-            ev.kind = EventKind.FILE_CHANGE
-            ev.extra["patch"] = parsed
-    return ev
+def _all_str(xs: list[Any]) -> bool:
+    for x in xs:
+        if not isinstance(x, str):
+            return False
+    return True
 
 
 def read_codex_rollout(
