@@ -82,7 +82,6 @@ _ITEM_KINDS = {"command_execution": EventKind.COMMAND, "file_change": EventKind.
                **dict.fromkeys(_MESSAGE_ITEMS, EventKind.MESSAGE)}
 # an int a table column holds: the plain check before to_int's own
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_UNSEEN: Any = object()
 
 
 def looks_like(first: dict[str, Any]) -> bool:
@@ -115,9 +114,6 @@ class CodexExecParser(StreamParser):
         self._prev_total = dict(self._base)
         self._turns: list[dict[str, Any]] = []
         self._spellings: set[str] = set()
-        # command -> its argv (None: unsplittable): agents rerun the same commands, and
-        # split_command is a pure function of the string; each event gets its own list
-        self._argvs: dict[str, list[str] | None] = {}
         self.meta["usage_base"] = dict(usage_base) if usage_base is not None else None
 
     @property
@@ -259,9 +255,9 @@ class CodexExecParser(StreamParser):
                 self._open[key] = ev
                 if arrival is not None:
                     ev.start = arrival
-            _update_item(ev, itype, item, lineno, self.source, t, self._argvs)
+            _update_item(ev, itype, item, lineno, self.source, t)
         else:
-            _update_item(ev, itype, item, lineno, self.source, t, self._argvs)
+            _update_item(ev, itype, item, lineno, self.source, t)
             if t == "item.completed":
                 del self._open[key]
         if t == "item.completed":
@@ -326,9 +322,8 @@ _SKIP_MESSAGE = _SKIP_TYPE | {"text"}
 
 
 def _update_item(ev: Event, itype: str, item: dict[str, Any], lineno: int, source: Path,
-                 lifecycle: str, argvs: dict[str, list[str] | None]) -> None:
-    """Fold one lifecycle line of an item into its event (the last line wins); ``argvs``
-    remembers the split of each command string seen."""
+                 lifecycle: str) -> None:
+    """Fold one lifecycle line of an item into its event (the last line wins)."""
     extra = ev.extra
     extra["lifecycle"].append(lifecycle[5:])  # "item.started" -> "started"
     extra["last_line"] = lineno
@@ -339,10 +334,7 @@ def _update_item(ev: Event, itype: str, item: dict[str, Any], lineno: int, sourc
             cmd = get(item, "command", str, Loc(source, lineno) / "item")
         if cmd is not None and cmd != ev.command:
             ev.command = cmd
-            argv = argvs.get(cmd, _UNSEEN)
-            if argv is _UNSEEN:
-                argv = argvs[cmd] = split_command(cmd)
-            ev.argv = argv = None if argv is None else argv.copy()
+            ev.argv = argv = split_command(cmd)
             ev.kind = classify_command(cmd, argv)
         code = item.get("exit_code")
         if code is None or (type(code) is int and _INT64_MIN <= code <= _INT64_MAX):

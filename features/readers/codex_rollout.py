@@ -218,7 +218,6 @@ class CodexRolloutParser(StreamParser):
         self._n_prompt_items = 0
         self._ts_text: Any = None  # the last timestamp text parsed, and its epoch seconds
         self._ts = 0.0
-        self._argvs: dict[str, list[str] | None] = {}  # see _split
         self._joined: dict[tuple[str, ...], str] = {}  # see _join
 
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
@@ -543,7 +542,7 @@ class CodexRolloutParser(StreamParser):
             else:
                 cmd = args.get("command", args.get("cmd"))
                 if isinstance(cmd, str):
-                    argv = self._split(cmd)
+                    argv = split_command(cmd)
                     ev.command = cmd
                 elif isinstance(cmd, list) and _all_str(cmd):
                     argv = list(cmd)
@@ -570,14 +569,6 @@ class CodexRolloutParser(StreamParser):
                 ev.kind = EventKind.FILE_CHANGE
                 extra["patch"] = parsed
         return ev
-
-    def _split(self, cmd: str) -> list[str] | None:
-        """``split_command(cmd)``, remembered per command string (a pure function of it;
-        agents rerun the same commands); every caller gets its own list."""
-        argv = self._argvs.get(cmd, _UNREAD)
-        if argv is _UNREAD:
-            argv = self._argvs[cmd] = split_command(cmd)
-        return None if argv is None else argv.copy()
 
     def _join(self, argv: list[str]) -> str:
         """``shlex.join(argv)``, remembered per argv."""
