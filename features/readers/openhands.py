@@ -20,7 +20,11 @@ Mapping:
 * Before an agent action whose ``tool_call_metadata.model_response`` carries ``usage`` a
   ``model_call`` event is emitted, once per response id (several tool calls may share a
   response): input = ``prompt_tokens``, cached = ``cache_read_input_tokens`` (or
-  ``prompt_tokens_details.cached_tokens``), output = ``completion_tokens``.
+  ``prompt_tokens_details.cached_tokens``), output = ``completion_tokens``. Older LiteLLM
+  counts Anthropic's cache writes (``cache_creation_input_tokens``) in ``prompt_tokens``,
+  later versions leave them out; when ``prompt_tokens`` is smaller than the writes plus the
+  reads it cannot hold them, and they are added (an older log never fails that test; a
+  later one whose fresh input alone reaches the writes is, ambiguously, taken as older).
 * Observations without a matching action stay as their own events (``error`` ones with
   ``is_error``); an ``error`` observation merged into its action marks it ``is_error``.
 * Timestamps are ISO-8601 without zone; they are read as UTC epoch seconds. A
@@ -101,6 +105,11 @@ def _usage(mr: dict[str, Any], loc: Loc) -> tuple[int | None, int | None, int | 
         if isinstance(details, dict):
             cached = int_field(details.get("cached_tokens"), loc, *_USAGE,
                                "prompt_tokens_details", "cached_tokens")
+    written = usage.get("cache_creation_input_tokens")
+    if written is not None and inp is not None:
+        written = int_field(written, loc, *_USAGE, "cache_creation_input_tokens")
+        if written and inp < written + (cached or 0):
+            inp += written  # a later LiteLLM: prompt_tokens leaves the cache writes out
     return inp, cached, out
 
 

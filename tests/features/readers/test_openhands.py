@@ -89,3 +89,32 @@ def test_openhands_eval_record_with_history(tmp_path: Path, fixture_path: Callab
     assert (t.task_id, t.repo) == ("django__django-11099", "django/django")
     assert t.events == read_fixture(OH_WRONG).events
     assert t.meta["test_result"] == {"git_patch": ""}
+
+
+@pytest.mark.parametrize("usage, expected", [
+    # LiteLLM before ~1.6x (OpenHands 0.2x): prompt_tokens holds the cache writes and reads
+    ({"prompt_tokens": 3601, "completion_tokens": 1142, "cache_creation_input_tokens": 160,
+      "cache_read_input_tokens": 3435}, (3601, 3435, 1142)),
+    # later LiteLLM with Anthropic (a public OpenHands session, 2025): prompt_tokens leaves
+    # the cache writes out (4 = fresh input only; 6559 = 6 fresh + 6553 read)
+    ({"prompt_tokens": 4, "completion_tokens": 115, "cache_creation_input_tokens": 6553,
+      "cache_read_input_tokens": 0}, (6557, 0, 115)),
+    ({"prompt_tokens": 6559, "completion_tokens": 109, "cache_creation_input_tokens": 210,
+      "cache_read_input_tokens": 6553}, (6769, 6553, 109)),
+    # no cache fields: prompt_tokens as it is
+    ({"prompt_tokens": 50, "completion_tokens": 5}, (50, None, 5)),
+])
+def test_openhands_input_tokens_count_cache_writes_once(
+        tmp_path: Path, usage: dict, expected: tuple) -> None:
+    evs = [
+        {"id": 0, "timestamp": "2025-01-01T00:00:00", "source": "user", "action": "message",
+         "args": {"content": "go"}},
+        {"id": 1, "timestamp": "2025-01-01T00:00:01", "source": "agent", "action": "run",
+         "args": {"command": "ls"}, "tool_call_metadata": {
+             "function_name": "execute_bash", "tool_call_id": "t1", "total_calls_in_response": 1,
+             "model_response": {"id": "r1", "usage": usage}}},
+    ]
+    p = tmp_path / "oh.json"
+    p.write_text(json.dumps(evs), encoding="utf-8")
+    calls = [e for e in read_trajectory(p).events if e.kind == EventKind.MODEL_CALL]
+    assert [(e.input_tokens, e.cached_tokens, e.output_tokens) for e in calls] == [expected]
