@@ -154,6 +154,7 @@ class _ClaudeParser(StreamParser):
         self._pending: dict[str, Event] = {}  # tool_use id -> its event, awaiting the result
         self._calls_seen: set[str] = set()  # message ids with a model_call
         self._open_call: tuple[str, Event] | None = None  # a response awaiting final usage
+        self._argvs: dict[str, list[str] | None] = {}  # command -> split_command(command)
         self._state = {"step": 1, "agent_acted": False}
         self.meta.update(n_model_calls=0, n_tool_calls=0, n_prompts=0)
 
@@ -169,7 +170,8 @@ class _ClaudeParser(StreamParser):
         if type(mid) is not str:
             mid = get(msg, "id", str, loc / "message")
         synthetic = msg.get("model") == "<synthetic>"
-        self._close_call(mid)
+        if self._open_call is not None:
+            self._close_call(mid)
         if mid is not None and not synthetic and mid not in self._calls_seen:
             self._calls_seen.add(mid)
             self.meta["n_model_calls"] += 1
@@ -197,7 +199,7 @@ class _ClaudeParser(StreamParser):
                     raise bloc.error("expected object")
                 btype = get(b, "type", str, bloc, required=True)
             if btype == "tool_use":
-                ev, tid = _tool_event(b, loc, j, step, ts, extra, mid)
+                ev, tid = _tool_event(b, loc, j, step, ts, extra, mid, self._argvs)
                 self._pending[tid] = ev
                 self.meta["n_tool_calls"] += 1
             elif btype == "text" or btype == "thinking" or btype == "redacted_thinking":
@@ -523,10 +525,12 @@ class ClaudeSessionParser(_ClaudeParser):
         if t == "assistant":
             self._assistant(obj, loc, ts, extra)
         elif t == "user":
-            self._close_call(None)
+            if self._open_call is not None:
+                self._close_call(None)
             self._user(obj, loc, ts, extra, subagent=side)
         else:
-            self._close_call(None)
+            if self._open_call is not None:
+                self._close_call(None)
             if t not in SESSION_TYPES:
                 warn_unknown(self.source, f"line {lineno}", f"line type {t!r}")
             sub = obj.get("subtype")
@@ -612,10 +616,15 @@ class ClaudeSessionParser(_ClaudeParser):
 
 
 def _only_tool_results(obj: dict[str, Any]) -> bool:
+    """Whether a user line holds tool results and nothing else."""
     msg = obj.get("message")
     content = msg.get("content") if isinstance(msg, dict) else None
-    return isinstance(content, list) and bool(content) and all(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    if not isinstance(content, list) or not content:
+        return False
+    for b in content:
+        if not isinstance(b, dict) or b.get("type") != "tool_result":
+            return False
+    return True
 
 
 def _block_loc(loc: Loc, j: int) -> Loc:
@@ -659,10 +668,20 @@ def _input_str(inp: dict[str, Any], key: str, loc: Loc, j: int) -> str | None:
     return v
 
 
+def _split(cmd: str, argvs: dict[str, list[str] | None]) -> list[str] | None:
+    """``split_command(cmd)``, remembered in ``argvs`` (agents rerun the same commands); each
+    event gets its own list."""
+    argv = argvs.get(cmd, argvs)
+    if argv is argvs:
+        argv = argvs[cmd] = split_command(cmd)
+    return None if argv is None else argv[:]
+
+
 def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None,
-                extra: dict[str, Any], mid: str | None) -> tuple[Event, str]:
+                extra: dict[str, Any], mid: str | None,
+                argvs: dict[str, list[str] | None]) -> tuple[Event, str]:
     """The event of a ``tool_use`` block (block ``j`` of the line ``loc``, of the response
-    ``mid``) before its result, and the block's id."""
+    ``mid``) before its result, and the block's id; ``argvs``: the commands split so far."""
     name = b.get("name")
     if type(name) is not str:
         name = get(b, "name", str, _block_loc(loc, j), required=True)
@@ -675,7 +694,7 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
     if name == "Bash":
         cmd = _input_str(inp, "command", loc, j)
         if cmd is not None:
-            argv = split_command(cmd)
+            argv = _split(cmd, argvs)
             ev = Event(index=0, kind=classify_command(cmd, argv), step=step, start=ts,
                        command=cmd, argv=argv, extra=bextra)
         else:
