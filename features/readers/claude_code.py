@@ -477,20 +477,22 @@ class ClaudeSessionParser(_ClaudeParser):
         if not isinstance(uuid, str):
             self._bookkeeping(t, obj, loc)
             return
-        sid = obj.get("sessionId")
-        if isinstance(sid, str) and "session_id" not in meta:
-            meta["session_id"] = sid
+        if "session_id" not in meta:  # the first line that names them wins
+            sid = obj.get("sessionId")
+            if isinstance(sid, str):
+                meta["session_id"] = sid
+        if "cwd" not in meta:
+            cwd = obj.get("cwd")
+            if isinstance(cwd, str):
+                meta["cwd"] = cwd
         v = obj.get("version")
         versions = self._versions
         if isinstance(v, str) and (not versions or versions[-1] != v):
             versions.append(v)
-        cwd = obj.get("cwd")
-        if isinstance(cwd, str) and "cwd" not in meta:
-            meta["cwd"] = cwd
         parent = obj.get("parentUuid")
         if parent is None:
             parent = obj.get("logicalParentUuid")
-        side = bool(obj.get("isSidechain"))
+        side = obj.get("isSidechain")
         if side:
             agent = obj.get("agentId")
             self._sidechain.add(uuid)
@@ -527,7 +529,7 @@ class ClaudeSessionParser(_ClaudeParser):
         elif t == "user":
             if self._open_call is not None:
                 self._close_call(None)
-            self._user(obj, loc, ts, extra, subagent=side)
+            self._user(obj, loc, ts, extra, subagent=bool(side))
         else:
             if self._open_call is not None:
                 self._close_call(None)
