@@ -115,6 +115,7 @@ _MODEL_CALL, _MESSAGE, _OTHER = EventKind.MODEL_CALL, EventKind.MESSAGE, EventKi
 _FILE_CHANGE, _COMMAND = EventKind.FILE_CHANGE, EventKind.COMMAND
 _CONVERSATION = frozenset(("user", "assistant", "system", "attachment"))  # moves the live leaf
 _NO_TIME = object()
+_NUMBER = (int, float)
 
 
 def looks_like_stream(first: dict[str, Any]) -> bool:
@@ -596,19 +597,20 @@ class ClaudeSessionParser(_ClaudeParser):
             self._record(obj, lineno, str(path))
 
     def on_final(self) -> None:
+        parent, side = self._parent, self._sidechain
         live: set[str] = set()
+        add, up = live.add, parent.get
         u = self._last
         while u is not None and u not in live:
-            live.add(u)
-            u = self._parent.get(u)
+            add(u)
+            u = up(u)
         live |= {r for r, p in self._tool_results.items() if p in live}
-        dead_records = [r for r in self._parent
-                        if r not in live and r not in self._sidechain]
+        n_dead_records = len(parent.keys() - live - side)  # every record has a uuid
         dead = [e.index for e in self.events if (u := e.extra.get("uuid")) is not None
-                and u not in live and u not in self._sidechain]
+                and u not in live and u not in side]
         self.meta.update(
             versions=self._versions, version=self._versions[-1] if self._versions else None,
-            dead_branch={"n_records": len(dead_records), "n_events": len(dead), "events": dead},
+            dead_branch={"n_records": n_dead_records, "n_events": len(dead), "events": dead},
             live_leaf=self._last, subagents=sorted(self._agents),
             n_user_turns=self.meta["n_prompts"],
         )
@@ -741,7 +743,7 @@ def _apply_result(ev: Event, b: dict[str, Any], result: Any, ts: float | None,
     if res is not None:
         x["result"] = {k: v for k, v in res.items() if k not in _BULKY}
         ms = res.get("durationMs", res.get("totalDurationMs"))
-        if isinstance(ms, int | float) and not isinstance(ms, bool):
+        if isinstance(ms, _NUMBER) and not isinstance(ms, bool):
             ev.duration = ms / 1000.0
     elif isinstance(result, str):
         x["result"] = result
