@@ -314,13 +314,15 @@ class _ClaudeParser(StreamParser):
                             extra={**extra, "orphan_result": True, "tool_use_id": tid}),
                       self.TURN_END)
             return
-        self._before_result(ev, b, result)
+        if ev.extra.get("tool") in SUBAGENT_TOOLS:
+            self._before_subagent_result(ev, b, result)
         _apply_result(ev, b, result, ts, extra)
         ev.step = self._state["step"]
         self.emit(ev, self.TURN_END)
 
-    def _before_result(self, ev: Event, block: dict[str, Any], result: Any) -> None:
-        """Hook run before a tool result is applied (the session parser loads subagents)."""
+    def _before_subagent_result(self, ev: Event, block: dict[str, Any], result: Any) -> None:
+        """Hook run before a subagent call's (``Task``/``Agent``) result is applied (the
+        session parser loads the subagent's own file)."""
 
     def _release_pending(self, ids: list[str], **marks: Any) -> None:
         for tid in ids:
@@ -462,10 +464,10 @@ class ClaudeSessionParser(_ClaudeParser):
         self._time: float | None = None
         self.meta.update(n_progress=0, bookkeeping={})
 
-    def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
-        self._record(obj, lineno, None)
-
-    def _record(self, obj: dict[str, Any], lineno: int, file: str | None) -> None:
+    def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None = None,
+                  file: str | None = None) -> None:
+        """One line of the session file, or (``file``) of a subagent's own file; ``arrival``
+        is ignored (every line has its own time)."""
         loc = Loc(Path(file) if file else self.source, lineno)
         t = obj.get("type")
         if type(t) is not str:
@@ -580,8 +582,8 @@ class ClaudeSessionParser(_ClaudeParser):
             seen += 1
         return False
 
-    def _before_result(self, ev: Event, block: dict[str, Any], result: Any) -> None:
-        if ev.extra.get("tool") not in SUBAGENT_TOOLS or self._subagent_file is None:
+    def _before_subagent_result(self, ev: Event, block: dict[str, Any], result: Any) -> None:
+        if self._subagent_file is None:
             return
         agent = result.get("agentId") if isinstance(result, dict) else None
         if not isinstance(agent, str):  # older CLIs name it in the result text only
@@ -594,7 +596,7 @@ class ClaudeSessionParser(_ClaudeParser):
             return
         self._agents.add(agent)
         for lineno, obj in jsonl_records(path):
-            self._record(obj, lineno, str(path))
+            self.on_record(obj, lineno, None, str(path))
 
     def on_final(self) -> None:
         parent, side = self._parent, self._sidechain
