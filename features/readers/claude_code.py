@@ -111,6 +111,11 @@ _BULKY = {"originalFile", "file", "content", "stdout", "stderr", "structuredPatc
           "oldString", "newString", "edits", "filenames"}
 _EXIT = re.compile(r"^(?:Error: )?Exit code (-?\d+)")
 _AGENT_ID = re.compile(r"\bagentId: (\w+)")
+_MODEL_CALL, _MESSAGE, _OTHER = EventKind.MODEL_CALL, EventKind.MESSAGE, EventKind.OTHER
+_FILE_CHANGE, _COMMAND = EventKind.FILE_CHANGE, EventKind.COMMAND
+_CONVERSATION = frozenset(("user", "assistant", "system", "attachment"))  # moves the live leaf
+_NO_TIME = object()
+_NUMBER = (int, float)
 
 
 def looks_like_stream(first: dict[str, Any]) -> bool:
@@ -142,6 +147,7 @@ class _ClaudeParser(StreamParser):
     """What both Claude Code formats share: content blocks, tools, model calls, steps."""
 
     FINAL_USAGE_WAIT = False  # hold a response's model call until its final usage arrives
+    TURN_END: bool | None = None  # the turn_end of an event released now (None: held)
 
     def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
                  repo: str | None = None) -> None:
@@ -149,89 +155,101 @@ class _ClaudeParser(StreamParser):
         self._pending: dict[str, Event] = {}  # tool_use id -> its event, awaiting the result
         self._calls_seen: set[str] = set()  # message ids with a model_call
         self._open_call: tuple[str, Event] | None = None  # a response awaiting final usage
+        self._argvs: dict[str, list[str] | None] = {}  # command -> split_command(command)
         self._state = {"step": 1, "agent_acted": False}
         self.meta.update(n_model_calls=0, n_tool_calls=0, n_prompts=0)
 
     # -- assistant lines ----------------------------------------------------------------
+    # Hot path: plain type checks first; the checked ``get``/``to_int`` (and the ``Loc`` of a
+    # field) only when a plain check fails, so a bad field raises the same words as ever.
     def _assistant(self, obj: dict[str, Any], loc: Loc, ts: float | None,
                    extra: dict[str, Any]) -> None:
-        msg = get(obj, "message", dict, loc, required=True)
-        mloc = loc / "message"
-        mid = get(msg, "id", str, mloc)
+        msg = obj.get("message")
+        if type(msg) is not dict:
+            msg = get(obj, "message", dict, loc, required=True)
+        mid = msg.get("id")
+        if type(mid) is not str:
+            mid = get(msg, "id", str, loc / "message")
         synthetic = msg.get("model") == "<synthetic>"
-        self._close_call(mid)
+        if self._open_call is not None:
+            self._close_call(mid)
         if mid is not None and not synthetic and mid not in self._calls_seen:
             self._calls_seen.add(mid)
             self.meta["n_model_calls"] += 1
-            self._model_call(mid, msg, mloc, ts, extra)
+            self._model_call(mid, msg, loc, ts, extra)
         elif self._open_call is not None and self._open_call[0] == mid:
-            if self._update_call(self._open_call[1], msg, mloc):  # its final usage: release
+            if self._update_call(self._open_call[1], msg, loc):  # its final usage: release
                 self._close_call(None)
         content = msg.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        if not isinstance(blocks, list):
-            raise (mloc / "content").error("expected array or string")
-        self._state["agent_acted"] = True
-        step = self._state["step"]
+        if isinstance(content, list):
+            blocks = content
+        elif isinstance(content, str):
+            blocks = [{"type": "text", "text": content}]
+        else:
+            raise (loc / "message" / "content").error("expected array or string")
+        state = self._state
+        state["agent_acted"] = True
+        step = state["step"]
+        turn_end = self.TURN_END
+        emit = self.emit
         for j, b in enumerate(blocks):
             btype = b.get("type") if isinstance(b, dict) else None
-            if not isinstance(btype, str):  # the location is only built for the error
-                bloc = mloc / "content" / j
+            if type(btype) is not str:  # the location is only built for the error
+                bloc = loc / "message" / "content" / j
                 if not isinstance(b, dict):
                     raise bloc.error("expected object")
-                get(b, "type", str, bloc, required=True)
-            bextra = {**extra, "message_id": mid, "block": btype}
+                btype = get(b, "type", str, bloc, required=True)
             if btype == "tool_use":
-                bloc = mloc / "content" / j
-                ev = _tool_event(b, bloc, step, ts, bextra)
-                tid = get(b, "id", str, bloc, required=True)
+                ev, tid = _tool_event(b, loc, j, step, ts, extra, mid, self._argvs)
                 self._pending[tid] = ev
                 self.meta["n_tool_calls"] += 1
-            elif btype in ("text", "thinking", "redacted_thinking"):
+            elif btype == "text" or btype == "thinking" or btype == "redacted_thinking":
                 text = b.get("text") if btype == "text" else b.get("thinking")
+                api_error = obj.get("isApiErrorMessage")
+                bextra = {**extra, "message_id": mid, "block": btype}
                 if synthetic:
                     bextra["synthetic"] = True
-                if obj.get("isApiErrorMessage"):
+                if api_error:
                     bextra["api_error"] = True
-                self.emit(Event(index=0, kind=EventKind.MESSAGE, step=step, start=ts,
-                                text=text if isinstance(text, str) else None,
-                                is_error=bool(obj.get("isApiErrorMessage")),
-                                extra={**bextra, "role": "assistant"}), self._turn_end())
+                bextra["role"] = "assistant"
+                emit(Event(index=0, kind=_MESSAGE, step=step, start=ts,
+                           text=text if isinstance(text, str) else None,
+                           is_error=bool(api_error), extra=bextra), turn_end)
             else:
                 if btype not in BLOCK_TYPES:
-                    warn_unknown(self.source, str(mloc / "content" / j),
+                    warn_unknown(self.source, str(loc / "message" / "content" / j),
                                  f"content block type {btype!r}")
-                self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
-                                extra={**bextra, **{k: v for k, v in b.items() if k != "type"}}),
-                          self._turn_end())
+                emit(Event(index=0, kind=_OTHER, step=step, start=ts,
+                           extra={**extra, "message_id": mid, "block": btype,
+                                  **{k: v for k, v in b.items() if k != "type"}}),
+                     turn_end)
 
     def _model_call(self, mid: str, msg: dict[str, Any], loc: Loc, ts: float | None,
                     extra: dict[str, Any]) -> None:
-        ev = Event(index=0, kind=EventKind.MODEL_CALL, step=self._state["step"], end=ts,
-                   extra={**extra, "message_id": mid, "model": msg.get("model")})
-        final = self._update_call(ev, msg, loc)
+        usage, inp, cached, out, final = _usage(msg, loc)
+        mextra = {**extra, "message_id": mid, "model": msg.get("model")}
+        if usage:
+            mextra["usage"] = usage
+            mextra["usage_final"] = final
+        ev = Event(index=0, kind=_MODEL_CALL, step=self._state["step"], end=ts,
+                   input_tokens=inp, cached_tokens=cached, output_tokens=out, extra=mextra)
         if final or not self.FINAL_USAGE_WAIT:
-            self.emit(ev, self._turn_end())
+            self.emit(ev, self.TURN_END)
         else:
             self._open_call = (mid, ev)
 
     @staticmethod
     def _update_call(ev: Event, msg: dict[str, Any], loc: Loc) -> bool:
-        """Set a model call's tokens from a response's usage; True when the usage is final."""
-        usage = get(msg, "usage", (dict, type(None)), loc)
-        if not usage:
-            return msg.get("stop_reason") is not None
-        uloc = loc / "usage"
-        counts = [to_int(usage.get(k), uloc / k) for k in
-                  ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
-        if counts[0] is not None:
-            ev.input_tokens = sum(c or 0 for c in counts)
-        ev.cached_tokens = counts[2]
-        final = msg.get("stop_reason") is not None
-        ev.output_tokens = to_int(usage.get("output_tokens"), uloc / "output_tokens") \
-            if final else None
-        ev.extra["usage"] = usage
-        ev.extra["usage_final"] = final
+        """Set a held model call's tokens from a later line's usage (``loc``: the line's);
+        True when the usage is final."""
+        usage, inp, cached, out, final = _usage(msg, loc)
+        if usage:
+            if inp is not None:
+                ev.input_tokens = inp
+            ev.cached_tokens = cached
+            ev.output_tokens = out
+            ev.extra["usage"] = usage
+            ev.extra["usage_final"] = final
         return final
 
     def _close_call(self, mid: str | None) -> None:
@@ -239,29 +257,39 @@ class _ClaudeParser(StreamParser):
         if self._open_call is not None and self._open_call[0] != mid:
             ev = self._open_call[1]
             self._open_call = None
-            self.emit(ev, self._turn_end())
+            self.emit(ev, self.TURN_END)
 
     # -- user lines -------------------------------------------------------------------
     def _user(self, obj: dict[str, Any], loc: Loc, ts: float | None, extra: dict[str, Any],
               subagent: bool) -> None:
-        msg = get(obj, "message", dict, loc, required=True)
-        mloc = loc / "message"
+        msg = obj.get("message")
+        if type(msg) is not dict:
+            msg = get(obj, "message", dict, loc, required=True)
         content = msg.get("content")
-        result = obj.get("toolUseResult", obj.get("tool_use_result"))
         if isinstance(content, list):
-            results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
-            for j, b in enumerate(content):
+            results = []
+            texts = []
+            for j, b in enumerate(content):  # one walk: every block checked, then split
                 if not isinstance(b, dict):
-                    raise (mloc / "content" / j).error("expected object")
-            for b in results:
-                self._tool_result(b, ts, extra, result if len(results) == 1 else None)
-            texts = [b for b in content if b.get("type") != "tool_result"]
-        else:
-            texts = [{"type": "text", "text": content}] if isinstance(content, str) else []
-            if content is not None and not isinstance(content, str):
-                raise (mloc / "content").error("expected array or string")
-        if not texts:
+                    raise _block_loc(loc, j).error("expected object")
+                if b.get("type") == "tool_result":
+                    results.append(b)
+                else:
+                    texts.append(b)
+            if results:
+                result = obj.get("toolUseResult", obj.get("tool_use_result"))
+                if len(results) != 1:
+                    result = None
+                for b in results:
+                    self._tool_result(b, ts, extra, result)
+            if not texts:
+                return
+        elif isinstance(content, str):
+            texts = [{"type": "text", "text": content}]
+        elif content is None:
             return
+        else:
+            raise (loc / "message" / "content").error("expected array or string")
         text = _text_of(texts)
         prompt = (not subagent and not obj.get("isMeta") and not obj.get("isCompactSummary")
                   and not obj.get("isVisibleInTranscriptOnly") and text is not None
@@ -274,7 +302,7 @@ class _ClaudeParser(StreamParser):
                 extra[k] = True
         self.emit(Event(index=0, kind=EventKind.MESSAGE, step=self._state["step"], start=ts,
                         text=text, extra={**extra, "role": "user", "prompt": prompt}),
-                  self._turn_end())
+                  self.TURN_END)
 
     def _tool_result(self, b: dict[str, Any], ts: float | None, extra: dict[str, Any],
                      result: Any) -> None:
@@ -284,15 +312,17 @@ class _ClaudeParser(StreamParser):
             self.emit(Event(index=0, kind=EventKind.OTHER, step=self._state["step"], end=ts,
                             text=_text_of(b.get("content")),
                             extra={**extra, "orphan_result": True, "tool_use_id": tid}),
-                      self._turn_end())
+                      self.TURN_END)
             return
-        self._before_result(ev, b, result)
+        if ev.extra.get("tool") in SUBAGENT_TOOLS:
+            self._before_subagent_result(ev, b, result)
         _apply_result(ev, b, result, ts, extra)
         ev.step = self._state["step"]
-        self.emit(ev, self._turn_end())
+        self.emit(ev, self.TURN_END)
 
-    def _before_result(self, ev: Event, block: dict[str, Any], result: Any) -> None:
-        """Hook run before a tool result is applied (the session parser loads subagents)."""
+    def _before_subagent_result(self, ev: Event, block: dict[str, Any], result: Any) -> None:
+        """Hook run before a subagent call's (``Task``/``Agent``) result is applied (the
+        session parser loads the subagent's own file)."""
 
     def _release_pending(self, ids: list[str], **marks: Any) -> None:
         for tid in ids:
@@ -300,11 +330,7 @@ class _ClaudeParser(StreamParser):
             ev.extra["incomplete"] = True
             ev.extra.update(marks)
             ev.step = self._state["step"]
-            self.emit(ev, self._turn_end())
-
-    def _turn_end(self) -> bool | None:
-        """The turn_end of an event released now (None: held until the next event)."""
-        return None
+            self.emit(ev, self.TURN_END)
 
     def on_end(self) -> None:
         self._close_call(None)
@@ -316,6 +342,7 @@ class ClaudeStreamParser(_ClaudeParser):
 
     FORMAT = STREAM_FORMAT
     ARRIVAL_TIMES = True
+    TURN_END = False  # only a result ends a turn, and says so on its own line
 
     def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
                  repo: str | None = None) -> None:
@@ -328,29 +355,30 @@ class ClaudeStreamParser(_ClaudeParser):
         """The session id (``claude --resume`` takes it), once a line named it."""
         return self.meta.get("session_id")
 
-    def _turn_end(self) -> bool | None:
-        return False  # only a result ends a turn, and says so on its own line
-
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
         loc = Loc(self.source, lineno)
-        t = get(obj, "type", str, loc, required=True)
+        t = obj.get("type")
+        if type(t) is not str:
+            t = get(obj, "type", str, loc, required=True)
+        meta = self.meta
         if t == "stream_event":  # partial-message deltas: the full lines follow
-            self.meta["n_stream_events"] += 1
+            meta["n_stream_events"] += 1
             return
         sid = obj.get("session_id")
-        if isinstance(sid, str):
-            self.meta.setdefault("session_id", sid)
+        if isinstance(sid, str) and "session_id" not in meta:
+            meta["session_id"] = sid
         if arrival is not None:
             ts = arrival
         else:
             raw = obj.get("timestamp")
             ts = parse_iso(raw, loc / "timestamp") if raw is not None else None
         extra: dict[str, Any] = {"line": lineno, "line_type": t}
-        for k in ("uuid", "parent_tool_use_id"):
-            if obj.get(k) is not None:
-                extra[k] = obj[k]
+        u = obj.get("uuid")
+        if u is not None:
+            extra["uuid"] = u
         sub = obj.get("parent_tool_use_id")
         if sub is not None:
+            extra["parent_tool_use_id"] = sub
             extra["subagent"] = sub
         if t == "assistant":
             self._assistant(obj, loc, ts, extra)
@@ -432,50 +460,68 @@ class ClaudeSessionParser(_ClaudeParser):
         self._last: str | None = None  # last main-chain conversation line
         self._agents: set[str] = set()
         self._versions: list[str] = []
+        self._time_raw: Any = _NO_TIME  # the last timestamp string parsed, and its time
+        self._time: float | None = None
         self.meta.update(n_progress=0, bookkeeping={})
 
-    def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
-        self._record(obj, lineno, None)
-
-    def _record(self, obj: dict[str, Any], lineno: int, file: str | None) -> None:
+    def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None = None,
+                  file: str | None = None) -> None:
+        """One line of the session file, or (``file``) of a subagent's own file; ``arrival``
+        is ignored (every line has its own time)."""
         loc = Loc(Path(file) if file else self.source, lineno)
-        t = get(obj, "type", str, loc, required=True)
+        t = obj.get("type")
+        if type(t) is not str:
+            t = get(obj, "type", str, loc, required=True)
         meta = self.meta
-        uuid = obj.get("uuid")
         if t == "progress":
             meta["n_progress"] += 1
             return
+        uuid = obj.get("uuid")
         if not isinstance(uuid, str):
             self._bookkeeping(t, obj, loc)
             return
-        sid = obj.get("sessionId")
-        if isinstance(sid, str):
-            meta.setdefault("session_id", sid)
+        if "session_id" not in meta:  # the first line that names them wins
+            sid = obj.get("sessionId")
+            if isinstance(sid, str):
+                meta["session_id"] = sid
+        if "cwd" not in meta:
+            cwd = obj.get("cwd")
+            if isinstance(cwd, str):
+                meta["cwd"] = cwd
         v = obj.get("version")
-        if isinstance(v, str) and (not self._versions or self._versions[-1] != v):
-            self._versions.append(v)
-        if isinstance(obj.get("cwd"), str):
-            meta.setdefault("cwd", obj["cwd"])
+        versions = self._versions
+        if isinstance(v, str) and (not versions or versions[-1] != v):
+            versions.append(v)
         parent = obj.get("parentUuid")
         if parent is None:
             parent = obj.get("logicalParentUuid")
-        side = bool(obj.get("isSidechain"))
-        agent = obj.get("agentId")
+        side = obj.get("isSidechain")
         if side:
+            agent = obj.get("agentId")
             self._sidechain.add(uuid)
             if isinstance(agent, str):
                 self._agents.add(agent)
-        self._parent[uuid] = parent if isinstance(parent, str) else None
-        is_result = t == "user" and _only_tool_results(obj)
-        if is_result and isinstance(parent, str):
-            self._tool_results[uuid] = parent
-        elif isinstance(parent, str):
-            first = self._spine_child.setdefault(parent, uuid)
-            if first != uuid:
-                self._abandon(first)
-        if not side and t in ("user", "assistant", "system", "attachment"):
+        if isinstance(parent, str):
+            self._parent[uuid] = parent
+            if t == "user" and _only_tool_results(obj):
+                self._tool_results[uuid] = parent
+            else:
+                first = self._spine_child.setdefault(parent, uuid)
+                if first != uuid:
+                    self._abandon(first)
+        else:
+            self._parent[uuid] = None
+        if not side and t in _CONVERSATION:
             self._last = uuid
-        ts = parse_iso(obj["timestamp"], loc / "timestamp") if "timestamp" in obj else None
+        if "timestamp" in obj:  # the lines of one response share a time: parsed once
+            raw = obj["timestamp"]
+            if raw == self._time_raw:
+                ts = self._time
+            else:
+                ts = parse_iso(raw, loc / "timestamp")
+                self._time_raw, self._time = raw, ts
+        else:
+            ts = None
         extra: dict[str, Any] = {"line": lineno, "line_type": t, "uuid": uuid}
         if file:
             extra["file"] = file
@@ -484,10 +530,12 @@ class ClaudeSessionParser(_ClaudeParser):
         if t == "assistant":
             self._assistant(obj, loc, ts, extra)
         elif t == "user":
-            self._close_call(None)
-            self._user(obj, loc, ts, extra, subagent=side)
+            if self._open_call is not None:
+                self._close_call(None)
+            self._user(obj, loc, ts, extra, subagent=bool(side))
         else:
-            self._close_call(None)
+            if self._open_call is not None:
+                self._close_call(None)
             if t not in SESSION_TYPES:
                 warn_unknown(self.source, f"line {lineno}", f"line type {t!r}")
             sub = obj.get("subtype")
@@ -534,8 +582,8 @@ class ClaudeSessionParser(_ClaudeParser):
             seen += 1
         return False
 
-    def _before_result(self, ev: Event, block: dict[str, Any], result: Any) -> None:
-        if ev.extra.get("tool") not in SUBAGENT_TOOLS or self._subagent_file is None:
+    def _before_subagent_result(self, ev: Event, block: dict[str, Any], result: Any) -> None:
+        if self._subagent_file is None:
             return
         agent = result.get("agentId") if isinstance(result, dict) else None
         if not isinstance(agent, str):  # older CLIs name it in the result text only
@@ -548,22 +596,23 @@ class ClaudeSessionParser(_ClaudeParser):
             return
         self._agents.add(agent)
         for lineno, obj in jsonl_records(path):
-            self._record(obj, lineno, str(path))
+            self.on_record(obj, lineno, None, str(path))
 
     def on_final(self) -> None:
+        parent, side = self._parent, self._sidechain
         live: set[str] = set()
+        add, up = live.add, parent.get
         u = self._last
         while u is not None and u not in live:
-            live.add(u)
-            u = self._parent.get(u)
+            add(u)
+            u = up(u)
         live |= {r for r, p in self._tool_results.items() if p in live}
-        dead_records = [r for r in self._parent
-                        if r not in live and r not in self._sidechain]
+        n_dead_records = len(parent.keys() - live - side)  # every record has a uuid
         dead = [e.index for e in self.events if (u := e.extra.get("uuid")) is not None
-                and u not in live and u not in self._sidechain]
+                and u not in live and u not in side]
         self.meta.update(
             versions=self._versions, version=self._versions[-1] if self._versions else None,
-            dead_branch={"n_records": len(dead_records), "n_events": len(dead), "events": dead},
+            dead_branch={"n_records": n_dead_records, "n_events": len(dead), "events": dead},
             live_leaf=self._last, subagents=sorted(self._agents),
             n_user_turns=self.meta["n_prompts"],
         )
@@ -573,68 +622,135 @@ class ClaudeSessionParser(_ClaudeParser):
 
 
 def _only_tool_results(obj: dict[str, Any]) -> bool:
+    """Whether a user line holds tool results and nothing else."""
     msg = obj.get("message")
     content = msg.get("content") if isinstance(msg, dict) else None
-    return isinstance(content, list) and bool(content) and all(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    if not isinstance(content, list) or not content:
+        return False
+    for b in content:
+        if not isinstance(b, dict) or b.get("type") != "tool_result":
+            return False
+    return True
 
 
-def _tool_event(b: dict[str, Any], loc: Loc, step: int, ts: float | None,
-                extra: dict[str, Any]) -> Event:
-    """The event of a ``tool_use`` block, before its result."""
-    name = get(b, "name", str, loc, required=True)
-    inp = get(b, "input", (dict, type(None)), loc) or {}
-    iloc = loc / "input"
-    ev = Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
-               extra={**extra, "tool": name, "tool_use_id": b.get("id"), "input": inp})
+def _block_loc(loc: Loc, j: int) -> Loc:
+    """Where content block ``j`` of a line (``loc``) sits: built only for an error."""
+    return loc / "message" / "content" / j
+
+
+def _usage(msg: dict[str, Any], loc: Loc
+           ) -> tuple[dict[str, Any] | None, int | None, int | None, int | None, bool]:
+    """A response's usage (None when it has none), its prompt, cached and output tokens (see
+    the module docstring), and whether it is final (``stop_reason`` set; only a final usage
+    counts output tokens). ``loc``: the line's."""
+    usage = msg.get("usage")
+    if usage is not None and type(usage) is not dict:
+        usage = get(msg, "usage", (dict, type(None)), loc / "message")
+    final = msg.get("stop_reason") is not None
+    if not usage:
+        return None, None, None, None, final
+    i = usage.get("input_tokens")
+    w = usage.get("cache_creation_input_tokens")
+    r = usage.get("cache_read_input_tokens")
+    # plain ints well inside 64 bits need no check; anything else goes through to_int
+    if not (type(i) is int and type(w) is int and type(r) is int and (i | w | r) >> 62 == 0):
+        uloc = loc / "message" / "usage"
+        i = to_int(i, uloc / "input_tokens")
+        w = to_int(w, uloc / "cache_creation_input_tokens")
+        r = to_int(r, uloc / "cache_read_input_tokens")
+    out = None
+    if final:
+        out = usage.get("output_tokens")
+        if not (type(out) is int and out >> 62 == 0):
+            out = to_int(out, loc / "message" / "usage" / "output_tokens")
+    return usage, None if i is None else i + (w or 0) + (r or 0), r, out, final
+
+
+def _input_str(inp: dict[str, Any], key: str, loc: Loc, j: int) -> str | None:
+    """A string field of a ``tool_use`` block's ``input`` (block ``j`` of the line ``loc``)."""
+    v = inp.get(key)
+    if type(v) is not str:
+        v = get(inp, key, str, _block_loc(loc, j) / "input")
+    return v
+
+
+def _split(cmd: str, argvs: dict[str, list[str] | None]) -> list[str] | None:
+    """``split_command(cmd)``, remembered in ``argvs`` (agents rerun the same commands); each
+    event gets its own list."""
+    argv = argvs.get(cmd, argvs)
+    if argv is argvs:
+        argv = argvs[cmd] = split_command(cmd)
+    return None if argv is None else argv[:]
+
+
+def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None,
+                extra: dict[str, Any], mid: str | None,
+                argvs: dict[str, list[str] | None]) -> tuple[Event, str]:
+    """The event of a ``tool_use`` block (block ``j`` of the line ``loc``, of the response
+    ``mid``) before its result, and the block's id; ``argvs``: the commands split so far."""
+    name = b.get("name")
+    if type(name) is not str:
+        name = get(b, "name", str, _block_loc(loc, j), required=True)
+    inp = b.get("input")
+    if type(inp) is not dict or not inp:
+        inp = get(b, "input", (dict, type(None)), _block_loc(loc, j)) or {}
+    tid = b.get("id")
+    bextra = {**extra, "message_id": mid, "block": "tool_use", "tool": name,
+              "tool_use_id": tid, "input": inp}
     if name == "Bash":
-        cmd = get(inp, "command", str, iloc)
+        cmd = _input_str(inp, "command", loc, j)
         if cmd is not None:
-            ev.command, ev.argv = cmd, split_command(cmd)
-            ev.kind = classify_command(cmd, ev.argv)
+            argv = _split(cmd, argvs)
+            ev = Event(index=0, kind=classify_command(cmd, argv), step=step, start=ts,
+                       command=cmd, argv=argv, extra=bextra)
         else:
-            ev.kind = EventKind.COMMAND
+            ev = Event(index=0, kind=_COMMAND, step=step, start=ts, extra=bextra)
     elif name in FILE_TOOLS:
-        ev.kind = EventKind.FILE_CHANGE
-        p = get(inp, "notebook_path" if name == "NotebookEdit" else "file_path", str, iloc)
-        ev.paths_written = [p] if p else []
+        p = _input_str(inp, "notebook_path" if name == "NotebookEdit" else "file_path", loc, j)
         if name == "Write":
-            ev.bytes_written = utf8_len(get(inp, "content", str, iloc))
+            n = utf8_len(_input_str(inp, "content", loc, j))
         elif name == "Edit":
-            ev.bytes_written = utf8_len(get(inp, "new_string", str, iloc))
+            n = utf8_len(_input_str(inp, "new_string", loc, j))
         elif name == "NotebookEdit":
-            ev.bytes_written = utf8_len(get(inp, "new_source", str, iloc))
+            n = utf8_len(_input_str(inp, "new_source", loc, j))
         else:
-            edits = get(inp, "edits", list, iloc, default=[])
-            ev.bytes_written = sum(utf8_len(e.get("new_string")) or 0 for e in edits
-                                   if isinstance(e, dict))
+            edits = get(inp, "edits", list, _block_loc(loc, j) / "input", default=[])
+            n = sum(utf8_len(e.get("new_string")) or 0 for e in edits if isinstance(e, dict))
+        ev = Event(index=0, kind=_FILE_CHANGE, step=step, start=ts,
+                   paths_written=[p] if p else [], bytes_written=n, extra=bextra)
     elif name in READ_TOOLS:
         p = inp.get("file_path") if name == "Read" else inp.get("path")
-        ev.paths_read = [p] if isinstance(p, str) and p else []
-    return ev
+        ev = Event(index=0, kind=_OTHER, step=step, start=ts,
+                   paths_read=[p] if isinstance(p, str) and p else [], extra=bextra)
+    else:
+        ev = Event(index=0, kind=_OTHER, step=step, start=ts, extra=bextra)
+    if type(tid) is not str:
+        tid = get(b, "id", str, _block_loc(loc, j), required=True)
+    return ev, tid
 
 
 def _apply_result(ev: Event, b: dict[str, Any], result: Any, ts: float | None,
                   extra: dict[str, Any]) -> None:
     """Merge a ``tool_result`` block (and the line's structured result) into its call."""
-    text = _text_of(b.get("content"))
+    content = b.get("content")
+    text = content if type(content) is str else _text_of(content)
     err = bool(b.get("is_error"))
     ev.end = ts
-    ev.extra["output"] = text
-    ev.extra["result_line"] = extra["line"]
+    x = ev.extra
+    x["output"] = text
+    x["result_line"] = extra["line"]
     if "uuid" in extra:
-        ev.extra["result_uuid"] = extra["uuid"]
+        x["result_uuid"] = extra["uuid"]
     res = result if isinstance(result, dict) else None
     if res is not None:
-        ev.extra["result"] = {k: v for k, v in res.items() if k not in _BULKY}
+        x["result"] = {k: v for k, v in res.items() if k not in _BULKY}
         ms = res.get("durationMs", res.get("totalDurationMs"))
-        if isinstance(ms, int | float) and not isinstance(ms, bool):
+        if isinstance(ms, _NUMBER) and not isinstance(ms, bool):
             ev.duration = ms / 1000.0
     elif isinstance(result, str):
-        ev.extra["result"] = result
-    if ev.extra.get("tool") == "Bash":
-        m = _EXIT.match(text or "")
-        if err and m:
+        x["result"] = result
+    if x.get("tool") == "Bash":
+        if err and (m := _EXIT.match(text or "")) is not None:
             ev.exit_code = int(m.group(1))  # ran, exited non-zero: not an error
         elif err or (res is not None and res.get("interrupted")):
             ev.is_error = True

@@ -13,6 +13,7 @@ Hand counts on the recordings (F = the file):
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -312,3 +313,59 @@ def test_stream_json_subagent_two_turns_and_errors() -> None:
     (glob,) = [e for e in t.events if e.extra.get("tool") == "Glob"]
     assert glob.kind == EventKind.OTHER and glob.paths_read == ["/w/src"]
     assert glob.duration == 0.003 and "filenames" not in glob.extra["result"]
+
+
+def _session_line(n: int, message: dict, **over: object) -> dict:
+    return {"type": "assistant", "uuid": f"u{n}", "parentUuid": f"u{n - 1}" if n > 1 else None,
+            "sessionId": "s", "timestamp": f"2025-01-01T00:00:0{n}Z", "message": message,
+            **over}
+
+
+def _bash(n: int, tid: str, command: object, usage: dict | None = None) -> dict:
+    msg = {"id": f"m{n}", "model": "m", "stop_reason": "tool_use",
+           "content": [{"type": "tool_use", "id": tid, "name": "Bash",
+                        "input": {"command": command}}]}
+    if usage is not None:
+        msg["usage"] = usage
+    return _session_line(n, msg)
+
+
+def _write(tmp_path: Path, lines: list[dict]) -> Path:
+    p = tmp_path / "s.jsonl"
+    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return p
+
+
+def test_values_off_the_fast_path_get_the_checked_verdict(tmp_path: Path) -> None:
+    """The reader reads fields with a plain type check first; a value that fails it (a count
+    as text, a count beyond 64 bits, a wrong type) gets what the checked read gives: the same
+    value or the same error, naming the field."""
+    usage = {"input_tokens": "12", "cache_creation_input_tokens": 1.0,
+             "cache_read_input_tokens": None, "output_tokens": "7"}
+    t = read_trajectory(_write(tmp_path, [_bash(1, "t1", "ls", usage)]))
+    call = next(e for e in t.events if e.kind == EventKind.MODEL_CALL)
+    assert (call.input_tokens, call.cached_tokens, call.output_tokens) == (13, None, 7)
+    bad = [
+        (_bash(1, "t1", "ls", {"input_tokens": 2**70}),
+         "line 1: field message.usage.input_tokens: integer 1.18e+21 is beyond the 64-bit"),
+        (_bash(1, "t1", "ls", {"input_tokens": 1, "output_tokens": -(2**64)}),
+         "line 1: field message.usage.output_tokens: integer -1.84e+19 is beyond"),
+        (_bash(1, 5, "ls"), "line 1: field message.content[0].id: expected string, got integer"),
+        (_bash(1, "t1", ["ls"]),
+         "line 1: field message.content[0].input.command: expected string, got array"),
+        (_session_line(1, {"id": None, "content": []}),
+         "line 1: field message.id: expected string, got null"),
+        (_session_line(1, {"id": "m", "content": [{"type": "text"}]}, timestamp=5),
+         "line 1: field timestamp: expected ISO-8601 timestamp string, got integer"),
+    ]
+    for line, words in bad:
+        with pytest.raises(ValueError, match=re.escape(words)):
+            read_trajectory(_write(tmp_path, [line]), format="claude-code-session")
+
+
+def test_a_rerun_command_gets_its_own_argv(tmp_path: Path) -> None:
+    """Split commands are remembered per parser; every event still holds its own list."""
+    t = read_trajectory(_write(tmp_path, [_bash(1, "t1", "git status"),
+                                          _bash(2, "t2", "git status")]))
+    a, b = (e for e in t.events if e.extra.get("tool") == "Bash")
+    assert a.argv == b.argv == ["git", "status"] and a.argv is not b.argv
