@@ -155,7 +155,6 @@ class _ClaudeParser(StreamParser):
         self._pending: dict[str, Event] = {}  # tool_use id -> its event, awaiting the result
         self._calls_seen: set[str] = set()  # message ids with a model_call
         self._open_call: tuple[str, Event] | None = None  # a response awaiting final usage
-        self._argvs: dict[str, list[str] | None] = {}  # command -> split_command(command)
         self._state = {"step": 1, "agent_acted": False}
         self.meta.update(n_model_calls=0, n_tool_calls=0, n_prompts=0)
 
@@ -200,7 +199,7 @@ class _ClaudeParser(StreamParser):
                     raise bloc.error("expected object")
                 btype = get(b, "type", str, bloc, required=True)
             if btype == "tool_use":
-                ev, tid = _tool_event(b, loc, j, step, ts, extra, mid, self._argvs)
+                ev, tid = _tool_event(b, loc, j, step, ts, extra, mid)
                 self._pending[tid] = ev
                 self.meta["n_tool_calls"] += 1
             elif btype == "text" or btype == "thinking" or btype == "redacted_thinking":
@@ -674,20 +673,10 @@ def _input_str(inp: dict[str, Any], key: str, loc: Loc, j: int) -> str | None:
     return v
 
 
-def _split(cmd: str, argvs: dict[str, list[str] | None]) -> list[str] | None:
-    """``split_command(cmd)``, remembered in ``argvs`` (agents rerun the same commands); each
-    event gets its own list."""
-    argv = argvs.get(cmd, argvs)
-    if argv is argvs:
-        argv = argvs[cmd] = split_command(cmd)
-    return None if argv is None else argv[:]
-
-
 def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None,
-                extra: dict[str, Any], mid: str | None,
-                argvs: dict[str, list[str] | None]) -> tuple[Event, str]:
+                extra: dict[str, Any], mid: str | None) -> tuple[Event, str]:
     """The event of a ``tool_use`` block (block ``j`` of the line ``loc``, of the response
-    ``mid``) before its result, and the block's id; ``argvs``: the commands split so far."""
+    ``mid``) before its result, and the block's id."""
     name = b.get("name")
     if type(name) is not str:
         name = get(b, "name", str, _block_loc(loc, j), required=True)
@@ -700,7 +689,7 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
     if name == "Bash":
         cmd = _input_str(inp, "command", loc, j)
         if cmd is not None:
-            argv = _split(cmd, argvs)
+            argv = split_command(cmd)
             ev = Event(index=0, kind=classify_command(cmd, argv), step=step, start=ts,
                        command=cmd, argv=argv, extra=bextra)
         else:
