@@ -41,6 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from features.gc_pause import gc_paused
 from features.readers import READERS, clear_caches, detect_format, read_trajectory
 from ripplecp_cli import opt, run
 
@@ -536,7 +537,13 @@ def log_bytes(path: Path) -> int:
 
 
 def bare_parse(path: Path, layout: str) -> object:
-    """The floor: ``json.loads`` of the same bytes (every file of a directory)."""
+    """The floor: ``json.loads`` of the same bytes (every file of a directory), the
+    documents kept to the end as a reader keeps them, under the same paused collector."""
+    with gc_paused():
+        return _bare_parse(path, layout)
+
+
+def _bare_parse(path: Path, layout: str) -> object:
     if path.is_dir():
         return [json.loads(p.read_bytes()) for p in sorted((path / "events").glob("event-*.json"))]
     data = path.read_bytes()
