@@ -849,6 +849,20 @@ def message_text(content: Any, loc: Loc) -> str:
     return "\n".join(parts)
 
 
+def iso_field(obj: dict[str, Any], key: str, loc: Loc) -> float | None:
+    """:func:`parse_iso` of ``obj[key]``, None when the key is missing; the field's
+    :class:`Loc` is made only for an error, which then names it (readers read a timestamp
+    per event)."""
+    ts = obj.get(key, _MISSING)
+    if ts is _MISSING:
+        return None
+    try:
+        return parse_iso(ts, loc)
+    except TrajectoryFormatError:
+        pass  # worded again below, at the field, outside this handler (no chained context)
+    return parse_iso(ts, loc / key)
+
+
 _FROM_ISO = datetime.fromisoformat
 
 

@@ -41,16 +41,15 @@ from typing import Any
 
 from features.readers.common import (
     Loc,
-    TrajectoryFormatError,
     apply_test_counts,
     classify_command,
     finish,
     get,
     int_field,
+    iso_field,
     load_json,
     mark_tool_return,
     new_step_on_user_input,
-    parse_iso,
     stem,
     utf8_len,
     warn_unknown,
@@ -151,16 +150,7 @@ def read_openhands(
             raise loc.error("an OpenHands V1 event (it has a 'kind'): read the file as "
                             "openhands-v1")
         eid = int_field(raw.get("id"), loc, "id")
-        ts = raw.get("timestamp", _MISSING)
-        if ts is _MISSING:
-            ts = None
-        else:
-            try:  # the field's Loc only for an error, worded again with it below
-                ts = parse_iso(ts, loc)
-            except TrajectoryFormatError:
-                ts = _MISSING
-            if ts is _MISSING:
-                parse_iso(raw["timestamp"], loc / "timestamp")
+        ts = iso_field(raw, "timestamp", loc)
         source = raw.get("source")
         if type(source) is not str:
             source = get(raw, "source", str, loc)

@@ -59,10 +59,10 @@ from features.readers.common import (
     finish,
     get,
     int_field,
+    iso_field,
     load_json,
     message_text,
     new_step_on_user_input,
-    parse_iso,
     stem,
     to_duration,
     to_int,
@@ -247,16 +247,7 @@ def read_openhands_v1(
         eid = raw.get("id")
         if type(eid) is not str:
             eid = get(raw, "id", str, loc, required=True)
-        ts = raw.get("timestamp", _MISSING)
-        if ts is _MISSING:
-            ts = None
-        else:
-            try:  # the field's Loc only for an error, worded again with it below
-                ts = parse_iso(ts, loc)
-            except TrajectoryFormatError:
-                ts = _MISSING
-            if ts is _MISSING:
-                parse_iso(raw["timestamp"], loc / "timestamp")
+        ts = iso_field(raw, "timestamp", loc)
         source = raw.get("source")
         if type(source) is not str:
             source = get(raw, "source", str, loc)
