@@ -39,8 +39,9 @@ Both formats carry the same messages (Anthropic Messages API content blocks), ma
 (session id, cwd, model, tools, ``claude_code_version``); other ``system`` lines → ``other``.
 ``result`` → an ``other`` event ending the turn (``turn_end``): cost, duration, turns and
 usage in ``extra`` and in ``meta["result"]``; only it is authoritative for output tokens
-(``meta["usage"]``); a stream may end without one (``meta["exit_status"]`` is then
-``incomplete``). Assistant lines have no timestamps: with ``arrival_s`` every event time is an
+(``meta["usage"]``; ``totals["output_tokens"]`` is None when only some calls carry a final
+usage, their sum in ``totals["output_tokens_partial"]``); a stream may end without one
+(``meta["exit_status"]`` is then ``incomplete``). Assistant lines have no timestamps: with ``arrival_s`` every event time is an
 arrival time, else tool results carry their line's ``timestamp`` as ``end``. Nothing is held.
 
 **Session file** (:class:`ClaudeSessionParser`): lines form a tree through
@@ -342,6 +343,21 @@ class ClaudeStreamParser(_ClaudeParser):
     FORMAT = STREAM_FORMAT
     ARRIVAL_TIMES = True
     TURN_END = False  # only a result ends a turn, and says so on its own line
+
+    def finish(self) -> Trajectory:
+        """The trajectory; a sum of output tokens over some model calls only (the others
+        carry a first-block snapshot) is not the run's: ``totals["output_tokens"]`` is then
+        None and the known part is kept as ``totals["output_tokens_partial"]`` (the
+        ``result`` line's ``meta["usage"]`` is the authoritative total)."""
+        traj = super().finish()
+        calls = [e for e in traj.events if e.kind is EventKind.MODEL_CALL]
+        known = [e.output_tokens for e in calls if e.output_tokens is not None]
+        if known and len(known) < len(calls):
+            totals = traj.meta["totals"]
+            totals["output_tokens"] = None
+            totals["output_tokens_partial"] = {"sum": sum(known), "model_calls": len(calls),
+                                               "with_output_tokens": len(known)}
+        return traj
 
     def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
                  repo: str | None = None) -> None:

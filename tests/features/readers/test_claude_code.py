@@ -369,3 +369,34 @@ def test_a_rerun_command_gets_its_own_argv(tmp_path: Path) -> None:
                                           _bash(2, "t2", "git status")]))
     a, b = (e for e in t.events if e.extra.get("tool") == "Bash")
     assert a.argv == b.argv == ["git", "status"] and a.argv is not b.argv
+
+
+def test_stream_json_output_total_is_never_a_partial_sum() -> None:
+    # CLI 2.0.x: most assistant lines carry the first-block snapshot (output 1, no stop
+    # reason), a few the final usage; summing the few is not the run's output
+    def assistant(mid: str, final: bool, out: int) -> str:
+        return _stream_line(type="assistant", message={
+            "id": mid, "model": "m", "content": [{"type": "text", "text": "t"}],
+            "stop_reason": "end_turn" if final else None,
+            "usage": {"input_tokens": 3, "output_tokens": out}})
+
+    lines = [assistant("m1", False, 1), assistant("m2", True, 40), assistant("m3", False, 1),
+             _stream_line(type="result", subtype="success", is_error=False, duration_ms=9,
+                          num_turns=1, usage={"input_tokens": 9, "output_tokens": 300})]
+    p = ClaudeStreamParser(source="live")
+    for ln in lines:
+        p.feed(ln)
+    t = p.finish()
+    calls = [e for e in t.events if e.kind == EventKind.MODEL_CALL]
+    assert [c.output_tokens for c in calls] == [None, 40, None]
+    totals = t.meta["totals"]
+    assert totals["output_tokens"] is None  # 40 would be a partial sum shown as the total
+    assert totals["output_tokens_partial"] == {"sum": 40, "model_calls": 3,
+                                               "with_output_tokens": 1}
+    assert t.meta["usage"]["output_tokens"] == 300  # the result line: authoritative
+    # every call final: the sum is the total, no partial record
+    p = ClaudeStreamParser(source="live")
+    for ln in [assistant("m1", True, 5), assistant("m2", True, 7)]:
+        p.feed(ln)
+    totals = p.finish().meta["totals"]
+    assert totals["output_tokens"] == 12 and "output_tokens_partial" not in totals
