@@ -18,7 +18,8 @@ reader's time over the floor's; the two take turns in each repeat, so the ratio 
 figure least moved by the load. Each read is cold (the remembered command verdicts and word
 splits are forgotten before it: ``features.readers.clear_caches``), and a call is timed until
 its result is in hand: freeing the result afterwards is not counted, for the reader and the
-floor alike.
+floor alike; the floor keeps its documents to the end under the same paused collector as the
+reader (``features.gc_pause``).
 
 Run: ``python benchmarks/bench_readers.py [--mb 50] [--repeats 3] [--formats NAME ...]``
 (from a checkout other than the installed one, put it first: ``PYTHONPATH=.``)
