@@ -520,6 +520,57 @@ def load_json(path: Path, text: str | None = None) -> Any:
     return doc
 
 
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def load_json_files(paths: Sequence[str], limit: int) -> list[Any] | None:
+    """The documents of many small JSON files (a conversation directory: thousands of
+    event files), or None when one of them might not load as :func:`load_json` loads it:
+    the caller then loads them one by one, for the exact first error.
+
+    None for a file that is not a regular file, is empty, holds a NUL byte, begins with a
+    byte-order mark, or that msgspec refuses (msgspec decodes bytes as strict UTF-8, so an
+    undecodable text is refused here too), for files together larger than ``limit``
+    bytes, and for any doubt :func:`_fast_decode` would have (duplicate keys by colons,
+    checked once for all files: no file's re-encoding holds more colons than its text, so
+    the sums are equal exactly when every file's are; nesting). Lean by design: one
+    descriptor, one ``fstat`` and one read per file, no ``Path`` objects."""
+    docs: list[Any] = []
+    total = colons = 0
+    max_depth = _LIMITS.get().max_depth
+    fopen, fstat, fread, fclose, isreg = os.open, os.fstat, os.read, os.close, stat.S_ISREG
+    decode = _FAST.decode
+    try:
+        for p in paths:
+            fd = fopen(p, _READ_FLAGS)
+            try:
+                st = fstat(fd)
+                size = st.st_size
+                total += size
+                if not isreg(st.st_mode) or total > limit:
+                    return None
+                raw = fread(fd, size + 1)
+                if len(raw) != size or not size:  # grew or shrank while read: the slow path
+                    return None
+            finally:
+                fclose(fd)
+            if raw[0] not in b"{[" or raw.find(0) >= 0:  # BOM, blank, NUL: the slow path
+                return None
+            doc = decode(raw)
+            if b"\\u003" in raw:
+                return None
+            colons += raw.count(b":")
+            if (size > max_depth and raw.count(b"{") + raw.count(b"[") > max_depth
+                    and _too_deep(doc, max_depth)):
+                return None
+            docs.append(doc)
+    except (OSError, msgspec.DecodeError, RecursionError):
+        return None
+    if _ENCODE(docs).count(b":") != colons:
+        return None
+    return docs
+
+
 def load_embedded_json(text: str, loc: Loc) -> Any:
     """A JSON document held in a string field (tool-call arguments, a replay config), parsed
     as strictly as a file: duplicate keys, NaN/Infinity, nesting deeper than the limit and
@@ -679,7 +730,7 @@ class Loc:
 
     __slots__ = ("path", "line", "_field", "_parent", "_key")
 
-    def __init__(self, path: Path, line: int | None = None, field: str = "",
+    def __init__(self, path: Path | str, line: int | None = None, field: str = "",
                  _parent: Loc | None = None, _key: str | int | None = None) -> None:
         self.path, self.line, self._field, self._parent, self._key = (
             path, line, field, _parent, _key)

@@ -61,6 +61,7 @@ from features.readers.common import (
     int_field,
     iso_field,
     load_json,
+    load_json_files,
     message_text,
     new_step_on_user_input,
     stem,
@@ -120,12 +121,62 @@ def looks_like_dir(path: Path) -> bool:
         return False
 
 
-def _read_dir(path: Path) -> tuple[list[tuple[Path, Any]], dict[str, Any] | None, Path]:
-    """(event file, parsed event) in index order, the base state (or None), the root."""
+def _read_dir(path: Path) -> tuple[list[tuple[str, Any]], dict[str, Any] | None, Path]:
+    """(event file, parsed event) in index order, the base state (or None), the root.
+
+    A clean directory (every file an event file, indices 0..n-1, each file's id the one
+    in its name) is loaded in one go (:func:`load_json_files`); anything else, or any
+    doubt, is read file by file (:func:`_read_events`), which words the first error."""
     if (path / EVENTS_DIR).is_dir():
         root, events_dir = path, path / EVENTS_DIR
     else:
         root, events_dir = path.parent, path
+    items = _load_clean(events_dir)
+    if items is None:
+        items = _read_events(events_dir)
+    base = root / BASE_STATE
+    state = load_json(base) if base.is_file() else None
+    if state is not None and not isinstance(state, dict):
+        raise Loc(base).error(f"expected a JSON object, got {type(state).__name__}")
+    return items, state, root
+
+
+def _load_clean(events_dir: Path) -> list[tuple[str, Any]] | None:
+    """The events of a clean directory (see :func:`_read_dir`) as :func:`_read_events`
+    returns them, or None (not clean, or a file to read the slow way)."""
+    where = os.fspath(events_dir)
+    try:
+        names = os.listdir(where)
+    except OSError:
+        return None
+    match, join = EVENT_FILE.match, os.path.join
+    numbered: list[tuple[int, str, str] | None] = [None] * len(names)
+    for name in names:
+        m = match(name)
+        if m is None:
+            if name.startswith("."):  # the SDK's lock and length markers are hidden
+                continue
+            return None
+        idx = int(m["idx"])
+        if idx >= len(numbered) or numbered[idx] is not None:
+            return None
+        numbered[idx] = (idx, join(where, name), m["event_id"])
+    files = [f for f in numbered if f is not None]
+    if len(files) != (files[-1][0] + 1 if files else 0):
+        return None  # a gap: the slow path warns
+    docs = load_json_files([f for _, f, _ in files], current_limits().max_bytes)
+    if docs is None:
+        return None
+    for (_, _, fid), doc in zip(files, docs, strict=True):
+        if type(doc) is dict:
+            eid = doc.get("id")
+            if type(eid) is str and eid != fid:
+                return None
+    return [(f, doc) for (_, f, _), doc in zip(files, docs, strict=True)]
+
+
+def _read_events(events_dir: Path) -> list[tuple[str, Any]]:
+    """(event file, parsed event) in index order, file by file: each error as it comes."""
     limit = current_limits().max_bytes
     numbered: dict[int, tuple[str, str]] = {}  # index -> (file name, event id)
     ignored: list[str] = []
@@ -153,29 +204,25 @@ def _read_dir(path: Path) -> tuple[list[tuple[Path, Any]], dict[str, Any] | None
                 "(raise it with --max-mb or ReadLimits(max_bytes=...))")
     if ignored:
         warnings.warn(f"{events_dir}: {len(ignored)} file(s) that are not events ignored: "
-                      f"{', '.join(sorted(ignored)[:5])}", UserWarning, stacklevel=3)
+                      f"{', '.join(sorted(ignored)[:5])}", UserWarning, stacklevel=4)
     order = sorted(numbered)
     missing = sorted(set(range(order[-1] + 1)) - set(order)) if order and (
         order[-1] >= len(order)) else []
     if missing:
         warnings.warn(f"{events_dir}: {len(missing)} event file(s) missing (indices "
                       f"{missing[:5]}{'...' if len(missing) > 5 else ''}); read what is there",
-                      UserWarning, stacklevel=3)
+                      UserWarning, stacklevel=4)
     items = []
     for idx in order:
         name, fid = numbered[idx]
-        f = events_dir / name
-        doc = load_json(f)
+        f = join(where, name)
+        doc = load_json(Path(f))
         if type(doc) is dict:
             eid = doc.get("id")
             if type(eid) is str and eid != fid:
                 raise (Loc(f) / "id").error(f"event id {eid!r} differs from the file name's")
         items.append((f, doc))
-    base = root / BASE_STATE
-    state = load_json(base) if base.is_file() else None
-    if state is not None and not isinstance(state, dict):
-        raise Loc(base).error(f"expected a JSON object, got {type(state).__name__}")
-    return items, state, root
+    return items
 
 
 def _usage_index(state: dict[str, Any] | None, base: Path) -> tuple[dict[str, dict], set[str]]:

@@ -17,7 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from features.readers import ReadLimits, TrajectoryFormatError, read_limits
-from features.readers.common import Loc, load_embedded_json, load_json, parse_json_line
+from features.readers.common import (
+    Loc,
+    load_embedded_json,
+    load_json,
+    load_json_files,
+    parse_json_line,
+)
 
 SRC = Path("log.jsonl")
 
@@ -174,3 +180,53 @@ def test_fast_path_agrees_with_the_stdlib_strict_parse(doc: Any, escape: bool,
             parse_json_line(text, SRC, 1)
         return
     assert same(parse_json_line(text, SRC, 1), ref)
+
+
+# -- many small files at once (a conversation directory) -------------------------------
+
+def _files(tmp_path: Path, texts: list[str | bytes]) -> list[str]:
+    out = []
+    for i, t in enumerate(texts):
+        p = tmp_path / f"f{i}.json"
+        p.write_bytes(t if isinstance(t, bytes) else t.encode())
+        out.append(str(p))
+    return out
+
+
+def test_many_files_load_as_load_json_loads_each(tmp_path: Path) -> None:
+    texts = ['{"a": 1, "t": "12:00:00"}', '[1, {"b": [2, 3]}]', '{"x": "\\u00e9 \u00e9"}']
+    paths = _files(tmp_path, texts)
+    docs = load_json_files(paths, 1 << 20)
+    assert docs is not None and len(docs) == 3
+    assert all(same(d, load_json(Path(p))) for d, p in zip(docs, paths, strict=True))
+    assert load_json_files([], 1 << 20) == []
+
+
+@pytest.mark.parametrize("bad", [
+    '{"a": 1, "a": 2}',                      # a duplicate key (colons counted over all files)
+    '{"a": ":", "a": "x"}',
+    '{"a": "\\u003a"}',                      # an escaped colon: the counts cannot tell
+    b"\xef\xbb\xbf{}",                       # a byte-order mark
+    " {}",                                   # leading blank
+    "",                                      # empty
+    '{"a": NaN}',                            # msgspec refuses: invalid strict JSON
+    b'{"a": "\xff"}',                        # not UTF-8
+    '{"a": "x\\u0000"}\x00',                 # a NUL byte
+    "[" * 200 + "]" * 200,                   # deeper than the limit
+    '"a scalar"',
+])
+def test_any_doubt_sends_the_files_to_the_one_by_one_path(tmp_path: Path, bad: str | bytes
+                                                          ) -> None:
+    paths = _files(tmp_path, ['{"ok": "a:b"}', bad, '{"ok": 2}'])
+    assert load_json_files(paths, 1 << 20) is None
+
+
+def test_many_files_refuse_other_than_regular_files_and_the_size_limit(tmp_path: Path) -> None:
+    import os
+    paths = _files(tmp_path, ['{"a": 1}', '{"b": 2}'])
+    assert load_json_files(paths, 1 << 20) is not None
+    assert load_json_files(paths, 15) is None               # 16 bytes together
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    assert load_json_files([*paths, str(fifo)], 1 << 20) is None   # refused, not waited on
+    assert load_json_files([*paths, str(tmp_path / "gone.json")], 1 << 20) is None

@@ -184,3 +184,21 @@ def test_v0_chat_action_is_a_message(write_file: Callable[..., Path], recwarn: p
     assert [e.kind for e in t.events] == [EventKind.MESSAGE, EventKind.MESSAGE]
     assert t.events[1].text == "hi, what should I do?"
     assert not [w for w in recwarn if issubclass(w.category, UnknownEventWarning)]
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"id": "x", "id": "y"}', r"event-00003-[^:]*: line 1: field id: duplicate key"),
+    ('{"kind": "MessageEvent", ', r"event-00003-[^:]*: line 1 column \d+: invalid JSON"),
+    ("", r"event-00003-[^:]*: empty file"),
+])
+def test_a_clean_directory_names_the_bad_file_in_index_order(tmp_path: Path, text: str,
+                                                             message: str) -> None:
+    """A clean directory is loaded in one go; a bad file sends it file by file, so the first
+    bad file in index order is named, with the words of a single file's read."""
+    conv = tmp_path / "c"
+    shutil.copytree(CONV, conv)
+    sorted((conv / "events").glob("event-00003-*"))[0].write_text(text)
+    last = sorted((conv / "events").glob("event-000*"))[-1]
+    last.write_text('{"a": 1, "a": 2}')  # a later bad file is not the one named
+    with pytest.raises(TrajectoryFormatError, match=message):
+        read_trajectory(conv)
