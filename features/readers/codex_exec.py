@@ -182,6 +182,49 @@ class CodexExecParser(StreamParser):
         usage = obj.get("usage")
         if type(usage) is not dict:
             usage = get(obj, "usage", dict, Loc(self.source, lineno), required=True)
+        prev = self._prev_total
+        ti = usage.get("input_tokens")
+        tc = usage.get("cached_input_tokens")
+        to = usage.get("output_tokens")
+        # the usual line: all three counts plain ints, none below the last total
+        if (type(ti) is int and type(tc) is int and type(to) is int
+                and _INT64_MIN <= ti <= _INT64_MAX and _INT64_MIN <= tc <= _INT64_MAX
+                and _INT64_MIN <= to <= _INT64_MAX
+                and ti >= prev["input_tokens"] and tc >= prev["cached_input_tokens"]
+                and to >= prev["output_tokens"]):
+            d_in = ti - prev["input_tokens"]
+            d_cached = tc - prev["cached_input_tokens"]
+            d_out = to - prev["output_tokens"]
+            n_total = 3
+            self._prev_total = {"input_tokens": ti, "cached_input_tokens": tc,
+                                "output_tokens": to}
+        else:
+            delta = self._usage_delta(usage, lineno)
+            d_in, d_cached, d_out = (delta["input_tokens"], delta["cached_input_tokens"],
+                                     delta["output_tokens"])
+            n_total = len([d for d in delta.values() if d is not None])
+        extra: dict[str, Any] = {"line": lineno, "event_type": "turn.completed",
+                                 "usage_total": usage}
+        if len(usage) > n_total:  # else every key is one of _USAGE_KEYS
+            extra_usage = {k: v for k, v in usage.items() if k not in _USAGE_KEYS}
+            if extra_usage:
+                extra["usage_other"] = extra_usage
+        for k, v in obj.items():
+            if k != "type" and k != "usage":
+                extra[k] = v
+        step = self._turn if self._in_turn else self._turn + 1
+        if self._turns:
+            last = self._turns[-1]
+            last["end"], last["usage"], last["completed"] = arrival, usage, True
+        self._in_turn = False
+        self.emit(Event(
+            index=0, kind=EventKind.MODEL_CALL, step=step, end=arrival,
+            input_tokens=d_in, cached_tokens=d_cached, output_tokens=d_out, extra=extra,
+        ), turn_end=True)
+
+    def _usage_delta(self, usage: dict[str, Any], lineno: int) -> dict[str, int | None]:
+        """The per-turn counts of a ``turn.completed`` usage (None for a key not reported),
+        checked, and the running total moved on (the general path of _turn_completed)."""
         # the usage keys reported (as ints), missing ones left out: never 0
         total: dict[str, int] = {}
         for k in _USAGE_KEYS:
@@ -201,25 +244,7 @@ class CodexExecParser(StreamParser):
                     "turn.completed.usage must be a running total")
             delta[k] = d
         self._prev_total = {**prev, **total}
-        extra: dict[str, Any] = {"line": lineno, "event_type": "turn.completed",
-                                 "usage_total": usage}
-        if len(usage) > len(total):  # else every key is one of _USAGE_KEYS
-            extra_usage = {k: v for k, v in usage.items() if k not in _USAGE_KEYS}
-            if extra_usage:
-                extra["usage_other"] = extra_usage
-        for k, v in obj.items():
-            if k != "type" and k != "usage":
-                extra[k] = v
-        step = self._turn if self._in_turn else self._turn + 1
-        if self._turns:
-            last = self._turns[-1]
-            last["end"], last["usage"], last["completed"] = arrival, usage, True
-        self._in_turn = False
-        self.emit(Event(
-            index=0, kind=EventKind.MODEL_CALL, step=step, end=arrival,
-            input_tokens=delta["input_tokens"], cached_tokens=delta["cached_input_tokens"],
-            output_tokens=delta["output_tokens"], extra=extra,
-        ), turn_end=True)
+        return delta
 
     def _item(self, t: str, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
         # plain type checks first; the checked reads (same order, same words) when one fails
@@ -351,7 +376,10 @@ def _update_item(ev: Event, itype: str, item: dict[str, Any], lineno: int, sourc
             status = get(item, "status", str, Loc(source, lineno) / "item")
         ev.is_error = status == "declined"
         if ev.kind is EventKind.TEST:
-            apply_test_counts(ev, out)
+            if out:
+                apply_test_counts(ev, out)
+            else:  # no output (a started line): no counts, as apply_test_counts finds
+                ev.tests_passed = ev.tests_failed = None
         skip = _SKIP_COMMAND
     elif itype in _MESSAGE_ITEMS:
         text = item.get("text")

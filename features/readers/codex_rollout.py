@@ -445,7 +445,15 @@ class CodexRolloutParser(StreamParser):
         if type(last) is not dict:
             last = get(info, "last_token_usage", dict, self._ploc(lineno) / "info",
                        required=True)
-        tokens = self._tokens(last, lineno, "info", "last_token_usage")
+        ti = last.get("input_tokens")
+        tc = last.get("cached_input_tokens")
+        to = last.get("output_tokens")
+        if (type(ti) is int and type(tc) is int and type(to) is int  # the usual count
+                and _INT64_MIN <= ti <= _INT64_MAX and _INT64_MIN <= tc <= _INT64_MAX
+                and _INT64_MIN <= to <= _INT64_MAX):
+            tokens = [ti, tc, to]
+        else:
+            tokens = self._tokens(last, lineno, "info", "last_token_usage")
         extra["last_token_usage"] = last
         for k, v in info.items():
             if k != "last_token_usage":
