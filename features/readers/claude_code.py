@@ -113,7 +113,7 @@ _BULKY = {"originalFile", "file", "content", "stdout", "stderr", "structuredPatc
 _EXIT = re.compile(r"^(?:Error: )?Exit code (-?\d+)")
 _AGENT_ID = re.compile(r"\bagentId: (\w+)")
 _MODEL_CALL, _MESSAGE, _OTHER = EventKind.MODEL_CALL, EventKind.MESSAGE, EventKind.OTHER
-_FILE_CHANGE, _COMMAND = EventKind.FILE_CHANGE, EventKind.COMMAND
+_FILE_CHANGE, _COMMAND, _TEST = EventKind.FILE_CHANGE, EventKind.COMMAND, EventKind.TEST
 _CONVERSATION = frozenset(("user", "assistant", "system", "attachment"))  # moves the live leaf
 _NO_TIME = object()
 _NUMBER = (int, float)
@@ -157,6 +157,8 @@ class _ClaudeParser(StreamParser):
         self._calls_seen: set[str] = set()  # message ids with a model_call
         self._open_call: tuple[str, Event] | None = None  # a response awaiting final usage
         self._state = {"step": 1, "agent_acted": False}
+        self._loc = Loc(self.source)  # the line's, ``line`` set per line
+        self._foreign_uuid = False  # a content block set an event's extra["uuid"]
         self.meta.update(n_model_calls=0, n_tool_calls=0, n_prompts=0)
 
     # -- assistant lines ----------------------------------------------------------------
@@ -192,6 +194,7 @@ class _ClaudeParser(StreamParser):
         step = state["step"]
         turn_end = self.TURN_END
         emit = self.emit
+        api_error = obj.get("isApiErrorMessage")
         for j, b in enumerate(blocks):
             btype = b.get("type") if isinstance(b, dict) else None
             if type(btype) is not str:  # the location is only built for the error
@@ -205,7 +208,6 @@ class _ClaudeParser(StreamParser):
                 self.meta["n_tool_calls"] += 1
             elif btype == "text" or btype == "thinking" or btype == "redacted_thinking":
                 text = b.get("text") if btype == "text" else b.get("thinking")
-                api_error = obj.get("isApiErrorMessage")
                 bextra = {**extra, "message_id": mid, "block": btype}
                 if synthetic:
                     bextra["synthetic"] = True
@@ -219,6 +221,8 @@ class _ClaudeParser(StreamParser):
                 if btype not in BLOCK_TYPES:
                     warn_unknown(self.source, str(loc / "message" / "content" / j),
                                  f"content block type {btype!r}")
+                if "uuid" in b:
+                    self._foreign_uuid = True
                 emit(Event(index=0, kind=_OTHER, step=step, start=ts,
                            extra={**extra, "message_id": mid, "block": btype,
                                   **{k: v for k, v in b.items() if k != "type"}}),
@@ -261,24 +265,23 @@ class _ClaudeParser(StreamParser):
 
     # -- user lines -------------------------------------------------------------------
     def _user(self, obj: dict[str, Any], loc: Loc, ts: float | None, extra: dict[str, Any],
-              subagent: bool) -> None:
-        msg = obj.get("message")
-        if type(msg) is not dict:
-            msg = get(obj, "message", dict, loc, required=True)
-        content = msg.get("content")
-        if isinstance(content, list):
-            results = []
-            texts = []
-            for j, b in enumerate(content):  # one walk: every block checked, then split
-                if not isinstance(b, dict):
-                    raise _block_loc(loc, j).error("expected object")
-                if b.get("type") == "tool_result":
-                    results.append(b)
-                else:
-                    texts.append(b)
+              subagent: bool, split: tuple[Any, list[Any], list[Any], int | None] | None = None
+              ) -> None:
+        """A user line; ``split``: its content split by :func:`_split_content` when the
+        caller already walked it (the message then is an object)."""
+        if split is None:
+            msg = obj.get("message")
+            if type(msg) is not dict:
+                msg = get(obj, "message", dict, loc, required=True)
+            split = _split_content(msg.get("content"))
+        content, results, texts, bad = split
+        if results is not None:
+            if bad is not None:
+                raise _block_loc(loc, bad).error("expected object")
             if results:
-                result = obj.get("toolUseResult", obj.get("tool_use_result"))
-                if len(results) != 1:
+                if len(results) == 1:
+                    result = obj.get("toolUseResult", obj.get("tool_use_result"))
+                else:
                     result = None
                 for b in results:
                     self._tool_result(b, ts, extra, result)
@@ -314,9 +317,10 @@ class _ClaudeParser(StreamParser):
                             extra={**extra, "orphan_result": True, "tool_use_id": tid}),
                       self.TURN_END)
             return
-        if ev.extra.get("tool") in SUBAGENT_TOOLS:
+        tool = ev.extra.get("tool")
+        if tool in SUBAGENT_TOOLS:
             self._before_subagent_result(ev, b, result)
-        _apply_result(ev, b, result, ts, extra)
+        _apply_result(ev, b, result, ts, extra, tool)
         ev.step = self._state["step"]
         self.emit(ev, self.TURN_END)
 
@@ -371,7 +375,8 @@ class ClaudeStreamParser(_ClaudeParser):
         return self.meta.get("session_id")
 
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
-        loc = Loc(self.source, lineno)
+        loc = self._loc  # one Loc per parser, its line moved: read only to word an error
+        loc.line = lineno
         t = obj.get("type")
         if type(t) is not str:
             t = get(obj, "type", str, loc, required=True)
@@ -483,7 +488,11 @@ class ClaudeSessionParser(_ClaudeParser):
                   file: str | None = None) -> None:
         """One line of the session file, or (``file``) of a subagent's own file; ``arrival``
         is ignored (every line has its own time)."""
-        loc = Loc(Path(file) if file else self.source, lineno)
+        if file:
+            loc = Loc(Path(file), lineno)
+        else:  # one Loc per parser, its line moved: a Loc is only read to word an error
+            loc = self._loc
+            loc.line = lineno
         t = obj.get("type")
         if type(t) is not str:
             t = get(obj, "type", str, loc, required=True)
@@ -516,9 +525,14 @@ class ClaudeSessionParser(_ClaudeParser):
             self._sidechain.add(uuid)
             if isinstance(agent, str):
                 self._agents.add(agent)
+        split = None
+        if t == "user":  # its content walked once: the tool-result check and the reading
+            msg = obj.get("message")
+            if type(msg) is dict:
+                split = _split_content(msg.get("content"))
         if isinstance(parent, str):
             self._parent[uuid] = parent
-            if t == "user" and _only_tool_results(obj):
+            if split is not None and split[1] and not split[2] and split[3] is None:
                 self._tool_results[uuid] = parent
             else:
                 first = self._spine_child.setdefault(parent, uuid)
@@ -528,15 +542,14 @@ class ClaudeSessionParser(_ClaudeParser):
             self._parent[uuid] = None
         if not side and t in _CONVERSATION:
             self._last = uuid
-        if "timestamp" in obj:  # the lines of one response share a time: parsed once
-            raw = obj["timestamp"]
-            if raw == self._time_raw:
-                ts = self._time
-            else:
-                ts = parse_iso(raw, loc / "timestamp")
-                self._time_raw, self._time = raw, ts
-        else:
+        raw = obj.get("timestamp", _NO_TIME)
+        if raw is _NO_TIME:
             ts = None
+        elif raw == self._time_raw:  # the lines of one response share a time: parsed once
+            ts = self._time
+        else:
+            ts = parse_iso(raw, loc / "timestamp")
+            self._time_raw, self._time = raw, ts
         extra: dict[str, Any] = {"line": lineno, "line_type": t, "uuid": uuid}
         if file:
             extra["file"] = file
@@ -547,7 +560,7 @@ class ClaudeSessionParser(_ClaudeParser):
         elif t == "user":
             if self._open_call is not None:
                 self._close_call(None)
-            self._user(obj, loc, ts, extra, subagent=bool(side))
+            self._user(obj, loc, ts, extra, bool(side), split)
         else:
             if self._open_call is not None:
                 self._close_call(None)
@@ -623,8 +636,11 @@ class ClaudeSessionParser(_ClaudeParser):
             u = up(u)
         live |= {r for r, p in self._tool_results.items() if p in live}
         n_dead_records = len(parent.keys() - live - side)  # every record has a uuid
+        # an event's uuid is its line's (every line's uuid is a key of ``parent``), unless a
+        # content block brought its own: with no dead record, no dead event then
         dead = [e.index for e in self.events if (u := e.extra.get("uuid")) is not None
-                and u not in live and u not in side]
+                and u not in live and u not in side] if (
+            n_dead_records or self._foreign_uuid) else []
         self.meta.update(
             versions=self._versions, version=self._versions[-1] if self._versions else None,
             dead_branch={"n_records": n_dead_records, "n_events": len(dead), "events": dead},
@@ -636,16 +652,24 @@ class ClaudeSessionParser(_ClaudeParser):
         return self.meta.get("session_id") or super().task_default()
 
 
-def _only_tool_results(obj: dict[str, Any]) -> bool:
-    """Whether a user line holds tool results and nothing else."""
-    msg = obj.get("message")
-    content = msg.get("content") if isinstance(msg, dict) else None
-    if not isinstance(content, list) or not content:
-        return False
-    for b in content:
-        if not isinstance(b, dict) or b.get("type") != "tool_result":
-            return False
-    return True
+def _split_content(content: Any) -> tuple[Any, list[Any] | None, list[Any], int | None]:
+    """A user message's content, its ``tool_result`` blocks and its other blocks (None and
+    [] when it is not a list), and the index of the first block that is not an object (None: all are). One walk
+    serves the session's tool-result check and the line's reading; raises nothing (the
+    reader raises where the line's other checks have run).
+    """
+    if isinstance(content, list):
+        results: list[Any] = []
+        texts: list[Any] = []
+        for j, b in enumerate(content):
+            if not isinstance(b, dict):
+                return content, results, texts, j
+            if b.get("type") == "tool_result":
+                results.append(b)
+            else:
+                texts.append(b)
+        return content, results, texts, None
+    return content, None, [], None
 
 
 def _block_loc(loc: Loc, j: int) -> Loc:
@@ -735,8 +759,9 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
 
 
 def _apply_result(ev: Event, b: dict[str, Any], result: Any, ts: float | None,
-                  extra: dict[str, Any]) -> None:
-    """Merge a ``tool_result`` block (and the line's structured result) into its call."""
+                  extra: dict[str, Any], tool: Any) -> None:
+    """Merge a ``tool_result`` block (and the line's structured result) into its call
+    (``tool``: the call's ``extra["tool"]``)."""
     content = b.get("content")
     text = content if type(content) is str else _text_of(content)
     err = bool(b.get("is_error"))
@@ -754,7 +779,7 @@ def _apply_result(ev: Event, b: dict[str, Any], result: Any, ts: float | None,
             ev.duration = ms / 1000.0
     elif isinstance(result, str):
         x["result"] = result
-    if x.get("tool") == "Bash":
+    if tool == "Bash":
         if err and (m := _EXIT.match(text or "")) is not None:
             ev.exit_code = int(m.group(1))  # ran, exited non-zero: not an error
         elif err or (res is not None and res.get("interrupted")):
@@ -766,7 +791,8 @@ def _apply_result(ev: Event, b: dict[str, Any], result: Any, ts: float | None,
                                                       or res.get("returnCodeInterpretation"))
         else:
             ev.exit_code = 0
-        apply_test_counts(ev, text)
+        if ev.kind is _TEST:  # nothing to count for another command
+            apply_test_counts(ev, text)
     else:
         ev.is_error = err
         if err and ev.kind == EventKind.FILE_CHANGE:
