@@ -205,7 +205,7 @@ def test_many_files_load_as_load_json_loads_each(tmp_path: Path) -> None:
 @pytest.mark.parametrize("bad", [
     '{"a": 1, "a": 2}',                      # a duplicate key (colons counted over all files)
     '{"a": ":", "a": "x"}',
-    '{"a": "\\u003a"}',                      # an escaped colon: the counts cannot tell
+    '{"a": 1, "a": 2, "b": "\\u003a"}',      # a duplicate the colon counts miss (escaped)
     b"\xef\xbb\xbf{}",                       # a byte-order mark
     " {}",                                   # leading blank
     "",                                      # empty
