@@ -40,7 +40,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -528,18 +528,17 @@ def load_json_files(paths: Sequence[str], limit: int) -> list[Any] | None:
     event files), or None when one of them might not load as :func:`load_json` loads it:
     the caller then loads them one by one, for the exact first error.
 
-    None for a file that is not a regular file, is empty, holds a NUL byte, begins with a
-    byte-order mark, or that msgspec refuses (msgspec decodes bytes as strict UTF-8, so an
-    undecodable text is refused here too), for files together larger than ``limit``
-    bytes, and for any doubt :func:`_fast_decode` would have (duplicate keys by colons,
-    checked once for all files: no file's re-encoding holds more colons than its text, so
-    the sums are equal exactly when every file's are; nesting). Lean by design: one
-    descriptor, one ``fstat`` and one read per file, no ``Path`` objects."""
-    docs: list[Any] = []
-    total = colons = 0
-    max_depth = _LIMITS.get().max_depth
+    None for a file that is not a regular file, is empty, begins with anything but ``{``
+    or ``[`` (a byte-order mark, blank space), or that msgspec refuses (msgspec decodes
+    bytes as strict UTF-8 and refuses a NUL byte anywhere, so an undecodable or binary
+    file is refused too), for files together larger than ``limit`` bytes, and for any
+    doubt :func:`_fast_decode` would have (duplicate keys by colons, counted once for all
+    files: no file's re-encoding holds more colons than its text, so the sums are equal
+    exactly when every file's are; nesting). Lean by design: one descriptor, one
+    ``fstat`` and one read per file, no ``Path`` objects, each byte scan made once."""
+    raws: list[bytes] = []
+    total = 0
     fopen, fstat, fread, fclose, isreg = os.open, os.fstat, os.read, os.close, stat.S_ISREG
-    decode = _FAST.decode
     try:
         for p in paths:
             fd = fopen(p, _READ_FLAGS)
@@ -554,20 +553,24 @@ def load_json_files(paths: Sequence[str], limit: int) -> list[Any] | None:
                     return None
             finally:
                 fclose(fd)
-            if raw[0] not in b"{[" or raw.find(0) >= 0:  # BOM, blank, NUL: the slow path
+            if raw[0] != 123 and raw[0] != 91:  # not "{" or "[": BOM, blank space ...
                 return None
-            doc = decode(raw)
-            if b"\\u003" in raw:
-                return None
-            colons += raw.count(b":")
-            if (size > max_depth and raw.count(b"{") + raw.count(b"[") > max_depth
-                    and _too_deep(doc, max_depth)):
-                return None
-            docs.append(doc)
+            raws.append(raw)
+        docs = list(map(_FAST.decode, raws))
     except (OSError, msgspec.DecodeError, RecursionError):
         return None
+    colons = 0
+    max_depth = _LIMITS.get().max_depth
+    for raw in raws:
+        if b"\\u003" in raw:  # an escaped colon: the counts below could not tell
+            return None
+        colons += raw.count(b":")
     if _ENCODE(docs).count(b":") != colons:
         return None
+    for raw, doc in zip(raws, docs, strict=True):
+        if (len(raw) > max_depth and raw.count(b"{") + raw.count(b"[") > max_depth
+                and _too_deep(doc, max_depth)):
+            return None
     return docs
 
 
@@ -915,6 +918,10 @@ def iso_field(obj: dict[str, Any], key: str, loc: Loc) -> float | None:
 
 
 _FROM_ISO = datetime.fromisoformat
+# a naive time taken as UTC: its distance from the naive epoch is exactly what
+# dt.replace(tzinfo=UTC).timestamp() computes (the same timedelta, the same division), at a
+# fifth of the cost (replace() alone is ~1 us; OpenHands writes naive times on every event)
+_NAIVE_EPOCH = datetime(1970, 1, 1)
 
 
 def parse_iso(ts: Any, loc: Loc) -> float:
@@ -925,7 +932,8 @@ def parse_iso(ts: Any, loc: Loc) -> float:
         except ValueError:
             pass  # spaces around it, or not a timestamp: the path below decides
         else:
-            return (dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)).timestamp()
+            return dt.timestamp() if dt.tzinfo is not None else (
+                dt - _NAIVE_EPOCH).total_seconds()
     if not isinstance(ts, str):
         raise loc.error(f"expected ISO-8601 timestamp string, got {_json_type(ts)}")
     s = ts.strip()
@@ -935,9 +943,7 @@ def parse_iso(ts: Any, loc: Loc) -> float:
         dt = datetime.fromisoformat(s)
     except ValueError as exc:
         raise loc.error(f"invalid ISO-8601 timestamp {ts!r}") from exc
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
+    return dt.timestamp() if dt.tzinfo is not None else (dt - _NAIVE_EPOCH).total_seconds()
 
 
 # ---------------------------------------------------------------------------------------

@@ -121,8 +121,9 @@ def looks_like_dir(path: Path) -> bool:
         return False
 
 
-def _read_dir(path: Path) -> tuple[list[tuple[str, Any]], dict[str, Any] | None, Path]:
-    """(event file, parsed event) in index order, the base state (or None), the root.
+def _read_dir(path: Path) -> tuple[list[str], list[Any], dict[str, Any] | None, Path]:
+    """The event files in index order, their parsed events, the base state (or None), the
+    root.
 
     A clean directory (every file an event file, indices 0..n-1, each file's id the one
     in its name) is loaded in one go (:func:`load_json_files`); anything else, or any
@@ -131,52 +132,59 @@ def _read_dir(path: Path) -> tuple[list[tuple[str, Any]], dict[str, Any] | None,
         root, events_dir = path, path / EVENTS_DIR
     else:
         root, events_dir = path.parent, path
-    items = _load_clean(events_dir)
-    if items is None:
-        items = _read_events(events_dir)
+    loaded = _load_clean(events_dir)
+    files, docs = loaded if loaded is not None else _read_events(events_dir)
     base = root / BASE_STATE
     state = load_json(base) if base.is_file() else None
     if state is not None and not isinstance(state, dict):
         raise Loc(base).error(f"expected a JSON object, got {type(state).__name__}")
-    return items, state, root
+    return files, docs, state, root
 
 
-def _load_clean(events_dir: Path) -> list[tuple[str, Any]] | None:
-    """The events of a clean directory (see :func:`_read_dir`) as :func:`_read_events`
-    returns them, or None (not clean, or a file to read the slow way)."""
+# an event file's name, for many names joined by newlines at once (EVENT_FILE's groups)
+_EVENT_FILES = re.compile(EVENT_FILE.pattern.replace("?P<idx>", "").replace(
+    "?P<event_id>", ""), re.M)
+
+
+def _load_clean(events_dir: Path) -> tuple[list[str], list[Any]] | None:
+    """The event files and events of a clean directory (see :func:`_read_dir`) as
+    :func:`_read_events` returns them, or None (not clean, or a file to read the slow
+    way). The names are matched in one pass over them all, joined by newlines."""
     where = os.fspath(events_dir)
     try:
-        names = os.listdir(where)
-    except OSError:
+        names = [n for n in os.listdir(where) if not n.startswith(".")]  # the SDK's lock
+    except OSError:  # and length markers are hidden
         return None
-    match, join = EVENT_FILE.match, os.path.join
-    numbered: list[tuple[int, str, str] | None] = [None] * len(names)
-    for name in names:
-        m = match(name)
-        if m is None:
-            if name.startswith("."):  # the SDK's lock and length markers are hidden
-                continue
-            return None
-        idx = int(m["idx"])
-        if idx >= len(numbered) or numbered[idx] is not None:
-            return None
-        numbered[idx] = (idx, join(where, name), m["event_id"])
-    files = [f for f in numbered if f is not None]
-    if len(files) != (files[-1][0] + 1 if files else 0):
-        return None  # a gap: the slow path warns
-    docs = load_json_files([f for _, f, _ in files], current_limits().max_bytes)
+    listing = "\n".join(names)
+    found = _EVENT_FILES.findall(listing)
+    if len(found) != len(names) or listing.count("\n") != max(len(names) - 1, 0):
+        return None  # a name that is not an event file (or holds a newline): the slow path
+    n = len(names)
+    sep = "" if where.endswith("/") else "/"  # as os.path.join joins
+    numbered: list[tuple[str, str] | None] = [None] * n
+    for name, (idx, fid) in zip(names, found, strict=True):
+        i = int(idx)
+        if i >= n or numbered[i] is not None:
+            return None  # a gap or a repeated index: the slow path warns or refuses
+        numbered[i] = (f"{where}{sep}{name}", fid)
+    files = [f for f, _ in numbered]  # type: ignore[misc]
+    docs = load_json_files(files, current_limits().max_bytes)
     if docs is None:
         return None
-    for (_, _, fid), doc in zip(files, docs, strict=True):
+    fids = [fid for _, fid in numbered]  # type: ignore[misc]
+    if all(type(d) is dict for d in docs) and [d.get("id") for d in docs] == fids:
+        return files, docs  # every id as named (the usual directory)
+    for fid, doc in zip(fids, docs, strict=True):
         if type(doc) is dict:
             eid = doc.get("id")
             if type(eid) is str and eid != fid:
                 return None
-    return [(f, doc) for (_, f, _), doc in zip(files, docs, strict=True)]
+    return files, docs
 
 
-def _read_events(events_dir: Path) -> list[tuple[str, Any]]:
-    """(event file, parsed event) in index order, file by file: each error as it comes."""
+def _read_events(events_dir: Path) -> tuple[list[str], list[Any]]:
+    """The event files in index order and their parsed events, file by file: each error
+    as it comes."""
     limit = current_limits().max_bytes
     numbered: dict[int, tuple[str, str]] = {}  # index -> (file name, event id)
     ignored: list[str] = []
@@ -212,7 +220,7 @@ def _read_events(events_dir: Path) -> list[tuple[str, Any]]:
         warnings.warn(f"{events_dir}: {len(missing)} event file(s) missing (indices "
                       f"{missing[:5]}{'...' if len(missing) > 5 else ''}); read what is there",
                       UserWarning, stacklevel=4)
-    items = []
+    files, docs = [], []
     for idx in order:
         name, fid = numbered[idx]
         f = join(where, name)
@@ -221,8 +229,9 @@ def _read_events(events_dir: Path) -> list[tuple[str, Any]]:
             eid = doc.get("id")
             if type(eid) is str and eid != fid:
                 raise (Loc(f) / "id").error(f"event id {eid!r} differs from the file name's")
-        items.append((f, doc))
-    return items
+        files.append(f)
+        docs.append(doc)
+    return files, docs
 
 
 def _usage_index(state: dict[str, Any] | None, base: Path) -> tuple[dict[str, dict], set[str]]:
@@ -265,9 +274,8 @@ def read_openhands_v1(
     path = Path(path)
     state: dict[str, Any] | None = None
     if path.is_dir():
-        files, state, root = _read_dir(path)
-        locs: list[Loc] | None = [Loc(f) for f, _ in files]
-        docs = [raw for _, raw in files]
+        files, docs, state, root = _read_dir(path)
+        locs: list[Loc] | None = list(map(Loc, files))
         list_loc = None
         base = root / BASE_STATE
     else:

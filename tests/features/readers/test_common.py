@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from features.readers import TrajectoryFormatError, UnknownEventWarning, read_trajectory
-from features.readers.common import parse_apply_patch, parse_test_counts
+from features.readers.common import Loc, parse_apply_patch, parse_iso, parse_test_counts
 from features.schema import EventKind
 
 CODEX_EXEC = "codex_exec_jsonl"
@@ -186,3 +189,16 @@ def test_bad_field_types(fixture_path: Callable[[str], Path], write_jsonl: Calla
     b = write_file("b.json", "\n".join(broken))
     with pytest.raises(TrajectoryFormatError, match=r"b\.json: line 6 column"):
         read_trajectory(b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.datetimes(), st.sampled_from(["", "Z", "+00:00", "+05:30", "-08:00"]))
+def test_parse_iso_is_the_timestamp_of_the_time_taken_as_utc(dt: datetime, zone: str) -> None:
+    """Naive times are UTC: the same float as ``replace(tzinfo=UTC).timestamp()``, to the
+    last bit (the reader computes it by a cheaper road)."""
+    text = dt.isoformat() + zone
+    want = datetime.fromisoformat(text)
+    if want.tzinfo is None:
+        want = want.replace(tzinfo=UTC)
+    assert parse_iso(text, Loc("x.jsonl", 1)) == want.timestamp()
+    assert parse_iso(f" {text} ", Loc("x.jsonl", 1)) == want.timestamp()  # the slow road

@@ -212,6 +212,7 @@ def test_many_files_load_as_load_json_loads_each(tmp_path: Path) -> None:
     '{"a": NaN}',                            # msgspec refuses: invalid strict JSON
     b'{"a": "\xff"}',                        # not UTF-8
     '{"a": "x\\u0000"}\x00',                 # a NUL byte
+    b'{"a": "x\x00y"}',                      # a NUL byte in a string (msgspec refuses it)
     "[" * 200 + "]" * 200,                   # deeper than the limit
     '"a scalar"',
 ])

@@ -202,3 +202,24 @@ def test_a_clean_directory_names_the_bad_file_in_index_order(tmp_path: Path, tex
     last.write_text('{"a": 1, "a": 2}')  # a later bad file is not the one named
     with pytest.raises(TrajectoryFormatError, match=message):
         read_trajectory(conv)
+
+
+def test_a_clean_directory_read_in_one_go_is_read_as_file_by_file(tmp_path: Path) -> None:
+    """The one-go load (names matched all at once, ids compared as one list) and the file by
+    file read agree; hidden files are skipped by both, and a name that only matches when
+    taken alone (a trailing newline, which ``$`` accepts) sends the directory file by file."""
+    from features.readers import openhands_v1 as v1
+
+    conv = tmp_path / "c"
+    shutil.copytree(CONV, conv)
+    ev = conv / "events"
+    (ev / ".eventlog.lock").write_text("")  # the SDK's hidden marker
+    loaded = v1._load_clean(ev)
+    assert loaded is not None
+    assert loaded == v1._read_events(ev)
+    assert loaded[0] == [str(p) for p in sorted(ev.glob("event-*"))]
+    t = read_trajectory(conv)
+    last = sorted(ev.glob("event-*"))[-1]
+    last.rename(ev / (last.name + "\n"))
+    assert v1._load_clean(ev) is None
+    assert read_trajectory(conv).events == t.events
