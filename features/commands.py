@@ -24,7 +24,6 @@ project's runners are (its test suite is the verifier of the paper's verified pr
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -119,8 +118,10 @@ RUNNERS: dict[str, Runner] = {
 
 
 def program_name(word: str) -> str:
-    """The program a command word names: its last path component (``/usr/bin/env`` -> env)."""
-    return posixpath.basename(word)
+    """The program a command word names: its last path component (``/usr/bin/env`` -> env).
+    ``posixpath.basename``'s answer by ``rpartition`` (a fifth of its cost: command_start
+    asks it of every word it skips)."""
+    return word.rpartition("/")[2]
 
 
 def positionals(args: Sequence[str], value_options: frozenset[str] | set[str]) -> list[str]:

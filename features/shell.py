@@ -54,6 +54,7 @@ from features.commands import (
     might_commit,
     might_run_tests,
     positionals,
+    program_name,
     shell_script_option,
 )
 
@@ -263,7 +264,7 @@ def _simple(words: list[_Word], redirects: list[tuple[str, str | None, str | Non
         acc.interpreted = False
         return
     path = texts[start]
-    prog = posixpath.basename(path)
+    prog = program_name(path)
     test = is_test_run(texts[start:])
     if test:
         acc.is_test = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 
 import pytest
@@ -15,6 +16,7 @@ from features.commands import (
     is_test_run,
     might_commit,
     might_run_tests,
+    program_name,
 )
 from features.readers.common import classify_command
 from features.schema import EventKind
@@ -142,3 +144,9 @@ def test_cheap_hint_never_hides_a_test_or_a_commit(words: list[str], data: st.Da
     assert might_run_tests(cmd) or not eff.is_test, cmd
     assert might_commit(cmd) or not eff.is_commit, cmd
     assert is_test_command(cmd) is eff.is_test and is_git_commit(cmd) is eff.is_commit
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="ab/.\\ -", max_size=12))
+def test_program_name_is_the_last_path_component(word: str) -> None:
+    assert program_name(word) == posixpath.basename(word)
