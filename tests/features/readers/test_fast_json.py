@@ -194,10 +194,11 @@ def _files(tmp_path: Path, texts: list[str | bytes]) -> list[str]:
 
 
 def test_many_files_load_as_load_json_loads_each(tmp_path: Path) -> None:
-    texts = ['{"a": 1, "t": "12:00:00"}', '[1, {"b": [2, 3]}]', '{"x": "\\u00e9 \u00e9"}']
+    texts = ['{"a": 1, "t": "12:00:00"}', '[1, {"b": [2, 3]}]', '{"x": "\\u00e9 \u00e9"}',
+             "[" + ", ".join(['{"k": [1]}'] * 200) + "]"]  # many brackets, shallow
     paths = _files(tmp_path, texts)
     docs = load_json_files(paths, 1 << 20)
-    assert docs is not None and len(docs) == 3
+    assert docs is not None and len(docs) == 4
     assert all(same(d, load_json(Path(p))) for d, p in zip(docs, paths, strict=True))
     assert load_json_files([], 1 << 20) == []
 
