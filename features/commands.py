@@ -343,7 +343,12 @@ def is_test_run(argv: Sequence[str]) -> bool:
     return _script_runs_tests(word, args)
 
 
-_UNQUOTE = str.maketrans("", "", "'\"\\")
+def _unquoted(text: str) -> str:
+    """``text`` without quote characters and backslashes: three C-level replaces, a fifth
+    of the cost of ``str.translate`` with a deletion table (asked of every new command)."""
+    return text.replace("'", "").replace('"', "").replace("\\", "")
+
+
 # a test run names one of these words (its program, subcommand, target, module, script or
 # package script); the pattern is built from the tables above, so it cannot fall behind them
 _TEST_WORDS = sorted(
@@ -356,12 +361,12 @@ def might_run_tests(text: str) -> bool:
     """A cheap necessary condition for a command text to run tests: one of the words
     :func:`is_test_run` keys on appears in it (quotes and backslashes dropped). False means
     no simple command in the text is a test run; True means parse it to know."""
-    return _TEST_HINT.search(text.translate(_UNQUOTE)) is not None
+    return _TEST_HINT.search(_unquoted(text)) is not None
 
 
 def might_commit(text: str) -> bool:
     """A cheap necessary condition for a command text to run ``git commit``."""
-    text = text.translate(_UNQUOTE)
+    text = _unquoted(text)
     return "commit" in text and any(v in text for v in VCS)
 
 

@@ -150,3 +150,11 @@ def test_cheap_hint_never_hides_a_test_or_a_commit(words: list[str], data: st.Da
 @given(st.text(alphabet="ab/.\\ -", max_size=12))
 def test_program_name_is_the_last_path_component(word: str) -> None:
     assert program_name(word) == posixpath.basename(word)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="ab'\"\\ é", max_size=16))
+def test_unquoting_drops_quotes_and_backslashes(text: str) -> None:
+    from features.commands import _unquoted
+
+    assert _unquoted(text) == text.translate(str.maketrans("", "", "'\"\\"))
