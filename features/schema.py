@@ -142,11 +142,14 @@ class Trajectory:
         surrogates. Raise ValueError naming the event and field."""
         for name in ("task_id", "repo", "source_format"):
             _check_text(getattr(self, name), f"{self.task_id!r}: field {name}")
+        prev = None  # the step before
         for pos, e in enumerate(self.events):
             if e.index != pos:
                 raise ValueError(f"{self.task_id}: event at position {pos} has index {e.index}")
-            if pos and e.step < self.events[pos - 1].step:
-                raise ValueError(f"{self.task_id}: event {pos} step {e.step} goes backwards")
+            step = e.step
+            if pos and step < prev:
+                raise ValueError(f"{self.task_id}: event {pos} step {step} goes backwards")
+            prev = step
             if not _surely_fits(e):
                 _check_values(e, f"{self.task_id}: event {pos}")
 
@@ -156,19 +159,28 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 def _surely_fits(e: Event) -> bool:
     """The fast path of :func:`_check_values`: True when every value certainly fits its
-    column (plain types, finite, in range, ASCII text); False sends the event to the full
-    check, which names what does not fit (or passes non-ASCII text that is valid)."""
-    for v in (e.start, e.end):
-        if v is not None and ((v.__class__ is not float and v.__class__ is not int)
-                              or v - v != 0):
-            return False
+    column (plain types, finite, in range, ASCII text), False sends the event to the full
+    check, which names what does not fit (or passes non-ASCII text that is valid). A list
+    of words is checked by one join (a non-text item fails it: TypeError)."""
+    v = e.start
+    if v is not None and ((v.__class__ is not float and v.__class__ is not int) or v - v != 0):
+        return False
+    v = e.end
+    if v is not None and ((v.__class__ is not float and v.__class__ is not int) or v - v != 0):
+        return False
     v = e.duration
     if v is not None and ((v.__class__ is not float and v.__class__ is not int)
                           or v - v != 0 or v < 0):
         return False
-    for v in (e.index, e.step, e.input_tokens, e.cached_tokens, e.output_tokens, e.exit_code,
+    v = e.index
+    if v.__class__ is not int or not _INT64_MIN <= v <= _INT64_MAX:
+        return False
+    v = e.step
+    if v.__class__ is not int or not _INT64_MIN <= v <= _INT64_MAX:
+        return False
+    for v in (e.input_tokens, e.cached_tokens, e.output_tokens, e.exit_code,
               e.bytes_written, e.tests_passed, e.tests_failed):
-        if v is not None and (v.__class__ is not int or v > _INT64_MAX or v < _INT64_MIN):
+        if v is not None and (v.__class__ is not int or not _INT64_MIN <= v <= _INT64_MAX):
             return False
     v = e.command
     if v is not None and (v.__class__ is not str or not v.isascii()):
@@ -180,9 +192,11 @@ def _surely_fits(e: Event) -> bool:
         if vs:
             if vs.__class__ is not list:
                 return False
-            for v in vs:
-                if v.__class__ is not str or not v.isascii():
+            try:
+                if not "".join(vs).isascii():
                     return False
+            except TypeError:
+                return False
         elif vs is not None and vs.__class__ is not list:
             return False
     return True

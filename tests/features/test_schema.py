@@ -61,6 +61,42 @@ def test_validate_names_the_bad_event():
         t.validate()
 
 
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("start", math.nan, "field start is nan"),
+    ("end", math.inf, "field end is inf"),
+    ("duration", -1.0, "field duration is negative"),
+    ("duration", True, "field duration is bool, not a number"),
+    ("input_tokens", 2**63, "field input_tokens is 9.22e\\+18, beyond"),
+    ("exit_code", 1.0, "field exit_code is float, not an integer"),
+    ("tests_passed", False, "field tests_passed is bool"),
+    ("command", "x\ud800", "field command holds a lone surrogate"),
+    ("text", b"x", "field text is bytes, not text"),
+    ("argv", ["ls", "\udfff"], "field argv holds a lone surrogate"),
+    ("argv", ("ls",), "field argv is tuple, not a list"),
+    ("paths_read", ["a", 3], "field paths_read is int, not text"),
+    ("paths_written", "", "field paths_written is str, not a list"),
+])
+def test_validate_names_a_value_no_column_holds(field, value, message):
+    t = _traj()
+    setattr(t.events[3], field, value)
+    with pytest.raises(ValueError, match=rf"t1: event 3 {message}"):
+        t.validate()
+
+
+@pytest.mark.parametrize("field, value", [
+    ("command", "\u00e9cho h\u00e9"), ("text", _Text("a str subclass")), ("argv", ["\u00e9", _Text("x")]),
+    ("paths_read", []), ("argv", None), ("start", 2**70), ("duration", 0),
+])
+def test_validate_passes_what_a_column_holds(field, value):
+    t = _traj()
+    setattr(t.events[3], field, value)
+    t.validate()
+
+
 def test_frame_and_parquet_round_trip(tmp_path):
     t = _traj()
     assert from_frame(to_frame(t)) == [t]
