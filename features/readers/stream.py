@@ -235,15 +235,21 @@ class StreamParser:
             self._release(ev)
 
     def _release(self, ev: Event) -> None:
-        if self._events and ev.step < self._events[-1].step:
-            ev.step = self._events[-1].step  # a late result never moves a step backwards
-        ev.index = len(self._events)
-        if ev.end is not None:  # no end, no flag (time_flags says the same)
-            flags, self._latest_end = time_flags(ev, self._latest_end)
-            if flags:
-                ev.extra["time_flags"] = flags
-                self._time_flagged.append(ev.index)
-        self._events.append(ev)
+        events = self._events
+        if events and ev.step < events[-1].step:
+            ev.step = events[-1].step  # a late result never moves a step backwards
+        ev.index = len(events)
+        end = ev.end
+        if end is not None:  # no end, no flag (time_flags says the same)
+            latest, start = self._latest_end, ev.start
+            if (start is None or end >= start) and (latest is None or end >= latest):
+                self._latest_end = end  # in order: no flag, the latest end moves on
+            else:
+                flags, self._latest_end = time_flags(ev, latest)
+                if flags:
+                    ev.extra["time_flags"] = flags
+                    self._time_flagged.append(ev.index)
+        events.append(ev)
         self._out.append(ev)
 
 
