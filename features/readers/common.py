@@ -577,8 +577,9 @@ def load_json_files(paths: Sequence[str], limit: int) -> list[Any] | None:
     return docs
 
 
-# every byte but ":", "{" and "[" (bytes.translate deletes them)
+# every byte but ":", "{" and "[" (bytes.translate deletes them), and but those and "\n"
 _NOT_MARKS = bytes(sorted(set(range(256)) - set(b":{[")))
+_NOT_LINE_MARKS = bytes(sorted(set(range(256)) - set(b":{[\n")))
 
 
 def load_embedded_json(text: str, loc: Loc) -> Any:
@@ -709,11 +710,23 @@ def _bulk_jsonl(text: str, max_depth: int) -> list[dict[str, Any]] | None:
             return None
     if "\\u003" in text and ("\\u003a" in text or "\\u003A" in text):
         return None
-    if _ENCODE(docs).count(b":") != text.count(":"):
-        return None
-    for s, d in zip(lines, docs, strict=True):
-        if s.count("{") + s.count("[") > max_depth and _too_deep(d, max_depth):
+    if not text.isascii():  # (a flag of the string: no scan)
+        if _ENCODE(docs).count(b":") != text.count(":"):
             return None
+        for s, d in zip(lines, docs, strict=True):
+            if s.count("{") + s.count("[") > max_depth and _too_deep(d, max_depth):
+                return None
+        return docs
+    # ASCII text (the usual log): its colons, opening brackets and newlines alone, in one
+    # pass over its bytes (the encoding is a copy), then counted per line where needed
+    marks = text.encode().translate(None, _NOT_LINE_MARKS)
+    if _ENCODE(docs).count(b":") != marks.count(b":"):
+        return None
+    per_line = marks.split(b"\n")
+    if max(map(len, per_line)) > max_depth:  # colons and brackets: brackets at most
+        for m, d in zip(per_line, docs, strict=False):  # (trailing blank lines: no docs)
+            if len(m) - m.count(b":") > max_depth and _too_deep(d, max_depth):
+                return None
     return docs
 
 

@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from features.readers import ReadLimits, TrajectoryFormatError, read_limits
 from features.readers.common import (
     Loc,
+    iter_jsonl,
+    jsonl_records,
     load_embedded_json,
     load_json,
     load_json_files,
@@ -180,6 +182,38 @@ def test_fast_path_agrees_with_the_stdlib_strict_parse(doc: Any, escape: bool,
             parse_json_line(text, SRC, 1)
         return
     assert same(parse_json_line(text, SRC, 1), ref)
+
+
+def _records_or_error(fn: Any, text: str) -> Any:
+    try:
+        return [(n, o) for n, o in fn(text)]
+    except TrajectoryFormatError as exc:
+        return str(exc)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(docs=st.lists(documents, min_size=1, max_size=5), escape=st.booleans(),
+       ascii_=st.booleans(), deep=st.sampled_from([None, 0, -1]), tail=st.sampled_from(
+           ["", "\n", "\n\n", "\n \r\n"]))
+def test_a_whole_file_parses_as_line_by_line(docs: list[Any], escape: bool, ascii_: bool,
+                                              deep: int | None, tail: str) -> None:
+    """The whole-file parse (the counts made once for all lines: colons and brackets per
+    line from one pass over an ASCII text) gives what the line-by-line parse gives: the same
+    objects and line numbers, or the same first error (a duplicate, a line nested too deep
+    among shallow ones, a line with many colons and brackets that is shallow)."""
+    lines = ['{"d": ' + _render(d, escape, ascii_) + "}" for d in docs]
+    lines.append('{"k": [' + ", ".join(['{"a": 1, "b": [2]}'] * 70) + "]}")  # shallow
+    if deep is not None:
+        lines.insert(deep % len(lines), '{"a": ' + "[" * 129 + "]" * 129 + "}")
+    text = "\n".join(lines) + tail
+    fast = _records_or_error(lambda t: jsonl_records(SRC, t), text)
+    slow = _records_or_error(lambda t: ((ln.lineno, ln.obj) for ln in iter_jsonl(SRC, t)), text)
+    if isinstance(slow, str):
+        assert fast == slow
+    else:
+        assert not isinstance(fast, str), fast
+        assert [n for n, _ in fast] == [n for n, _ in slow]
+        assert all(same(a, b) for (_, a), (_, b) in zip(fast, slow, strict=True))
 
 
 # -- many small files at once (a conversation directory) -------------------------------
