@@ -115,8 +115,9 @@ def looks_like(doc: Any) -> bool:
 def looks_like_dir(path: Path) -> bool:
     """Whether a directory is a V1 conversation (or its ``events`` folder)."""
     events = path / EVENTS_DIR if (path / EVENTS_DIR).is_dir() else path
-    try:
-        return any(EVENT_FILE.match(n) for n in os.listdir(events))
+    try:  # scandir stops at the first event file (a listing of thousands is not needed)
+        with os.scandir(events) as entries:
+            return any(EVENT_FILE.match(e.name) for e in entries)
     except OSError:
         return False
 
