@@ -580,6 +580,7 @@ def load_json_files(paths: Sequence[str], limit: int) -> list[Any] | None:
 # every byte but ":", "{" and "[" (bytes.translate deletes them), and but those and "\n"
 _NOT_MARKS = bytes(sorted(set(range(256)) - set(b":{[")))
 _NOT_LINE_MARKS = bytes(sorted(set(range(256)) - set(b":{[\n")))
+_CHUNK = 1 << 24
 
 
 def load_embedded_json(text: str, loc: Loc) -> Any:
@@ -718,8 +719,10 @@ def _bulk_jsonl(text: str, max_depth: int) -> list[dict[str, Any]] | None:
                 return None
         return docs
     # ASCII text (the usual log): its colons, opening brackets and newlines alone, in one
-    # pass over its bytes (the encoding is a copy), then counted per line where needed
-    marks = text.encode().translate(None, _NOT_LINE_MARKS)
+    # pass over its bytes (encoded 16 MiB at a time: the copy stays small), then counted
+    # per line where needed
+    marks = b"".join(text[k:k + _CHUNK].encode().translate(None, _NOT_LINE_MARKS)
+                     for k in range(0, len(text), _CHUNK))
     if _ENCODE(docs).count(b":") != marks.count(b":"):
         return None
     per_line = marks.split(b"\n")

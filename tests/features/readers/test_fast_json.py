@@ -216,6 +216,22 @@ def test_a_whole_file_parses_as_line_by_line(docs: list[Any], escape: bool, asci
         assert all(same(a, b) for (_, a), (_, b) in zip(fast, slow, strict=True))
 
 
+def test_the_whole_file_marks_do_not_depend_on_how_the_text_is_cut(monkeypatch) -> None:
+    """The ASCII text's marks are taken 16 MiB at a time; cut anywhere, the same answer."""
+    from features.readers import common
+
+    shallow = '{"k": [' + ", ".join(['{"a": 1}'] * 80) + "]}"
+    deep = '{"a": ' + "[" * 129 + "]" * 129 + "}"
+    ok = "\n".join([shallow, '{"b": ":"}'] * 3) + "\n"
+    bad = "\n".join([shallow, deep, shallow]) + "\n"
+    want_ok = common._bulk_jsonl(ok, 128)
+    assert want_ok is not None and common._bulk_jsonl(bad, 128) is None
+    for chunk in (1, 5, 64, 1000):
+        monkeypatch.setattr(common, "_CHUNK", chunk)
+        assert common._bulk_jsonl(ok, 128) == want_ok
+        assert common._bulk_jsonl(bad, 128) is None
+
+
 # -- many small files at once (a conversation directory) -------------------------------
 
 def _files(tmp_path: Path, texts: list[str | bytes]) -> list[str]:
