@@ -107,7 +107,7 @@ class ReadLimits:
 
 DEFAULT_LIMITS = ReadLimits()
 _LIMITS: ContextVar[ReadLimits] = ContextVar("ripplecp_read_limits", default=DEFAULT_LIMITS)
-# path -> [text, parsed document or _UNPARSED] while a reading() block is open
+# path -> [text, parsed document or _UNPARSED, bytes] while a reading() block is open
 _ONCE: ContextVar[dict[str, list[Any]] | None] = ContextVar("ripplecp_read_once", default=None)
 _READING: ContextVar[Path | None] = ContextVar("ripplecp_reading", default=None)
 _UNPARSED = object()
@@ -286,8 +286,16 @@ def read_text(path: Path) -> str:
             f"{path}: line {line}: not UTF-8 text (byte offset {exc.start})"
         ) from exc
     if once is not None and key == os.fspath(_READING.get() or ""):
-        once[key] = [text, _UNPARSED]  # the log itself: detection and the reader share it
+        # the log itself: detection and the reader share the text, the parse and the bytes
+        once[key] = [text, _UNPARSED, raw]
     return text
+
+
+def _raw_of(path: Path) -> bytes | None:
+    """The bytes :func:`read_text` decoded for the log being read (None when not cached)."""
+    once = _ONCE.get()
+    entry = once.get(os.fspath(path)) if once is not None else None
+    return entry[2] if entry is not None else None
 
 
 class _Refused(Exception):
@@ -684,13 +692,51 @@ def jsonl_records(
     line a JSON object, structural colons against re-encoded ones, nesting only on lines
     with more brackets than the limit). A blank line, a line msgspec refuses or any doubt
     sends the whole file through :func:`iter_jsonl`, which decides and words the error."""
+    raw = None
     if text is None:
         text = read_text(path)
-    docs = _bulk_jsonl(text, _LIMITS.get().max_depth)
+        raw = _raw_of(path)
+    max_depth = _LIMITS.get().max_depth
+    docs = _bulk_jsonl_bytes(raw, max_depth) if raw is not None else None
+    if docs is None:
+        docs = _bulk_jsonl(text, max_depth)
     if docs is not None:
         return zip(range(1, len(docs) + 1), docs, strict=True)
     return ((ln.lineno, ln.obj) for ln in iter_jsonl(
         path, text, allow_truncated_tail=allow_truncated_tail, meta=meta))
+
+
+def _bulk_jsonl_bytes(raw: bytes, max_depth: int) -> list[dict[str, Any]] | None:
+    """:func:`_bulk_jsonl` of the file's bytes (valid UTF-8: :func:`read_text` decoded
+    them): the same lines (a newline, a colon or a bracket is one byte in UTF-8 and no byte
+    of another character), the same documents (msgspec decodes UTF-8 either way), without
+    converting each line of a text that is not ASCII back to UTF-8 and with the marks taken
+    from the bytes as they are. None on any doubt, also where the text form might still
+    agree (a byte-order mark, a trailing line of Unicode blank space): the caller then asks
+    the text form."""
+    lines = raw.split(b"\n")
+    n = len(lines)
+    while n and (not lines[n - 1] or lines[n - 1].isspace()):
+        n -= 1
+    del lines[n:]
+    try:
+        docs = list(map(_FAST.decode, lines))
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    for d in docs:
+        if type(d) is not dict:
+            return None
+    if b"\\u003" in raw and (b"\\u003a" in raw or b"\\u003A" in raw):
+        return None
+    marks = raw.translate(None, _NOT_LINE_MARKS)
+    if _ENCODE(docs).count(b":") != marks.count(b":"):
+        return None
+    per_line = marks.split(b"\n")
+    if max(map(len, per_line)) > max_depth:  # colons and brackets: brackets at most
+        for m, d in zip(per_line, docs, strict=False):  # (trailing blank lines: no docs)
+            if len(m) - m.count(b":") > max_depth and _too_deep(d, max_depth):
+                return None
+    return docs
 
 
 def _bulk_jsonl(text: str, max_depth: int) -> list[dict[str, Any]] | None:

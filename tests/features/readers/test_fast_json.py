@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from features.readers import ReadLimits, TrajectoryFormatError, read_limits
 from features.readers.common import (
     Loc,
+    _bulk_jsonl,
+    _bulk_jsonl_bytes,
     iter_jsonl,
     jsonl_records,
     load_embedded_json,
@@ -208,12 +210,17 @@ def test_a_whole_file_parses_as_line_by_line(docs: list[Any], escape: bool, asci
     text = "\n".join(lines) + tail
     fast = _records_or_error(lambda t: jsonl_records(SRC, t), text)
     slow = _records_or_error(lambda t: ((ln.lineno, ln.obj) for ln in iter_jsonl(SRC, t)), text)
+    by_bytes = _bulk_jsonl_bytes(text.encode(), 128)  # the file's bytes: None or the same
     if isinstance(slow, str):
-        assert fast == slow
+        assert fast == slow and by_bytes is None
     else:
         assert not isinstance(fast, str), fast
         assert [n for n, _ in fast] == [n for n, _ in slow]
         assert all(same(a, b) for (_, a), (_, b) in zip(fast, slow, strict=True))
+        # no byte-order mark, no Unicode blank line here: the bytes decide as the text does
+        assert (by_bytes is None) == (_bulk_jsonl(text, 128) is None)
+        if by_bytes is not None:
+            assert all(same(a, b) for a, (_, b) in zip(by_bytes, slow, strict=True))
 
 
 def test_the_whole_file_marks_do_not_depend_on_how_the_text_is_cut(monkeypatch) -> None:
@@ -230,6 +237,23 @@ def test_the_whole_file_marks_do_not_depend_on_how_the_text_is_cut(monkeypatch) 
         monkeypatch.setattr(common, "_CHUNK", chunk)
         assert common._bulk_jsonl(ok, 128) == want_ok
         assert common._bulk_jsonl(bad, 128) is None
+
+
+def test_a_file_read_by_its_bytes_reads_as_its_text(tmp_path: Path) -> None:
+    """Inside a read, a JSONL file is parsed from its bytes; where they might disagree with
+    the decoded text (a byte-order mark, a trailing line of Unicode blank space), the text
+    decides, as before."""
+    from features.readers.common import reading
+
+    body = '{"a": "\u2713 \U0001f600"}\n{"b": [1, {"c": ":"}]}\n'.encode()
+    for raw, by_bytes in ((body, True), (b"\xef\xbb\xbf" + body, False),
+                          (body + "\u00a0\n".encode(), False)):
+        f = tmp_path / "log.jsonl"
+        f.write_bytes(raw)
+        with reading(f):
+            got = list(jsonl_records(f))
+        assert got == [(1, {"a": "\u2713 \U0001f600"}), (2, {"b": [1, {"c": ":"}]})]
+        assert (_bulk_jsonl_bytes(raw, 128) is not None) is by_bytes
 
 
 # -- many small files at once (a conversation directory) -------------------------------
