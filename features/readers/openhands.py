@@ -31,7 +31,8 @@ Mapping:
   ``model_call``'s ``start`` is the response's ``created`` second.
 
 Steps: a user ``message`` opens a new logical step when the agent acted since the last
-one, so a single-instruction run is step 1 throughout (not one step per model response).
+one, so a single-instruction run is step 1 throughout (not one step per model response);
+the system prompt (an agent ``system`` action in newer logs) is not the agent acting.
 """
 
 from __future__ import annotations
@@ -185,7 +186,8 @@ def read_openhands(
 
         if action == "message" and source == "user":
             new_step_on_user_input(state)
-        elif source == "agent" and action != "change_agent_state" and action != "null":
+        elif (source == "agent" and action != "change_agent_state" and action != "null"
+              and action != "system"):  # the system prompt is not the agent acting
             state["agent_acted"] = True
         step = state["step"]
 

@@ -78,6 +78,28 @@ def test_openhands_multi_turn_and_unknown(tmp_path: Path) -> None:
     assert [e.turn_end for e in t.events] == [False, True, False, False, True]
 
 
+def test_a_system_prompt_is_not_the_agent_acting(tmp_path: Path) -> None:
+    """Newer V0 logs open with the system prompt as an agent ``system`` action: the task
+    that follows is still step 1 (as V1's SystemPromptEvent), not step 2."""
+    evs = [
+        {"id": 0, "timestamp": "2025-01-01T00:00:00", "source": "agent", "action": "system",
+         "args": {"content": "You are OpenHands agent."}},
+        {"id": 1, "timestamp": "2025-01-01T00:00:01", "source": "user", "action": "message",
+         "args": {"content": "fix it"}},
+        {"id": 2, "timestamp": "2025-01-01T00:00:02", "source": "agent", "action": "run",
+         "args": {"command": "ls"}},
+        {"id": 3, "timestamp": "2025-01-01T00:00:03", "source": "agent", "observation": "run",
+         "cause": 2, "content": "a.py", "extras": {"metadata": {"exit_code": 0}}},
+        {"id": 4, "timestamp": "2025-01-01T00:00:04", "source": "user", "action": "message",
+         "args": {"content": "and now?"}},
+    ]
+    p = tmp_path / "oh.json"
+    p.write_text(json.dumps(evs), encoding="utf-8")
+    t = read_trajectory(p)
+    assert [e.step for e in t.events] == [1, 1, 1, 2]
+    assert t.events[0].kind == EventKind.MESSAGE and t.events[0].text == "You are OpenHands agent."
+
+
 def test_openhands_eval_record_with_history(tmp_path: Path, fixture_path: Callable[[str], Path], read_fixture: Callable[[str], Trajectory]) -> None:
     evs = json.loads(fixture_path(OH_WRONG).read_text(encoding="utf-8"))
     rec = {"instance_id": "django__django-11099", "instance": {"repo": "django/django"},
