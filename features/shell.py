@@ -26,9 +26,8 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-
-import bashlex
-import bashlex.errors
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from features.commands import (
     ACI_COMMANDS,
@@ -57,6 +56,20 @@ from features.commands import (
     program_name,
     shell_script_option,
 )
+
+if TYPE_CHECKING:
+    import bashlex.ast
+
+
+def _bashlex() -> ModuleType:
+    """bashlex, imported on first use: it builds its parser tables when imported (~75 ms,
+    every process that imports :mod:`features` paid it), and most command lines never need
+    it (the plain-command tokenizer reads them)."""
+    import bashlex
+    import bashlex.errors  # noqa: F401  (bashlex.errors.ParsingError is caught below)
+
+    return bashlex
+
 
 __all__ = [
     "ShellEffects", "clear_cache", "is_git_commit", "is_test_command", "parse_command", "parse_with",
@@ -834,6 +847,7 @@ def _parse_into(text: str, acc: _Acc) -> None:
 
 def _parse_bashlex(text: str, stripped: str, bodies: list[str], acc: _Acc) -> None:
     prepared = _QUOTED_HEREDOC.sub(r"<<\1\3", text)
+    bashlex = _bashlex()
     try:
         trees = bashlex.parse(prepared)
     except (bashlex.errors.ParsingError, NotImplementedError, IndexError, AttributeError,
@@ -1196,7 +1210,7 @@ def parse_with(text: str, engine: str) -> ShellEffects:
     elif engine == "bashlex":
         prepared = _QUOTED_HEREDOC.sub(r"<<\1\3", text)
         acc.src = prepared
-        for tree in bashlex.parse(prepared):
+        for tree in _bashlex().parse(prepared):
             _walk(tree, acc)
     elif engine == "shlex":
         _fallback(stripped, bodies, text, acc)
