@@ -457,8 +457,10 @@ def _fast_decode(text: str, max_depth: int) -> Any:
     if colons > 1 and ("\\u003" in text and ("\\u003a" in text or "\\u003A" in text)
                    or _ENCODE(doc).count(b":") != colons):
         return _SLOW
-    if ((len(text) > _COUNT_BRACKETS_BELOW or text.count("{") + text.count("[") > max_depth)
-            and _too_deep(doc, max_depth)):
+    n = len(text)  # no more brackets than characters: a short text is never walked
+    if n > max_depth and (n > _COUNT_BRACKETS_BELOW
+                          or text.count("{") + text.count("[") > max_depth) and _too_deep(
+                              doc, max_depth):
         return _SLOW
     return doc
 
