@@ -560,6 +560,7 @@ class ClaudeSessionParser(_ClaudeParser):
         self._agents: set[str] = set()
         self._versions: list[str] = []
         self._version: str | None = None  # the last of _versions
+        self._ids_missing = True  # meta lacks session_id or cwd
         self._time_raw: Any = _NO_TIME  # the last timestamp string parsed, and its time
         self._time: float | None = None
         self.meta.update(n_progress=0, bookkeeping={})
@@ -584,14 +585,16 @@ class ClaudeSessionParser(_ClaudeParser):
         if not isinstance(uuid, str):
             self._bookkeeping(t, obj, loc)
             return
-        if "session_id" not in meta:  # the first line that names them wins
-            sid = obj.get("sessionId")
-            if isinstance(sid, str):
-                meta["session_id"] = sid
-        if "cwd" not in meta:
-            cwd = obj.get("cwd")
-            if isinstance(cwd, str):
-                meta["cwd"] = cwd
+        if self._ids_missing:  # the first line that names them wins
+            if "session_id" not in meta:
+                sid = obj.get("sessionId")
+                if isinstance(sid, str):
+                    meta["session_id"] = sid
+            if "cwd" not in meta:
+                cwd = obj.get("cwd")
+                if isinstance(cwd, str):
+                    meta["cwd"] = cwd
+            self._ids_missing = "session_id" not in meta or "cwd" not in meta
         v = obj.get("version")
         if v != self._version and isinstance(v, str):  # _version: the last one listed
             self._versions.append(v)
@@ -610,9 +613,10 @@ class ClaudeSessionParser(_ClaudeParser):
             msg = obj.get("message")
             if type(msg) is dict:
                 split = _split_content(msg.get("content"))
+        results_only = split is not None and split[1] and not split[2] and split[3] is None
         if isinstance(parent, str):
             self._parent[uuid] = parent
-            if split is not None and split[1] and not split[2] and split[3] is None:
+            if results_only:
                 self._tool_results[uuid] = parent
             else:
                 first = self._spine_child.setdefault(parent, uuid)
@@ -647,7 +651,14 @@ class ClaudeSessionParser(_ClaudeParser):
         elif t == "user":
             if self._open_call is not None:
                 self._close_call(None)
-            self._user(obj, loc, ts, extra, bool(side), split)
+            if results_only:  # what _user does with a line of tool results only
+                results = split[1]  # type: ignore[index]
+                result = obj.get("toolUseResult", obj.get("tool_use_result")) if len(
+                    results) == 1 else None
+                for b in results:
+                    self._tool_result(b, ts, extra, result)
+            else:
+                self._user(obj, loc, ts, extra, bool(side), split)
         else:
             if self._open_call is not None:
                 self._close_call(None)
