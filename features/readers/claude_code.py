@@ -311,12 +311,7 @@ class _ClaudeParser(StreamParser):
             if bad is not None:
                 raise _block_loc(loc, bad).error("expected object")
             if results:
-                if len(results) == 1:
-                    result = obj.get("toolUseResult", obj.get("tool_use_result"))
-                else:
-                    result = None
-                for b in results:
-                    self._tool_result(b, ts, extra, result)
+                self._result_blocks(obj, ts, extra, results)
             if not texts:
                 return
         elif isinstance(content, str):
@@ -338,6 +333,15 @@ class _ClaudeParser(StreamParser):
         extra["role"] = "user"  # the line's last use of its extra: the event takes it
         extra["prompt"] = prompt
         self.emit(_message_event(self._state["step"], ts, text, False, extra), self.TURN_END)
+
+    def _result_blocks(self, obj: dict[str, Any], ts: float | None, extra: dict[str, Any],
+                       results: list[dict[str, Any]]) -> None:
+        """The ``tool_result`` blocks of a user line (the line's structured result goes with
+        a lone one)."""
+        result = obj.get("toolUseResult", obj.get("tool_use_result")) if len(
+            results) == 1 else None
+        for b in results:
+            self._tool_result(b, ts, extra, result)
 
     def _tool_result(self, b: dict[str, Any], ts: float | None, extra: dict[str, Any],
                      result: Any) -> None:
@@ -482,7 +486,12 @@ class ClaudeStreamParser(_ClaudeParser):
         if t == "assistant":
             self._assistant(obj, loc, ts, extra)
         elif t == "user":
-            self._user(obj, loc, ts, extra, sub is not None)
+            msg = obj.get("message")
+            split = _split_content(msg.get("content")) if type(msg) is dict else None
+            if split is not None and split[1] and not split[2] and split[3] is None:
+                self._result_blocks(obj, ts, extra, split[1])  # what _user does with results only
+            else:
+                self._user(obj, loc, ts, extra, sub is not None, split)
         elif t == "result":
             self._result(obj, loc, ts, extra)
         elif t == "system" and obj.get("subtype") == "init" and "init" not in self.meta:
@@ -652,11 +661,7 @@ class ClaudeSessionParser(_ClaudeParser):
             if self._open_call is not None:
                 self._close_call(None)
             if results_only:  # what _user does with a line of tool results only
-                results = split[1]  # type: ignore[index]
-                result = obj.get("toolUseResult", obj.get("tool_use_result")) if len(
-                    results) == 1 else None
-                for b in results:
-                    self._tool_result(b, ts, extra, result)
+                self._result_blocks(obj, ts, extra, split[1])  # type: ignore[index]
             else:
                 self._user(obj, loc, ts, extra, bool(side), split)
         else:
