@@ -74,25 +74,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from features.readers.common import (
     Loc,
-    apply_test_counts,
     classify_command,
     get,
     jsonl_records,
     mark_tool_return,
     new_step_on_user_input,
     parse_iso,
+    parse_test_counts,
     strip_compression,
     to_int,
     utf8_len,
     warn_unknown,
 )
 from features.readers.stream import StreamParser, read_with
-from features.schema import Event, EventKind, Trajectory
+from features.schema import BoundaryKind, Event, EventKind, Trajectory
 from features.shell import split_command
 
 STREAM_FORMAT = "claude-code-stream"
@@ -117,6 +118,33 @@ _FILE_CHANGE, _COMMAND, _TEST = EventKind.FILE_CHANGE, EventKind.COMMAND, EventK
 _CONVERSATION = frozenset(("user", "assistant", "system", "attachment"))  # moves the live leaf
 _NO_TIME = object()
 _NUMBER = (int, float)
+_FROM_ISO = datetime.fromisoformat
+_TOOL_RETURN, _TEST_RETURN = BoundaryKind.TOOL_RETURN, BoundaryKind.TEST
+
+
+# The events of the hot paths are built positionally, in Event's field order (index, kind,
+# step, start, end, duration, input_tokens, cached_tokens, output_tokens, command, argv,
+# exit_code, paths_read, paths_written, bytes_written, tests_passed, tests_failed,
+# safe_boundary, boundary_kind, turn_end, is_error, text, extra; a test checks it): a class
+# called with keywords goes through a dict of them, twice the cost.
+def _message_event(step: int, start: float | None, text: str | None, is_error: bool,
+                   extra: dict[str, Any]) -> Event:
+    return Event(0, _MESSAGE, step, start, None, None, None, None, None, None, None, None,
+                 [], [], None, None, None, False, None, False, is_error, text, extra)
+
+
+def _call_event(step: int, end: float | None, inp: int | None, cached: int | None,
+                out: int | None, extra: dict[str, Any]) -> Event:
+    return Event(0, _MODEL_CALL, step, None, end, None, inp, cached, out, None, None, None,
+                 [], [], None, None, None, False, None, False, False, None, extra)
+
+
+def _tool_use_event(kind: EventKind, step: int, start: float | None, command: str | None,
+                    argv: list[str] | None, paths_read: list[str], paths_written: list[str],
+                    bytes_written: int | None, extra: dict[str, Any]) -> Event:
+    return Event(0, kind, step, start, None, None, None, None, None, command, argv, None,
+                 paths_read, paths_written, bytes_written, None, None, False, None, False,
+                 False, None, extra)
 
 
 def looks_like_stream(first: dict[str, Any]) -> bool:
@@ -195,6 +223,7 @@ class _ClaudeParser(StreamParser):
         turn_end = self.TURN_END
         emit = self.emit
         api_error = obj.get("isApiErrorMessage")
+        last = len(blocks) - 1
         for j, b in enumerate(blocks):
             btype = b.get("type") if isinstance(b, dict) else None
             if type(btype) is not str:  # the location is only built for the error
@@ -202,21 +231,25 @@ class _ClaudeParser(StreamParser):
                 if not isinstance(b, dict):
                     raise bloc.error("expected object")
                 btype = get(b, "type", str, bloc, required=True)
+            # the line's last block takes ``extra`` itself (nothing reads it after; its own
+            # keys never clash with the line's), the others a copy: the same keys, in order
             if btype == "tool_use":
-                ev, tid = _tool_event(b, loc, j, step, ts, extra, mid)
+                ev, tid = _tool_event(b, loc, j, step, ts, extra if j == last else extra.copy(),
+                                      mid)
                 self._pending[tid] = ev
                 self.meta["n_tool_calls"] += 1
             elif btype == "text" or btype == "thinking" or btype == "redacted_thinking":
                 text = b.get("text") if btype == "text" else b.get("thinking")
-                bextra = {**extra, "message_id": mid, "block": btype}
+                bextra = extra if j == last else extra.copy()
+                bextra["message_id"] = mid
+                bextra["block"] = btype
                 if synthetic:
                     bextra["synthetic"] = True
                 if api_error:
                     bextra["api_error"] = True
                 bextra["role"] = "assistant"
-                emit(Event(index=0, kind=_MESSAGE, step=step, start=ts,
-                           text=text if isinstance(text, str) else None,
-                           is_error=bool(api_error), extra=bextra), turn_end)
+                emit(_message_event(step, ts, text if isinstance(text, str) else None,
+                                    bool(api_error), bextra), turn_end)
             else:
                 if btype not in BLOCK_TYPES:
                     warn_unknown(self.source, str(loc / "message" / "content" / j),
@@ -235,8 +268,7 @@ class _ClaudeParser(StreamParser):
         if usage:
             mextra["usage"] = usage
             mextra["usage_final"] = final
-        ev = Event(index=0, kind=_MODEL_CALL, step=self._state["step"], end=ts,
-                   input_tokens=inp, cached_tokens=cached, output_tokens=out, extra=mextra)
+        ev = _call_event(self._state["step"], ts, inp, cached, out, mextra)
         if final or not self.FINAL_USAGE_WAIT:
             self.emit(ev, self.TURN_END)
         else:
@@ -279,12 +311,7 @@ class _ClaudeParser(StreamParser):
             if bad is not None:
                 raise _block_loc(loc, bad).error("expected object")
             if results:
-                if len(results) == 1:
-                    result = obj.get("toolUseResult", obj.get("tool_use_result"))
-                else:
-                    result = None
-                for b in results:
-                    self._tool_result(b, ts, extra, result)
+                self._result_blocks(obj, ts, extra, results)
             if not texts:
                 return
         elif isinstance(content, str):
@@ -303,24 +330,79 @@ class _ClaudeParser(StreamParser):
         for k in ("isMeta", "isCompactSummary"):
             if obj.get(k):
                 extra[k] = True
-        self.emit(Event(index=0, kind=EventKind.MESSAGE, step=self._state["step"], start=ts,
-                        text=text, extra={**extra, "role": "user", "prompt": prompt}),
-                  self.TURN_END)
+        extra["role"] = "user"  # the line's last use of its extra: the event takes it
+        extra["prompt"] = prompt
+        self.emit(_message_event(self._state["step"], ts, text, False, extra), self.TURN_END)
+
+    def _result_blocks(self, obj: dict[str, Any], ts: float | None, extra: dict[str, Any],
+                       results: list[dict[str, Any]]) -> None:
+        """The ``tool_result`` blocks of a user line (the line's structured result goes with
+        a lone one)."""
+        result = obj.get("toolUseResult", obj.get("tool_use_result")) if len(
+            results) == 1 else None
+        for b in results:
+            self._tool_result(b, ts, extra, result)
 
     def _tool_result(self, b: dict[str, Any], ts: float | None, extra: dict[str, Any],
                      result: Any) -> None:
+        """A ``tool_result`` block merged into its call (with the line's structured
+        ``result``), which is released; a result whose call this log does not hold is an
+        event of its own."""
         tid = b.get("tool_use_id")
         ev = self._pending.pop(tid, None) if isinstance(tid, str) else None
-        if ev is None:  # a result whose call this log does not hold
+        if ev is None:
             self.emit(Event(index=0, kind=EventKind.OTHER, step=self._state["step"], end=ts,
                             text=_text_of(b.get("content")),
                             extra={**extra, "orphan_result": True, "tool_use_id": tid}),
                       self.TURN_END)
             return
-        tool = ev.extra.get("tool")
+        x = ev.extra
+        tool = x.get("tool")
         if tool in SUBAGENT_TOOLS:
             self._before_subagent_result(ev, b, result)
-        _apply_result(ev, b, result, ts, extra, tool)
+        content = b.get("content")
+        text = content if type(content) is str else _text_of(content)
+        err = bool(b.get("is_error"))
+        ev.end = ts
+        x["output"] = text
+        x["result_line"] = extra["line"]
+        if "uuid" in extra:
+            x["result_uuid"] = extra["uuid"]
+        res = result if isinstance(result, dict) else None
+        if res is not None:
+            x["result"] = {k: v for k, v in res.items() if k not in _BULKY}
+            ms = res.get("durationMs", res.get("totalDurationMs"))
+            if isinstance(ms, _NUMBER) and not isinstance(ms, bool):
+                ev.duration = ms / 1000.0
+        elif isinstance(result, str):
+            x["result"] = result
+        kind = ev.kind
+        if tool == "Bash":
+            if err and (m := _EXIT.match(text or "")) is not None:
+                ev.exit_code = int(m.group(1))  # ran, exited non-zero: not an error
+            elif err or (res is not None and res.get("interrupted")):
+                ev.is_error = True
+            elif res is not None and (res.get("returnCodeInterpretation")
+                                      or res.get("backgroundTaskId")):
+                x["background" if res.get("backgroundTaskId") else
+                  "return_code_interpretation"] = (res.get("backgroundTaskId")
+                                                   or res.get("returnCodeInterpretation"))
+            else:
+                ev.exit_code = 0
+            if kind is _TEST:  # apply_test_counts; nothing to count for another command
+                ev.tests_passed, ev.tests_failed = parse_test_counts(text)
+        else:
+            ev.is_error = err
+            if err and kind is _FILE_CHANGE:
+                x["paths_not_written"] = ev.paths_written
+                ev.paths_written = []
+                ev.bytes_written = None
+        # a safe boundary (mark_tool_return): only a command's kind needs its commit check
+        if kind is _COMMAND:
+            mark_tool_return(ev)
+        else:
+            ev.safe_boundary = True
+            ev.boundary_kind = _TEST_RETURN if kind is _TEST else _TOOL_RETURN
         ev.step = self._state["step"]
         self.emit(ev, self.TURN_END)
 
@@ -384,9 +466,10 @@ class ClaudeStreamParser(_ClaudeParser):
         if t == "stream_event":  # partial-message deltas: the full lines follow
             meta["n_stream_events"] += 1
             return
-        sid = obj.get("session_id")
-        if isinstance(sid, str) and "session_id" not in meta:
-            meta["session_id"] = sid
+        if "session_id" not in meta:  # the first line that names it wins
+            sid = obj.get("session_id")
+            if isinstance(sid, str):
+                meta["session_id"] = sid
         if arrival is not None:
             ts = arrival
         else:
@@ -403,7 +486,12 @@ class ClaudeStreamParser(_ClaudeParser):
         if t == "assistant":
             self._assistant(obj, loc, ts, extra)
         elif t == "user":
-            self._user(obj, loc, ts, extra, subagent=sub is not None)
+            msg = obj.get("message")
+            split = _split_content(msg.get("content")) if type(msg) is dict else None
+            if split is not None and split[1] and not split[2] and split[3] is None:
+                self._result_blocks(obj, ts, extra, split[1])  # what _user does with results only
+            else:
+                self._user(obj, loc, ts, extra, sub is not None, split)
         elif t == "result":
             self._result(obj, loc, ts, extra)
         elif t == "system" and obj.get("subtype") == "init" and "init" not in self.meta:
@@ -480,6 +568,8 @@ class ClaudeSessionParser(_ClaudeParser):
         self._last: str | None = None  # last main-chain conversation line
         self._agents: set[str] = set()
         self._versions: list[str] = []
+        self._version: str | None = None  # the last of _versions
+        self._ids_missing = True  # meta lacks session_id or cwd
         self._time_raw: Any = _NO_TIME  # the last timestamp string parsed, and its time
         self._time: float | None = None
         self.meta.update(n_progress=0, bookkeeping={})
@@ -504,18 +594,20 @@ class ClaudeSessionParser(_ClaudeParser):
         if not isinstance(uuid, str):
             self._bookkeeping(t, obj, loc)
             return
-        if "session_id" not in meta:  # the first line that names them wins
-            sid = obj.get("sessionId")
-            if isinstance(sid, str):
-                meta["session_id"] = sid
-        if "cwd" not in meta:
-            cwd = obj.get("cwd")
-            if isinstance(cwd, str):
-                meta["cwd"] = cwd
+        if self._ids_missing:  # the first line that names them wins
+            if "session_id" not in meta:
+                sid = obj.get("sessionId")
+                if isinstance(sid, str):
+                    meta["session_id"] = sid
+            if "cwd" not in meta:
+                cwd = obj.get("cwd")
+                if isinstance(cwd, str):
+                    meta["cwd"] = cwd
+            self._ids_missing = "session_id" not in meta or "cwd" not in meta
         v = obj.get("version")
-        versions = self._versions
-        if isinstance(v, str) and (not versions or versions[-1] != v):
-            versions.append(v)
+        if v != self._version and isinstance(v, str):  # _version: the last one listed
+            self._versions.append(v)
+            self._version = v
         parent = obj.get("parentUuid")
         if parent is None:
             parent = obj.get("logicalParentUuid")
@@ -530,9 +622,10 @@ class ClaudeSessionParser(_ClaudeParser):
             msg = obj.get("message")
             if type(msg) is dict:
                 split = _split_content(msg.get("content"))
+        results_only = split is not None and split[1] and not split[2] and split[3] is None
         if isinstance(parent, str):
             self._parent[uuid] = parent
-            if split is not None and split[1] and not split[2] and split[3] is None:
+            if results_only:
                 self._tool_results[uuid] = parent
             else:
                 first = self._spine_child.setdefault(parent, uuid)
@@ -547,8 +640,15 @@ class ClaudeSessionParser(_ClaudeParser):
             ts = None
         elif raw == self._time_raw:  # the lines of one response share a time: parsed once
             ts = self._time
-        else:
-            ts = parse_iso(raw, loc / "timestamp")
+        else:  # parse_iso's usual case here, the field's Loc (and parse_iso) only for the rest
+            dt = None
+            if raw.__class__ is str:
+                try:
+                    dt = _FROM_ISO(raw)
+                except ValueError:
+                    pass
+            ts = dt.timestamp() if dt is not None and dt.tzinfo is not None else parse_iso(
+                raw, loc / "timestamp")
             self._time_raw, self._time = raw, ts
         extra: dict[str, Any] = {"line": lineno, "line_type": t, "uuid": uuid}
         if file:
@@ -560,7 +660,10 @@ class ClaudeSessionParser(_ClaudeParser):
         elif t == "user":
             if self._open_call is not None:
                 self._close_call(None)
-            self._user(obj, loc, ts, extra, bool(side), split)
+            if results_only:  # what _user does with a line of tool results only
+                self._result_blocks(obj, ts, extra, split[1])  # type: ignore[index]
+            else:
+                self._user(obj, loc, ts, extra, bool(side), split)
         else:
             if self._open_call is not None:
                 self._close_call(None)
@@ -658,6 +761,11 @@ def _split_content(content: Any) -> tuple[Any, list[Any] | None, list[Any], int 
     serves the session's tool-result check and the line's reading; raises nothing (the
     reader raises where the line's other checks have run).
     """
+    if type(content) is list and len(content) == 1 and type(content[0]) is dict:
+        # the usual line, one block: what the walk below gives, without the walk
+        if content[0].get("type") == "tool_result":
+            return content, content, [], None
+        return content, [], content, None
     if isinstance(content, list):
         results: list[Any] = []
         texts: list[Any] = []
@@ -714,9 +822,10 @@ def _input_str(inp: dict[str, Any], key: str, loc: Loc, j: int) -> str | None:
 
 
 def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None,
-                extra: dict[str, Any], mid: str | None) -> tuple[Event, str]:
+                bextra: dict[str, Any], mid: str | None) -> tuple[Event, str]:
     """The event of a ``tool_use`` block (block ``j`` of the line ``loc``, of the response
-    ``mid``) before its result, and the block's id."""
+    ``mid``) before its result, and the block's id. ``bextra``: the line's extra, which the
+    event keeps (the block's keys are added to it)."""
     name = b.get("name")
     if type(name) is not str:
         name = get(b, "name", str, _block_loc(loc, j), required=True)
@@ -724,16 +833,21 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
     if type(inp) is not dict or not inp:
         inp = get(b, "input", (dict, type(None)), _block_loc(loc, j)) or {}
     tid = b.get("id")
-    bextra = {**extra, "message_id": mid, "block": "tool_use", "tool": name,
-              "tool_use_id": tid, "input": inp}
+    bextra["message_id"] = mid
+    bextra["block"] = "tool_use"
+    bextra["tool"] = name
+    bextra["tool_use_id"] = tid
+    bextra["input"] = inp
     if name == "Bash":
-        cmd = _input_str(inp, "command", loc, j)
+        cmd = inp.get("command")
+        if type(cmd) is not str:
+            cmd = _input_str(inp, "command", loc, j)
         if cmd is not None:
             argv = split_command(cmd)
-            ev = Event(index=0, kind=classify_command(cmd, argv), step=step, start=ts,
-                       command=cmd, argv=argv, extra=bextra)
+            ev = _tool_use_event(classify_command(cmd, argv), step, ts, cmd, argv, [], [], None,
+                                 bextra)
         else:
-            ev = Event(index=0, kind=_COMMAND, step=step, start=ts, extra=bextra)
+            ev = _tool_use_event(_COMMAND, step, ts, None, None, [], [], None, bextra)
     elif name in FILE_TOOLS:
         p = _input_str(inp, "notebook_path" if name == "NotebookEdit" else "file_path", loc, j)
         if name == "Write":
@@ -745,61 +859,16 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
         else:
             edits = get(inp, "edits", list, _block_loc(loc, j) / "input", default=[])
             n = sum(utf8_len(e.get("new_string")) or 0 for e in edits if isinstance(e, dict))
-        ev = Event(index=0, kind=_FILE_CHANGE, step=step, start=ts,
-                   paths_written=[p] if p else [], bytes_written=n, extra=bextra)
+        ev = _tool_use_event(_FILE_CHANGE, step, ts, None, None, [], [p] if p else [], n, bextra)
     elif name in READ_TOOLS:
         p = inp.get("file_path") if name == "Read" else inp.get("path")
-        ev = Event(index=0, kind=_OTHER, step=step, start=ts,
-                   paths_read=[p] if isinstance(p, str) and p else [], extra=bextra)
+        ev = _tool_use_event(_OTHER, step, ts, None, None, [p] if isinstance(p, str) and p else [],
+                             [], None, bextra)
     else:
-        ev = Event(index=0, kind=_OTHER, step=step, start=ts, extra=bextra)
+        ev = _tool_use_event(_OTHER, step, ts, None, None, [], [], None, bextra)
     if type(tid) is not str:
         tid = get(b, "id", str, _block_loc(loc, j), required=True)
     return ev, tid
-
-
-def _apply_result(ev: Event, b: dict[str, Any], result: Any, ts: float | None,
-                  extra: dict[str, Any], tool: Any) -> None:
-    """Merge a ``tool_result`` block (and the line's structured result) into its call
-    (``tool``: the call's ``extra["tool"]``)."""
-    content = b.get("content")
-    text = content if type(content) is str else _text_of(content)
-    err = bool(b.get("is_error"))
-    ev.end = ts
-    x = ev.extra
-    x["output"] = text
-    x["result_line"] = extra["line"]
-    if "uuid" in extra:
-        x["result_uuid"] = extra["uuid"]
-    res = result if isinstance(result, dict) else None
-    if res is not None:
-        x["result"] = {k: v for k, v in res.items() if k not in _BULKY}
-        ms = res.get("durationMs", res.get("totalDurationMs"))
-        if isinstance(ms, _NUMBER) and not isinstance(ms, bool):
-            ev.duration = ms / 1000.0
-    elif isinstance(result, str):
-        x["result"] = result
-    if tool == "Bash":
-        if err and (m := _EXIT.match(text or "")) is not None:
-            ev.exit_code = int(m.group(1))  # ran, exited non-zero: not an error
-        elif err or (res is not None and res.get("interrupted")):
-            ev.is_error = True
-        elif res is not None and (res.get("returnCodeInterpretation")
-                                  or res.get("backgroundTaskId")):
-            ev.extra["background" if res.get("backgroundTaskId") else
-                     "return_code_interpretation"] = (res.get("backgroundTaskId")
-                                                      or res.get("returnCodeInterpretation"))
-        else:
-            ev.exit_code = 0
-        if ev.kind is _TEST:  # nothing to count for another command
-            apply_test_counts(ev, text)
-    else:
-        ev.is_error = err
-        if err and ev.kind == EventKind.FILE_CHANGE:
-            ev.extra["paths_not_written"] = ev.paths_written
-            ev.paths_written = []
-            ev.bytes_written = None
-    mark_tool_return(ev)
 
 
 def read_claude_stream(path: str | Path, *, task_id: str | None = None, repo: str | None = None,
