@@ -114,6 +114,7 @@ class CodexExecParser(StreamParser):
         self._prev_total = dict(self._base)
         self._turns: list[dict[str, Any]] = []
         self._spellings: set[str] = set()
+        self._commands: dict[str, tuple[Any, ...]] = {}  # command -> (argv, kind)
         self.meta["usage_base"] = dict(usage_base) if usage_base is not None else None
 
     @property
@@ -308,8 +309,15 @@ class CodexExecParser(StreamParser):
                 cmd = get(item, "command", str, Loc(self.source, lineno) / "item")
             if cmd is not None and cmd != ev.command:
                 ev.command = cmd
-                ev.argv = argv = split_command(cmd)
-                ev.kind = classify_command(cmd, argv)
+                # argv and kind are functions of the command alone: worked out once per
+                # distinct command (agents rerun the same ones); each event gets its own list
+                known = self._commands.get(cmd)
+                if known is None:
+                    argv = split_command(cmd)
+                    known = self._commands[cmd] = (
+                        None if argv is None else tuple(argv), classify_command(cmd, argv))
+                words, ev.kind = known
+                ev.argv = None if words is None else list(words)
             code = item.get("exit_code")
             if code is None or (type(code) is int and _INT64_MIN <= code <= _INT64_MAX):
                 ev.exit_code = code
