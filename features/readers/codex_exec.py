@@ -114,6 +114,7 @@ class CodexExecParser(StreamParser):
         self._prev_total = dict(self._base)
         self._turns: list[dict[str, Any]] = []
         self._spellings: set[str] = set()
+        self._commands: dict[str, tuple[Any, ...]] = {}  # command -> (argv, kind)
         self.meta["usage_base"] = dict(usage_base) if usage_base is not None else None
 
     @property
@@ -129,72 +130,82 @@ class CodexExecParser(StreamParser):
         t = obj.get("type")
         if type(t) is not str:  # the checked read words the error
             t = get(obj, "type", str, Loc(self.source, lineno), required=True)
-        if t in _ITEM_LIFECYCLE:
-            self._item(t, obj, lineno, arrival)
-        elif t == "turn.completed":
-            self._turn_completed(obj, lineno, arrival)
-        elif t == "turn.started":
-            self._turn += 1
-            self._in_turn = True
-            self._turns.append({"step": self._turn, "start": arrival, "end": None,
-                                "usage": None,
-                                "extra": {k: v for k, v in obj.items() if k != "type"}})
-        elif t == "thread.started":
-            meta = self.meta
-            tid = get(obj, "thread_id", str, Loc(self.source, lineno))
-            if "thread_id" in meta and tid != meta["thread_id"]:
-                meta.setdefault("other_thread_ids", []).append(tid)
-                self._prev_total = {k: 0 for k in _USAGE_KEYS}  # a new thread restarts
-            else:
-                meta["thread_id"] = tid
-            meta["thread_started"] = obj
-        elif t == "turn.failed" or t == "error":
-            loc = Loc(self.source, lineno)
-            if t == "error":
-                msg = get(obj, "message", str, loc)
-            else:
-                err = get(obj, "error", (dict, str), loc)
-                msg = err.get("message") if isinstance(err, dict) else err
-            step = self._turn if self._in_turn else self._turn + 1
-            ends = t == "turn.failed"
-            if ends:
-                if self._turns:
-                    self._turns[-1].update(end=arrival, failed=True)
-                self._in_turn = False
-            extra = {"line": lineno, "event_type": t}
-            for k, v in obj.items():
-                if k != "type":
-                    extra[k] = v
-            self.emit(Event(index=0, kind=EventKind.OTHER, step=step, end=arrival,
-                            is_error=True, text=msg, extra=extra), turn_end=ends)
+        handler = _HANDLERS.get(t)  # one look-up per line, not a chain of comparisons
+        if handler is not None:
+            handler(self, t, obj, lineno, arrival)
         else:
-            if t not in TOP_TYPES:
-                warn_unknown(self.source, f"line {lineno}", f"event type {t!r}")
-            extra = {"line": lineno, "event_type": t}
-            for k, v in obj.items():
-                if k != "type":
-                    extra[k] = v
-            self.emit(Event(index=0, kind=EventKind.OTHER,
-                            step=self._turn if self._in_turn else self._turn + 1,
-                            end=arrival, extra=extra), turn_end=False)
+            self._other(t, obj, lineno, arrival)
 
-    def _turn_completed(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
+    def _turn_started(self, t: str, obj: dict[str, Any], lineno: int,
+                      arrival: float | None) -> None:
+        self._turn += 1
+        self._in_turn = True
+        # the usual line is {"type": "turn.started"} alone: nothing else to keep
+        rest = {} if len(obj) == 1 else {k: v for k, v in obj.items() if k != "type"}
+        self._turns.append({"step": self._turn, "start": arrival, "end": None,
+                            "usage": None, "extra": rest})
+
+    def _thread_started(self, t: str, obj: dict[str, Any], lineno: int,
+                        arrival: float | None) -> None:
+        meta = self.meta
+        tid = get(obj, "thread_id", str, Loc(self.source, lineno))
+        if "thread_id" in meta and tid != meta["thread_id"]:
+            meta.setdefault("other_thread_ids", []).append(tid)
+            self._prev_total = {k: 0 for k in _USAGE_KEYS}  # a new thread restarts
+        else:
+            meta["thread_id"] = tid
+        meta["thread_started"] = obj
+
+    def _error_line(self, t: str, obj: dict[str, Any], lineno: int,
+                    arrival: float | None) -> None:
+        """``turn.failed`` and ``error`` lines."""
+        loc = Loc(self.source, lineno)
+        if t == "error":
+            msg = get(obj, "message", str, loc)
+        else:
+            err = get(obj, "error", (dict, str), loc)
+            msg = err.get("message") if isinstance(err, dict) else err
+        step = self._turn if self._in_turn else self._turn + 1
+        ends = t == "turn.failed"
+        if ends:
+            if self._turns:
+                self._turns[-1].update(end=arrival, failed=True)
+            self._in_turn = False
+        extra = {"line": lineno, "event_type": t}
+        for k, v in obj.items():
+            if k != "type":
+                extra[k] = v
+        self.emit(Event(index=0, kind=EventKind.OTHER, step=step, end=arrival,
+                        is_error=True, text=msg, extra=extra), turn_end=ends)
+
+    def _other(self, t: str, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
+        """Any other line type (``item.plan.delta`` …, an unknown one warned): ``other``."""
+        if t not in TOP_TYPES:
+            warn_unknown(self.source, f"line {lineno}", f"event type {t!r}")
+        extra = {"line": lineno, "event_type": t}
+        for k, v in obj.items():
+            if k != "type":
+                extra[k] = v
+        self.emit(Event(index=0, kind=EventKind.OTHER,
+                        step=self._turn if self._in_turn else self._turn + 1,
+                        end=arrival, extra=extra), turn_end=False)
+
+    def _turn_completed(self, t: str, obj: dict[str, Any], lineno: int,
+                        arrival: float | None) -> None:
         usage = obj.get("usage")
         if type(usage) is not dict:
             usage = get(obj, "usage", dict, Loc(self.source, lineno), required=True)
         prev = self._prev_total
+        pi, pc, po = prev["input_tokens"], prev["cached_input_tokens"], prev["output_tokens"]
         ti = usage.get("input_tokens")
         tc = usage.get("cached_input_tokens")
         to = usage.get("output_tokens")
-        # the usual line: all three counts plain ints, none below the last total
+        # the usual line: all three counts plain ints, none below the last total (which is
+        # within 64 bits, so p <= t also keeps t above the 64-bit minimum)
         if (type(ti) is int and type(tc) is int and type(to) is int
-                and _INT64_MIN <= ti <= _INT64_MAX and _INT64_MIN <= tc <= _INT64_MAX
-                and _INT64_MIN <= to <= _INT64_MAX
-                and ti >= prev["input_tokens"] and tc >= prev["cached_input_tokens"]
-                and to >= prev["output_tokens"]):
-            d_in = ti - prev["input_tokens"]
-            d_cached = tc - prev["cached_input_tokens"]
-            d_out = to - prev["output_tokens"]
+                and pi <= ti <= _INT64_MAX and pc <= tc <= _INT64_MAX
+                and po <= to <= _INT64_MAX):
+            d_in, d_cached, d_out = ti - pi, tc - pc, to - po
             n_total = 3
             self._prev_total = {"input_tokens": ti, "cached_input_tokens": tc,
                                 "output_tokens": to}
@@ -209,18 +220,20 @@ class CodexExecParser(StreamParser):
             extra_usage = {k: v for k, v in usage.items() if k not in _USAGE_KEYS}
             if extra_usage:
                 extra["usage_other"] = extra_usage
-        for k, v in obj.items():
-            if k != "type" and k != "usage":
-                extra[k] = v
-        step = self._turn if self._in_turn else self._turn + 1
+        if len(obj) > 2:  # else its keys are "type" and "usage" alone
+            for k, v in obj.items():
+                if k != "type" and k != "usage":
+                    extra[k] = v
+        if self._in_turn:
+            step = self._turn
+            self._in_turn = False
+        else:
+            step = self._turn + 1
         if self._turns:
             last = self._turns[-1]
             last["end"], last["usage"], last["completed"] = arrival, usage, True
-        self._in_turn = False
-        self.emit(Event(
-            index=0, kind=EventKind.MODEL_CALL, step=step, end=arrival,
-            input_tokens=d_in, cached_tokens=d_cached, output_tokens=d_out, extra=extra,
-        ), turn_end=True)
+        self.emit(_event(EventKind.MODEL_CALL, step, extra, None, arrival, None,
+                         d_in, d_cached, d_out), turn_end=True)
 
     def _usage_delta(self, usage: dict[str, Any], lineno: int) -> dict[str, int | None]:
         """The per-turn counts of a ``turn.completed`` usage (None for a key not reported),
@@ -267,25 +280,79 @@ class CodexExecParser(StreamParser):
             iid = get(item, "id", (str, int), Loc(self.source, lineno) / "item")
             key = str(iid) if iid is not None else f"line{lineno}"
         step = self._turn if self._in_turn else self._turn + 1
+        done = t == "item.completed"
         ev = self._open.get(key)
+        opened = ev is not None  # an earlier line opened it
         if ev is None:
             kind = _ITEM_KINDS.get(itype)
             if kind is None:
                 if itype not in ITEM_TYPES:
                     warn_unknown(self.source, f"line {lineno}", f"item type {itype!r}")
                 kind = EventKind.OTHER
-            ev = Event(index=0, kind=kind, step=step,
-                       extra={"line": lineno, "item_type": itype, "lifecycle": []})
-            if t != "item.completed":
+            # the lifecycle word and last line in at once: what the first fold adds
+            extra = {"line": lineno, "item_type": itype, "lifecycle": [_PHASES[t]],
+                     "last_line": lineno}
+            ev = _event(kind, step, extra)
+            if not done:
                 self._open[key] = ev
                 if arrival is not None:
                     ev.start = arrival
-            _update_item(ev, itype, item, lineno, self.source, t)
         else:
-            _update_item(ev, itype, item, lineno, self.source, t)
-            if t == "item.completed":
+            extra = ev.extra
+            extra["lifecycle"].append(_PHASES[t])
+            extra["last_line"] = lineno
+        # fold this line into the event (the last line wins); plain type checks first, a
+        # field that fails one is re-read checked (same error words)
+        if itype == "command_execution":
+            cmd = item.get("command")
+            if type(cmd) is not str:
+                cmd = get(item, "command", str, Loc(self.source, lineno) / "item")
+            if cmd is not None and cmd != ev.command:
+                ev.command = cmd
+                # argv and kind are functions of the command alone: worked out once per
+                # distinct command (agents rerun the same ones); each event gets its own list
+                known = self._commands.get(cmd)
+                if known is None:
+                    argv = split_command(cmd)
+                    known = self._commands[cmd] = (
+                        None if argv is None else tuple(argv), classify_command(cmd, argv))
+                words, ev.kind = known
+                ev.argv = None if words is None else list(words)
+            code = item.get("exit_code")
+            if code is None or (type(code) is int and _INT64_MIN <= code <= _INT64_MAX):
+                ev.exit_code = code
+            else:
+                ev.exit_code = to_int(code, Loc(self.source, lineno) / "item" / "exit_code")
+            out = item.get("aggregated_output")
+            if type(out) is not str:
+                out = get(item, "aggregated_output", str, Loc(self.source, lineno) / "item")
+            if out is not None:
+                extra["output"] = out
+            status = item.get("status")
+            if type(status) is not str:
+                status = get(item, "status", str, Loc(self.source, lineno) / "item")
+            ev.is_error = status == "declined"
+            if ev.kind is EventKind.TEST:
+                if out:
+                    apply_test_counts(ev, out)
+                else:  # no output (a started line): no counts, as apply_test_counts finds
+                    ev.tests_passed = ev.tests_failed = None
+            skip = _SKIP_COMMAND
+        elif itype in _MESSAGE_ITEMS:
+            text = item.get("text")
+            if type(text) is not str:
+                text = get(item, "text", str, Loc(self.source, lineno) / "item")
+            ev.text = text
+            skip = _SKIP_MESSAGE
+        else:
+            _update_other(ev, itype, item, Loc(self.source, lineno) / "item")
+            skip = _SKIP_TYPE
+        for k, v in item.items():
+            if k not in skip:
+                extra[k] = v
+        if done:
+            if opened:
                 del self._open[key]
-        if t == "item.completed":
             ev.step = step
             if ev.start is not None or arrival is not None:
                 ev.end = arrival
@@ -344,62 +411,40 @@ _SKIP_TYPE = frozenset({"type", "item_type"})
 # the item keys an event holds in its own fields, not again in extra
 _SKIP_COMMAND = _SKIP_TYPE | {"command", "exit_code", "aggregated_output"}
 _SKIP_MESSAGE = _SKIP_TYPE | {"text"}
+_PHASES = {"item.started": "started", "item.updated": "updated", "item.completed": "completed"}
 
 
-def _update_item(ev: Event, itype: str, item: dict[str, Any], lineno: int, source: Path,
-                 lifecycle: str) -> None:
-    """Fold one lifecycle line of an item into its event (the last line wins)."""
-    extra = ev.extra
-    extra["lifecycle"].append(lifecycle[5:])  # "item.started" -> "started"
-    extra["last_line"] = lineno
-    # plain type checks first; a field that fails one is re-read checked (same error words)
-    if itype == "command_execution":
-        cmd = item.get("command")
-        if type(cmd) is not str:
-            cmd = get(item, "command", str, Loc(source, lineno) / "item")
-        if cmd is not None and cmd != ev.command:
-            ev.command = cmd
-            ev.argv = argv = split_command(cmd)
-            ev.kind = classify_command(cmd, argv)
-        code = item.get("exit_code")
-        if code is None or (type(code) is int and _INT64_MIN <= code <= _INT64_MAX):
-            ev.exit_code = code
-        else:
-            ev.exit_code = to_int(code, Loc(source, lineno) / "item" / "exit_code")
-        out = item.get("aggregated_output")
-        if type(out) is not str:
-            out = get(item, "aggregated_output", str, Loc(source, lineno) / "item")
-        if out is not None:
-            extra["output"] = out
-        status = item.get("status")
-        if type(status) is not str:
-            status = get(item, "status", str, Loc(source, lineno) / "item")
-        ev.is_error = status == "declined"
-        if ev.kind is EventKind.TEST:
-            if out:
-                apply_test_counts(ev, out)
-            else:  # no output (a started line): no counts, as apply_test_counts finds
-                ev.tests_passed = ev.tests_failed = None
-        skip = _SKIP_COMMAND
-    elif itype in _MESSAGE_ITEMS:
-        text = item.get("text")
-        if type(text) is not str:
-            text = get(item, "text", str, Loc(source, lineno) / "item")
-        ev.text = text
-        skip = _SKIP_MESSAGE
-    else:
-        skip = _SKIP_TYPE
-        if itype == "file_change":
-            _file_change(ev, item, Loc(source, lineno) / "item")
-        elif itype == "error":
-            ev.is_error = True
-            ev.text = get(item, "message", str, Loc(source, lineno) / "item")
-        elif itype == "mcp_tool_call":
-            err = item.get("error")
-            ev.is_error = bool(err) or item.get("status") == "failed"
-    for k, v in item.items():
-        if k not in skip:
-            extra[k] = v
+def _event(kind: EventKind, step: int, extra: dict[str, Any], start: float | None = None,
+           end: float | None = None, text: str | None = None, input_tokens: int | None = None,
+           cached_tokens: int | None = None, output_tokens: int | None = None) -> Event:
+    """``Event(index=0, kind=kind, step=step, ...)`` with every field given by position:
+    binding keywords to the 23 fields by name costs a third of making an event
+    (test_codex_exec checks the field order)."""
+    return Event(0, kind, step, start, end, None, input_tokens, cached_tokens, output_tokens,
+                 None, None, None, [], [], None, None, None, False, None, False, False, text,
+                 extra)
+
+
+# the handler of each line type (the rest: CodexExecParser._other)
+_HANDLERS = {
+    "item.started": CodexExecParser._item, "item.updated": CodexExecParser._item,
+    "item.completed": CodexExecParser._item, "turn.completed": CodexExecParser._turn_completed,
+    "turn.started": CodexExecParser._turn_started,
+    "thread.started": CodexExecParser._thread_started,
+    "turn.failed": CodexExecParser._error_line, "error": CodexExecParser._error_line,
+}
+
+
+def _update_other(ev: Event, itype: str, item: dict[str, Any], loc: Loc) -> None:
+    """Fold one lifecycle line of an item that is neither a command nor a message."""
+    if itype == "file_change":
+        _file_change(ev, item, loc)
+    elif itype == "error":
+        ev.is_error = True
+        ev.text = get(item, "message", str, loc)
+    elif itype == "mcp_tool_call":
+        err = item.get("error")
+        ev.is_error = bool(err) or item.get("status") == "failed"
 
 
 def _file_change(ev: Event, item: dict[str, Any], loc: Loc) -> None:
