@@ -1022,6 +1022,12 @@ def parse_iso(ts: Any, loc: Loc) -> float:
 # ---------------------------------------------------------------------------------------
 
 _PYTEST_SUMMARY = re.compile(r"^=*\s*(?P<body>(?:\d+ \w+(?:, )?)+)\s+in\s+[\d.]+s", re.M)
+# the same summary at the text's start, and after a newline: a first character the regex
+# engine can scan for (a "^" in multiline mode is tried at every position). A summary
+# ends in "s", never in a newline, so the newline it starts with was not the end of the
+# summary before it, and the matches are those of _PYTEST_SUMMARY (see _pytest_summaries)
+_SUMMARY_AT_START = re.compile(r"=*\s*(?P<body>(?:\d+ \w+(?:, )?)+)\s+in\s+[\d.]+s")
+_SUMMARY_AFTER_NL = re.compile(r"\n=*\s*(?P<body>(?:\d+ \w+(?:, )?)+)\s+in\s+[\d.]+s")
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|error|xpassed|xfailed|skipped|deselected)")
 _UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in [\d.]+s", re.M)
 _UNITTEST_RESULT = re.compile(r"^(OK|FAILED)\b(?: \((?P<detail>[^)]*)\))?", re.M)
@@ -1030,6 +1036,15 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CARGO = re.compile(r"test result: \w+\. (\d+) passed; (\d+) failed")
 _MOCHA_PASS = re.compile(r"^\s*(\d+) passing\b", re.M)
 _MOCHA_FAIL = re.compile(r"^\s*(\d+) failing\b", re.M)
+
+
+def _pytest_summaries(output: str) -> list[re.Match[str]]:
+    """``list(_PYTEST_SUMMARY.finditer(output))``'s summaries (their ``body`` groups are
+    the same text), found by scanning for newlines."""
+    first = _SUMMARY_AT_START.match(output)
+    found = [first] if first is not None else []
+    found += _SUMMARY_AFTER_NL.finditer(output, first.end() if first is not None else 0)
+    return found
 
 
 def parse_test_counts(output: str | None) -> tuple[int | None, int | None]:
@@ -1045,7 +1060,7 @@ def parse_test_counts(output: str | None) -> tuple[int | None, int | None]:
         return None, None
     if "\x1b" in output:  # every ANSI sequence starts with ESC
         output = _ANSI.sub("", output)
-    m = list(_PYTEST_SUMMARY.finditer(output))
+    m = _pytest_summaries(output)
     if m:
         counts: dict[str, int] = {}
         for n, word in _COUNT.findall(m[-1].group("body")):

@@ -202,3 +202,22 @@ def test_parse_iso_is_the_timestamp_of_the_time_taken_as_utc(dt: datetime, zone:
         want = want.replace(tzinfo=UTC)
     assert parse_iso(text, Loc("x.jsonl", 1)) == want.timestamp()
     assert parse_iso(f" {text} ", Loc("x.jsonl", 1)) == want.timestamp()  # the slow road
+
+
+_OUTPUT_PIECES = ["=== 3 passed in 0.5s ===", "3 passed, 1 failed in 2.1s", "  ", "", "===",
+                  "x in 5s", "12 passed", " in 1.0s", "\t", "== 1 error in 0.1s", "for i in r",
+                  "===== 2 failed, 3 passed in 10.22s =====", "1 passed\nin 3s", "\n\n", "=",
+                  "1 passed in\n\n2s", "4 passed in 1.5ss", "5 xfailed in 1s"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_OUTPUT_PIECES), max_size=8), st.booleans(), st.booleans())
+def test_pytest_summaries_are_found_as_the_multiline_pattern_finds_them(
+        pieces: list[str], lead: bool, tail: bool) -> None:
+    """The summaries are found by scanning for newlines (a literal the regex engine skips
+    to), not by trying "^" at every position: the same summaries, in the same order."""
+    from features.readers.common import _PYTEST_SUMMARY, _pytest_summaries
+
+    text = ("\n" if lead else "") + "\n".join(pieces) + ("\n" if tail else "")
+    assert [m.group("body") for m in _pytest_summaries(text)] == [
+        m.group("body") for m in _PYTEST_SUMMARY.finditer(text)]
