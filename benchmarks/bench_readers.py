@@ -11,6 +11,12 @@ directory). Each log is read with ``read_trajectory`` and, as the floor, parsed 
 ``json.loads`` (the whole document, or line by line for JSONL); then the public fixtures
 (``shared/fixtures``) and the hand-made logs of ``tests/data/readers`` the same way.
 
+Each form is generated and measured in a fresh process (a spawned worker per form) from a
+seed of its own, so its figures and its log do not depend on which forms ran before it: a
+50 MB read leaves the heap slowing the next reads of the same process by up to 40 %
+(reader and floor alike; user time, not the kernel's), which made every form after the
+first look slower than it is.
+
 Figures are MB (10**6 bytes) of the file per CPU second of this process (the best of
 ``--repeats``), so other processes on a shared machine distort them less; the load
 average and a fixed pure-Python calibration loop are printed with them. ``ratio`` is the
@@ -37,8 +43,10 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -611,8 +619,23 @@ HEADER = (f"{'log':<34}{'MB':>8}{'events':>9}{'MB/s':>9}{'json':>9}{'ratio':>8}"
           f"{'kev/s':>9}  target {TARGET_MBPS:g} MB/s")
 
 
+def _measure_form(label: str, fmt: str, layout: str, size: int, seed: int, repeats: int
+                  ) -> tuple[str, float]:
+    """One form's row (in a fresh process): its log generated from a seed of its own (the
+    same log whichever forms are measured with it), measured, removed."""
+    gen = GENERATORS[fmt] if label == fmt else FORMS[label][1]
+    folder = Path(tempfile.mkdtemp(prefix="bench_readers_"))
+    try:
+        t0 = time.perf_counter()
+        path = gen(folder / label.replace(" ", "_").strip("()"), size,
+                   random.Random(f"{seed}:{label}"))
+        gen_s = time.perf_counter() - t0
+        return measure(label, path, layout, repeats), gen_s
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def bench(args: Args) -> int:
-    rng = random.Random(args.seed)
     layouts = {r.name: r.layout for r in READERS}
     wanted = set(args.formats)
     unknown = wanted - set(layouts)
@@ -625,29 +648,22 @@ def bench(args: Args) -> int:
     print(f"generated logs (>= {args.mb:g} MB each; MB/s of CPU time, best of "
           f"{args.repeats}; json = bare json.loads of the same bytes)")
     print(HEADER)
-    folder = Path(tempfile.mkdtemp(prefix="bench_readers_"))
     below = 0
-    try:
-        jobs = [(r.name, r.name, GENERATORS.get(r.name)) for r in READERS
-                if not wanted or r.name in wanted]
-        jobs += [(label, fmt, gen) for label, (fmt, gen) in FORMS.items()
-                 if not wanted or fmt in wanted]
-        for label, fmt, gen in jobs:
-            if gen is None:
+    jobs = [(r.name, r.name) for r in READERS if not wanted or r.name in wanted]
+    jobs += [(label, fmt) for label, (fmt, _) in FORMS.items() if not wanted or fmt in wanted]
+    # each form in a process of its own: a read of a 50 MB log leaves the heap in a state
+    # that slows the next one down (user time of a 10 MB rollout read 160 -> 280 ms after
+    # a 50 MB exec log was read and freed in the same process), reader and json.loads alike
+    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"),
+                             max_tasks_per_child=1) as pool:
+        for label, fmt in jobs:
+            if (GENERATORS.get(fmt) if label == fmt else FORMS[label][1]) is None:
                 print(f"{label:<34}no generator")
                 continue
-            t0 = time.perf_counter()
-            path = gen(folder / label.replace(" ", "_").strip("()"), size, rng)
-            gen_s = time.perf_counter() - t0
-            row = measure(label, path, layouts[fmt], args.repeats)
+            row, gen_s = pool.submit(_measure_form, label, fmt, layouts[fmt], size, args.seed,
+                                     args.repeats).result()
             below += row.endswith("below")
             print(f"{row}   (generated in {gen_s:.0f} s)", flush=True)
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
     if args.fixtures:
         print("\nfixtures and hand-made logs (each read for >= 0.2 CPU s per repeat)")
         print(HEADER)
