@@ -716,36 +716,15 @@ def _bulk_jsonl_bytes(raw: bytes, max_depth: int) -> list[dict[str, Any]] | None
     from the bytes as they are. None on any doubt, also where the text form might still
     agree (a byte-order mark, a trailing line of Unicode blank space): the caller then asks
     the text form."""
-    lines = raw.split(b"\n")
-    n = len(lines)
-    while n and (not lines[n - 1] or lines[n - 1].isspace()):
-        n -= 1
-    del lines[n:]
-    try:
-        docs = list(map(_FAST.decode, lines))
-    except (msgspec.DecodeError, RecursionError):
+    docs = _line_objects(raw.split(b"\n"))
+    if docs is None or b"\\u003" in raw and (b"\\u003a" in raw or b"\\u003A" in raw):
         return None
-    for d in docs:
-        if type(d) is not dict:
-            return None
-    if b"\\u003" in raw and (b"\\u003a" in raw or b"\\u003A" in raw):
-        return None
-    marks = raw.translate(None, _NOT_LINE_MARKS)
-    if _ENCODE(docs).count(b":") != marks.count(b":"):
-        return None
-    per_line = marks.split(b"\n")
-    if max(map(len, per_line)) > max_depth:  # colons and brackets: brackets at most
-        for m, d in zip(per_line, docs, strict=False):  # (trailing blank lines: no docs)
-            if len(m) - m.count(b":") > max_depth and _too_deep(d, max_depth):
-                return None
-    return docs
+    return docs if _marks_agree(docs, raw.translate(None, _NOT_LINE_MARKS), max_depth) else None
 
 
-def _bulk_jsonl(text: str, max_depth: int) -> list[dict[str, Any]] | None:
-    """Every line of ``text`` as a JSON object, or None when one line is blank (bar
-    trailing ones), is not a JSON object msgspec parses, or might be refused by the strict
-    parse (a duplicate key, nesting deeper than ``max_depth``): see :func:`_fast_decode`."""
-    lines = text.split("\n")
+def _line_objects(lines: list[str] | list[bytes]) -> list[dict[str, Any]] | None:
+    """Every line, bar trailing blank ones, as the JSON object msgspec parses (the list
+    ``lines`` is cut to them), or None when one is not."""
     n = len(lines)
     while n and (not lines[n - 1] or lines[n - 1].isspace()):
         n -= 1
@@ -757,28 +736,37 @@ def _bulk_jsonl(text: str, max_depth: int) -> list[dict[str, Any]] | None:
     for d in docs:
         if type(d) is not dict:
             return None
-    if "\\u003" in text and ("\\u003a" in text or "\\u003A" in text):
-        return None
-    if not text.isascii():  # (a flag of the string: no scan)
-        if _ENCODE(docs).count(b":") != text.count(":"):
-            return None
-        for s, d in zip(lines, docs, strict=True):
-            if s.count("{") + s.count("[") > max_depth and _too_deep(d, max_depth):
-                return None
-        return docs
-    # ASCII text (the usual log): its colons, opening brackets and newlines alone, in one
-    # pass over its bytes (encoded 16 MiB at a time: the copy stays small), then counted
-    # per line where needed
-    marks = b"".join(text[k:k + _CHUNK].encode().translate(None, _NOT_LINE_MARKS)
-                     for k in range(0, len(text), _CHUNK))
+    return docs
+
+
+def _marks_agree(docs: list[dict[str, Any]], marks: bytes, max_depth: int) -> bool:
+    """Whether a file's colons, opening brackets and newlines (``marks``, nothing else
+    kept) say its lines' documents are those of the strict parse: as many colons as the
+    re-encoded documents hold, and no line deeper than ``max_depth`` (a line's marks bound
+    its brackets: only lines with more are counted, and walked when those are more)."""
     if _ENCODE(docs).count(b":") != marks.count(b":"):
-        return None
+        return False
     per_line = marks.split(b"\n")
-    if max(map(len, per_line)) > max_depth:  # colons and brackets: brackets at most
+    if max(map(len, per_line)) > max_depth:
         for m, d in zip(per_line, docs, strict=False):  # (trailing blank lines: no docs)
             if len(m) - m.count(b":") > max_depth and _too_deep(d, max_depth):
-                return None
-    return docs
+                return False
+    return True
+
+
+def _bulk_jsonl(text: str, max_depth: int) -> list[dict[str, Any]] | None:
+    """Every line of ``text`` as a JSON object, or None when one line is blank (bar
+    trailing ones), is not a JSON object msgspec parses, or might be refused by the strict
+    parse (a duplicate key, nesting deeper than ``max_depth``): see :func:`_fast_decode`."""
+    lines = text.split("\n")
+    docs = _line_objects(lines)
+    if docs is None or "\\u003" in text and ("\\u003a" in text or "\\u003A" in text):
+        return None
+    # its colons, opening brackets and newlines alone, in one pass over its UTF-8 (encoded
+    # 16 MiB at a time: the copy stays small; every line encoded for msgspec already)
+    marks = b"".join(text[k:k + _CHUNK].encode().translate(None, _NOT_LINE_MARKS)
+                     for k in range(0, len(text), _CHUNK))
+    return docs if _marks_agree(docs, marks, max_depth) else None
 
 
 # ---------------------------------------------------------------------------------------
