@@ -59,6 +59,9 @@ from features.readers.common import (
     utf8_len,
     warn_unknown,
 )
+from features.readers.common import (
+    plain_event as _event,
+)
 from features.readers.stream import StreamParser, read_with
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
@@ -412,17 +415,6 @@ _SKIP_TYPE = frozenset({"type", "item_type"})
 _SKIP_COMMAND = _SKIP_TYPE | {"command", "exit_code", "aggregated_output"}
 _SKIP_MESSAGE = _SKIP_TYPE | {"text"}
 _PHASES = {"item.started": "started", "item.updated": "updated", "item.completed": "completed"}
-
-
-def _event(kind: EventKind, step: int, extra: dict[str, Any], start: float | None = None,
-           end: float | None = None, text: str | None = None, input_tokens: int | None = None,
-           cached_tokens: int | None = None, output_tokens: int | None = None) -> Event:
-    """``Event(index=0, kind=kind, step=step, ...)`` with every field given by position:
-    binding keywords to the 23 fields by name costs a third of making an event
-    (test_codex_exec checks the field order)."""
-    return Event(0, kind, step, start, end, None, input_tokens, cached_tokens, output_tokens,
-                 None, None, None, [], [], None, None, None, False, None, False, False, text,
-                 extra)
 
 
 # the handler of each line type (the rest: CodexExecParser._other)

@@ -95,6 +95,9 @@ from features.readers.common import (
     to_int,
     warn_unknown,
 )
+from features.readers.common import (
+    plain_event as _event,
+)
 from features.readers.stream import StreamParser, read_with
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
@@ -796,17 +799,6 @@ def _content_text(content: Any, source: Path, lineno: int, field: str) -> str | 
         elif not isinstance(c, dict):
             raise (Loc(source, lineno) / "payload" / field / j).error("expected object")
     return "\n".join(parts) if parts else None
-
-
-def _event(kind: EventKind, step: int, extra: dict[str, Any], start: float | None = None,
-           end: float | None = None, text: str | None = None, input_tokens: int | None = None,
-           cached_tokens: int | None = None, output_tokens: int | None = None) -> Event:
-    """``Event(index=0, kind=kind, step=step, ...)`` with every field given by position:
-    binding keywords to the 23 fields by name costs a third of making an event
-    (test_codex_rollout checks the field order)."""
-    return Event(0, kind, step, start, end, None, input_tokens, cached_tokens, output_tokens,
-                 None, None, None, [], [], None, None, None, False, None, False, False, text,
-                 extra)
 
 
 def _all_str(xs: list[Any]) -> bool:
