@@ -591,6 +591,8 @@ def load_json_files(paths: Sequence[str], limit: int) -> list[Any] | None:
 _NOT_MARKS = bytes(sorted(set(range(256)) - set(b":{[")))
 _NOT_LINE_MARKS = bytes(sorted(set(range(256)) - set(b":{[\n")))
 _CHUNK = 1 << 24
+_PIECE = 1 << 18
+_JSON_BLANK = frozenset(b" \t\r\n")
 
 
 def load_embedded_json(text: str, loc: Loc) -> Any:
@@ -703,9 +705,20 @@ def jsonl_records(
     if docs is None:
         docs = _bulk_jsonl(text, max_depth)
     if docs is not None:
-        return zip(range(1, len(docs) + 1), docs, strict=True)
+        return _drained(docs)
     return ((ln.lineno, ln.obj) for ln in iter_jsonl(
         path, text, allow_truncated_tail=allow_truncated_tail, meta=meta))
+
+
+def _drained(docs: list[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each of ``docs``, each let go of as it is handed out: a
+    line a reader has folded into its events is freed before the next is read, so that
+    the memory of a large log's lines is reused for its events (a 50 MB read faults in
+    fewer fresh pages, and runs faster)."""
+    docs.reverse()
+    pop = docs.pop
+    for i in range(1, len(docs) + 1):
+        yield i, pop()
 
 
 def _bulk_jsonl_bytes(raw: bytes, max_depth: int) -> list[dict[str, Any]] | None:
@@ -715,11 +728,46 @@ def _bulk_jsonl_bytes(raw: bytes, max_depth: int) -> list[dict[str, Any]] | None
     converting each line of a text that is not ASCII back to UTF-8 and with the marks taken
     from the bytes as they are. None on any doubt, also where the text form might still
     agree (a byte-order mark, a trailing line of Unicode blank space): the caller then asks
-    the text form."""
-    docs = _line_objects(raw.split(b"\n"))
-    if docs is None or b"\\u003" in raw and (b"\\u003a" in raw or b"\\u003A" in raw):
+    the text form.
+
+    The file is taken a piece of whole lines at a time (about ``_PIECE`` bytes): each
+    piece is split, decoded, re-encoded and scanned while it is still in the processor's
+    cache, and no copy of the whole file (its lines, their re-encoding) is ever made. The
+    checks are exact per piece: a piece's re-encoded colons never exceed its own, so the
+    file's totals agree exactly when every piece's do."""
+    docs: list[dict[str, Any]] = []
+    n = len(raw)  # trailing JSON blank space left out: the blank lines that may end a file
+    while n and raw[n - 1] in _JSON_BLANK:
+        n -= 1
+    start = 0
+    while start < n:
+        end = raw.find(b"\n", start + _PIECE, n)
+        last = end < 0
+        piece = raw[start:n] if last else raw[start:end]
+        start = end + 1
+        lines = piece.split(b"\n")
+        part = _line_objects(lines) if last else _piece_objects(lines)
+        if part is None or b"\\u003" in piece and (b"\\u003a" in piece or b"\\u003A" in piece):
+            return None
+        if not _marks_agree(part, piece.translate(None, _NOT_LINE_MARKS), max_depth):
+            return None
+        docs += part
+        if last:
+            break
+    return docs
+
+
+def _piece_objects(lines: list[bytes]) -> list[dict[str, Any]] | None:
+    """Every line as the JSON object msgspec parses, or None when one is not (a blank one
+    included: only the file's last piece may end in blank lines)."""
+    try:
+        docs = list(map(_FAST.decode, lines))
+    except (msgspec.DecodeError, RecursionError):
         return None
-    return docs if _marks_agree(docs, raw.translate(None, _NOT_LINE_MARKS), max_depth) else None
+    for d in docs:
+        if type(d) is not dict:
+            return None
+    return docs
 
 
 def _line_objects(lines: list[str] | list[bytes]) -> list[dict[str, Any]] | None:

@@ -239,6 +239,27 @@ def test_the_whole_file_marks_do_not_depend_on_how_the_text_is_cut(monkeypatch) 
         assert common._bulk_jsonl(bad, 128) is None
 
 
+def test_the_bytes_are_checked_piece_by_piece_with_the_answer_of_the_whole(monkeypatch) -> None:
+    """The bytes form takes a file a piece of whole lines at a time; cut anywhere, a
+    duplicate, a deep line, an escaped colon or a blank line in any piece refuses the
+    file, and a good file gives the same documents (trailing blank lines included)."""
+    from features.readers import common
+
+    shallow = '{"k": [' + ", ".join(['{"a": 1}'] * 80) + "]}"
+    good = [shallow, '{"b": ":"}', '{"c": "\u2713 x:y"}', shallow, '{"d": [1, {"e": 2}]}']
+    ok = ("\n".join(good) + "\n\n \n").encode()
+    bads = [("\n".join(good[:k] + [bad] + good[k:]) + "\n").encode()
+            for bad in ('{"a": 1, "a": 2}', '{"a": ' + "[" * 129 + "]" * 129 + "}",
+                        '{"a": "\\u003a", "a": 1}', "", "  ", "[1]")
+            for k in (0, 2, len(good)) if bad.strip() or k < len(good)]  # (a blank tail: ok)
+    want_ok = [json.loads(s) for s in good]
+    for piece in (1, 5, 64, 1000, 1 << 18):
+        monkeypatch.setattr(common, "_PIECE", piece)
+        assert common._bulk_jsonl_bytes(ok, 128) == want_ok, piece
+        for bad in bads:
+            assert common._bulk_jsonl_bytes(bad, 128) is None, (piece, bad[:60])
+
+
 def test_a_file_read_by_its_bytes_reads_as_its_text(tmp_path: Path) -> None:
     """Inside a read, a JSONL file is parsed from its bytes; where they might disagree with
     the decoded text (a byte-order mark, a trailing line of Unicode blank space), the text
