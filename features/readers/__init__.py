@@ -175,7 +175,9 @@ def detect_format(path: str | Path) -> str:
     except TrajectoryFormatError as exc:
         if not isinstance(exc.__cause__, json.JSONDecodeError):
             raise  # valid JSON that no reader may take (duplicate keys, NaN, too deep)
-        whole, werr = False, exc.__cause__
+        # its traceback dropped: kept, it held the frames that hold the text and the bytes
+        # in a cycle (through this frame), all alive until the next full collection
+        whole, werr = False, exc.__cause__.with_traceback(None)
     if whole:
         name = _detect(doc, "json") or (_detect(doc, "jsonl") if isinstance(doc, dict) else None)
         if name is not None:  # a JSON document, or a one-line JSONL stream
