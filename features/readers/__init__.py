@@ -58,10 +58,11 @@ from features.readers.common import (
     clear_caches,
     current_limits,
     load_json,
+    log_text,
     parse_json_line,
     parse_test_counts,
     read_limits,
-    read_text,
+    read_log_bytes,
     reading,
 )
 from features.readers.stream import StreamParser
@@ -166,7 +167,11 @@ def detect_format(path: str | Path) -> str:
         raise TrajectoryFormatError(
             f"{path}: a directory that holds no known log (formats with a directory form: "
             f"{', '.join(dirs)})")
-    text = read_text(path)
+    raw = read_log_bytes(path)
+    first = _first_record(path, raw)
+    if first is not None and (name := _detect(first, "jsonl")) is not None:
+        return name
+    text = log_text(path, raw)
     doc: Any = None
     werr: json.JSONDecodeError | None = None
     try:
@@ -215,6 +220,24 @@ def detect_format(path: str | Path) -> str:
             f"{str(first)[:80]!r}); known formats: {', '.join(FORMATS)}"
         )
     raise TrajectoryFormatError(f"{path}: empty file")
+
+
+def _first_record(path: Path, raw: bytes) -> dict[str, Any] | None:
+    """The first line of a JSONL log as its object, when the bytes alone say the file is
+    one: it begins with ``{``, its first line is an object the strict parse accepts, and
+    the next line begins at once with something other than blank space. The whole-document
+    parse must then fail just after that object (more follows it), and the first line
+    decides, as :func:`detect_format` decides without this shortcut; None leaves it to that
+    path. The text of the log is then never decoded whole for detection."""
+    nl = raw.find(b"\n")
+    if not raw.startswith(b"{") or nl < 0 or raw[nl + 1:nl + 2] in (b"", b" ", b"\t",
+                                                                   b"\r", b"\n"):
+        return None
+    try:
+        line = raw[:nl].decode("utf-8")
+        return parse_json_line(line, path, 1)
+    except (UnicodeDecodeError, TrajectoryFormatError):
+        return None
 
 
 def _lines(text: str) -> Iterator[str]:

@@ -265,37 +265,77 @@ def read_bytes(path: Path) -> bytes:
         raise TrajectoryFormatError(f"{path}: corrupt or truncated {kind} data ({exc})") from exc
 
 
-def read_text(path: Path) -> str:
-    """Read a log as UTF-8 text (see :func:`read_bytes`); empty, binary or undecodable files
-    raise a format error."""
-    once = _ONCE.get()
-    key = os.fspath(path)
-    if once is not None and (entry := once.get(key)) is not None:
-        return entry[0]
+def _checked_bytes(path: Path) -> bytes:
+    """The bytes of a log (see :func:`read_bytes`), refused when empty or binary."""
     raw = read_bytes(path)
     if not raw or raw.isspace():
         raise TrajectoryFormatError(f"{path}: empty file")
     nul = raw.find(0)
     if nul >= 0:
         raise TrajectoryFormatError(f"{path}: binary data (NUL byte at offset {nul})")
+    return raw
+
+
+def _entry(path: Path) -> list[Any] | None:
+    """The read-once entry of ``path`` ([text or None, parsed document, bytes]), None when
+    the path has none (outside a :func:`reading` block, or a file other than the log)."""
+    once = _ONCE.get()
+    return once.get(os.fspath(path)) if once is not None else None
+
+
+def _remember(path: Path, text: str | None, raw: bytes) -> None:
+    """Keep the log's bytes (and text) for the rest of its :func:`reading` block."""
+    once = _ONCE.get()
+    key = os.fspath(path)
+    if once is not None and key == os.fspath(_READING.get() or ""):
+        # the log itself: detection and the reader share the text, the parse and the bytes
+        once[key] = [text, _UNPARSED, raw]
+
+
+def read_log_bytes(path: Path) -> bytes:
+    """The bytes of a log, refused as :func:`read_text` refuses them (empty, binary, too
+    large) but not decoded: inside a read the bytes are parsed as they are (msgspec checks
+    their UTF-8 as it decodes them), and whatever it refuses is decided on the text
+    (:func:`read_text`, which words the error). Read once per :func:`reading` block."""
+    entry = _entry(path)
+    if entry is not None:
+        return entry[2]
+    raw = _checked_bytes(path)
+    _remember(path, None, raw)
+    return raw
+
+
+def read_text(path: Path) -> str:
+    """Read a log as UTF-8 text (see :func:`read_bytes`); empty, binary or undecodable files
+    raise a format error."""
+    entry = _entry(path)
+    if entry is not None and entry[0] is not None:
+        return entry[0]
+    raw = entry[2] if entry is not None else _checked_bytes(path)
+    text = decode_log(path, raw)
+    if entry is not None:
+        entry[0] = text
+    else:
+        _remember(path, text, raw)
+    return text
+
+
+def log_text(path: Path, raw: bytes) -> str:
+    """The text of the log whose bytes :func:`read_log_bytes` gave: :func:`read_text`
+    inside a read (decoded once, kept), else those bytes decoded (never read twice)."""
+    return read_text(path) if _entry(path) is not None else decode_log(path, raw)
+
+
+def decode_log(path: Path, raw: bytes) -> str:
+    """The text of a log's bytes (a byte-order mark dropped); not UTF-8 raises a format
+    error naming the line."""
     try:
-        text = raw.decode("utf-8-sig")
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise TrajectoryFormatError(
             f"{path}: line {line}: not UTF-8 text (byte offset {exc.start})"
         ) from exc
-    if once is not None and key == os.fspath(_READING.get() or ""):
-        # the log itself: detection and the reader share the text, the parse and the bytes
-        once[key] = [text, _UNPARSED, raw]
-    return text
-
-
-def _raw_of(path: Path) -> bytes | None:
-    """The bytes :func:`read_text` decoded for the log being read (None when not cached)."""
-    once = _ONCE.get()
-    entry = once.get(os.fspath(path)) if once is not None else None
-    return entry[2] if entry is not None else None
 
 
 class _Refused(Exception):
@@ -696,12 +736,13 @@ def jsonl_records(
     line a JSON object, structural colons against re-encoded ones, nesting only on lines
     with more brackets than the limit). A blank line, a line msgspec refuses or any doubt
     sends the whole file through :func:`iter_jsonl`, which decides and words the error."""
-    raw = None
-    if text is None:
-        text = read_text(path)
-        raw = _raw_of(path)
     max_depth = _LIMITS.get().max_depth
-    docs = _bulk_jsonl_bytes(raw, max_depth) if raw is not None else None
+    docs = None
+    if text is None:  # the bytes first: their text is decoded only when they are refused
+        raw = read_log_bytes(path)
+        docs = _bulk_jsonl_bytes(raw, max_depth)
+        if docs is None:
+            text = log_text(path, raw)
     if docs is None:
         docs = _bulk_jsonl(text, max_depth)
     if docs is not None:
@@ -722,13 +763,12 @@ def _drained(docs: list[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any]]]
 
 
 def _bulk_jsonl_bytes(raw: bytes, max_depth: int) -> list[dict[str, Any]] | None:
-    """:func:`_bulk_jsonl` of the file's bytes (valid UTF-8: :func:`read_text` decoded
-    them): the same lines (a newline, a colon or a bracket is one byte in UTF-8 and no byte
-    of another character), the same documents (msgspec decodes UTF-8 either way), without
-    converting each line of a text that is not ASCII back to UTF-8 and with the marks taken
-    from the bytes as they are. None on any doubt, also where the text form might still
-    agree (a byte-order mark, a trailing line of Unicode blank space): the caller then asks
-    the text form.
+    """:func:`_bulk_jsonl` of the file's bytes, not decoded (msgspec refuses a line that is
+    not valid UTF-8 as strictly as Python's codec, and the text then decides): the same
+    lines (a newline, a colon or a bracket is one byte in UTF-8 and no byte of another
+    character), the same documents, with the marks taken from the bytes as they are. None
+    on any doubt, also where the text form might still agree (a byte-order mark, a
+    trailing line of Unicode blank space): the caller then asks the text form.
 
     The file is taken a piece of whole lines at a time (about ``_PIECE`` bytes): each
     piece is split, decoded, re-encoded and scanned while it is still in the processor's

@@ -327,3 +327,31 @@ def test_many_files_refuse_other_than_regular_files_and_the_size_limit(tmp_path:
     os.mkfifo(fifo)
     assert load_json_files([*paths, str(fifo)], 1 << 20) is None   # refused, not waited on
     assert load_json_files([*paths, str(tmp_path / "gone.json")], 1 << 20) is None
+
+
+def test_a_jsonl_log_is_read_from_its_bytes_and_decoded_only_when_they_are_refused(
+        tmp_path: Path, monkeypatch) -> None:
+    """Detection takes a JSONL log's first line from its bytes and the reader parses the
+    bytes, so a clean log's text is never decoded whole (a copy of the file, 50 MB for a
+    50 MB log); a log whose bytes are refused is decoded and words the error as before
+    (here: not UTF-8 on line 3, found by the text's decoding)."""
+    from features.readers import common, read_trajectory
+
+    decoded: list[int] = []
+    real = common.decode_log
+    monkeypatch.setattr(common, "decode_log", lambda p, raw: decoded.append(len(raw))
+                        or real(p, raw))
+    lines = [{"type": "thread.started", "thread_id": "t"}, {"type": "turn.started"},
+             {"type": "item.completed", "item": {"id": "i0", "type": "agent_message",
+                                                 "text": "\u2713 done"}},
+             {"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 1}}]
+    body = "\n".join(json.dumps(o, ensure_ascii=False) for o in lines).encode() + b"\n"
+    log = tmp_path / "exec.jsonl"
+    log.write_bytes(body)
+    assert [e.text for e in read_trajectory(log).events][0] == "\u2713 done"
+    assert decoded == []
+    bad = body.replace(b'"i0"', b'"i\xff0"')
+    log.write_bytes(bad)
+    with pytest.raises(TrajectoryFormatError, match=r"exec\.jsonl: line 3: not UTF-8 text"):
+        read_trajectory(log)
+    assert decoded == [len(bad)]
