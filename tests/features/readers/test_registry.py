@@ -152,15 +152,25 @@ def test_a_read_keeps_nothing_of_the_file_once_it_returns(tmp_path: Path) -> Non
     logs = sorted(p for p in data.glob("*/*") if p.parent.name != "adversarial"
                   and p.name != "README.md" and (p.is_file() or (p / "events").is_dir()))
     assert len(logs) > 10
+    # a JSONL log whose bytes do not show it is one (a blank first line): detection then
+    # tries the whole-document parse, whose failure once made the cycle
+    odd = tmp_path / "blank-first.jsonl"
+    odd.write_text("\n" + (data / "codex" / "shell-command.rollout.jsonl").read_text())
+    logs.append(odd)
     package = str(Path(__import__("features").__file__).parent)
+
+    def frames() -> dict[int, str]:  # the package's frames alive now
+        return {id(o): f"{o.f_code.co_name} ({o.f_code.co_filename})" for o in gc.get_objects()
+                if isinstance(o, types.FrameType) and o.f_code.co_filename.startswith(package)}
+
     was = gc.isenabled()
+    gc.collect()  # what earlier tests left behind
     gc.disable()
     try:
         for path in logs:
+            before = frames()
             read_trajectory(path)
-            alive = [f"{o.f_code.co_name} ({o.f_code.co_filename})" for o in gc.get_objects()
-                     if isinstance(o, types.FrameType)
-                     and o.f_code.co_filename.startswith(package)]
+            alive = [name for key, name in frames().items() if key not in before]
             assert not alive, f"{path.name}: frames kept alive after the read: {alive}"
     finally:
         if was:
