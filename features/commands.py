@@ -36,9 +36,8 @@ __all__ = [
     "PYTHON_OPTIONS", "PYTHON_TEST_MODULES", "RUNNERS", "SEARCH_OPTIONS", "SEARCH_TOOLS",
     "SHELLS", "TEST_RUNNERS", "TEST_SCRIPTS", "TEST_SUBCOMMANDS", "TOOLCHAINS", "VCS",
     "WRAPPERS", "Runner", "Wrapper", "command_start", "is_test_run", "might_commit",
-    "might_run_tests",
-    "positionals",
-    "program_name", "shell_script_option",
+    "might_run_tests", "positionals", "program_name", "program_runs_tests",
+    "shell_script_option",
 ]
 
 # ---------------------------------------------------------------------------------------
@@ -312,9 +311,16 @@ def is_test_run(argv: Sequence[str]) -> bool:
     i = command_start(argv)
     if i >= len(argv):
         return False
-    word = argv[i]
+    return program_runs_tests(argv[i], argv[i + 1:])
+
+
+def program_runs_tests(word: str, args: Sequence[str]) -> bool:
+    """:func:`is_test_run` of a command whose program word is ``word`` (wrappers and
+    runners already skipped: :func:`command_start`), for callers that know where it
+    starts (the shell parser)."""
     prog = program_name(word)
-    args = argv[i + 1:]
+    if prog not in _TEST_PROGRAMS and not prog.startswith(("python", "pypy")):
+        return False  # no rule below can say yes (most commands: git, cat, sed, ...)
     if prog in TEST_RUNNERS:
         return True
     subs = TEST_SUBCOMMANDS.get(prog)
@@ -343,6 +349,14 @@ def is_test_run(argv: Sequence[str]) -> bool:
     return _script_runs_tests(word, args)
 
 
+# every program name for which a rule of program_runs_tests can answer yes (PYTHON's names
+# aside: they all start with python or pypy); the last rule is _script_runs_tests'
+_TEST_PROGRAMS = frozenset({
+    *TEST_RUNNERS, *TEST_SUBCOMMANDS, *MAKE, "coverage", *JS_PACKAGE_MANAGERS, *SHELLS, "test",
+    *TEST_SCRIPTS, "pytest", "py.test", "manage.py", "setup.py",
+})
+
+
 def _unquoted(text: str) -> str:
     """``text`` without quote characters and backslashes: three C-level replaces, a fifth
     of the cost of ``str.translate`` with a deletion table (asked of every new command)."""
@@ -354,7 +368,10 @@ def _unquoted(text: str) -> str:
 _TEST_WORDS = sorted(
     {*TEST_RUNNERS, *PYTHON_TEST_MODULES, *MAKE_TEST_TARGETS, *TEST_SCRIPTS, "test", "spec",
      "tst", *(s for subs in TEST_SUBCOMMANDS.values() for s in subs)}, key=len, reverse=True)
-_TEST_HINT = re.compile("|".join(re.escape(w) for w in _TEST_WORDS) + r"|\bt\b")
+# a word holding another one (pytest, runtests.py, nosetests ...) can only be found where
+# that one is: the search tries the rest alone (16 words, not 35: half the cost)
+_TEST_HINT_WORDS = [w for w in _TEST_WORDS if not any(v != w and v in w for v in _TEST_WORDS)]
+_TEST_HINT = re.compile("|".join(re.escape(w) for w in _TEST_HINT_WORDS) + r"|\bt\b")
 
 
 def might_run_tests(text: str) -> bool:

@@ -25,7 +25,7 @@ import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -49,11 +49,11 @@ from features.commands import (
     TOOLCHAINS,
     VCS,
     command_start,
-    is_test_run,
     might_commit,
     might_run_tests,
     positionals,
     program_name,
+    program_runs_tests,
     shell_script_option,
 )
 
@@ -148,6 +148,8 @@ class _Acc:
             self.ops.append(("d", p))
 
     def result(self) -> ShellEffects:
+        if not self.ops:
+            return _no_files(self.is_test, self.is_build, self.interpreted, self.is_commit)
         reads: dict[str, None] = {}
         final: dict[str, str] = {}
         written_here: set[str] = set()
@@ -168,6 +170,14 @@ class _Acc:
             interpreted=self.interpreted,
             is_commit=self.is_commit,
         )
+
+
+@cache
+def _no_files(is_test: bool, is_build: bool, interpreted: bool, is_commit: bool) -> ShellEffects:
+    """The effects of a command that names no file (``git commit``, ``pytest``, ``echo``):
+    one shared value per combination of flags (it is frozen), not a new one each time."""
+    return ShellEffects(is_test=is_test, is_build=is_build, interpreted=interpreted,
+                        is_commit=is_commit)
 
 
 # ---------------------------------------------------------------------------------------
@@ -278,10 +288,11 @@ def _simple(words: list[_Word], redirects: list[tuple[str, str | None, str | Non
         return
     path = texts[start]
     prog = program_name(path)
-    test = is_test_run(texts[start:])
+    args = texts[start + 1:]
+    test = program_runs_tests(path, args)  # is_test_run's verdict, its command_start known
     if test:
         acc.is_test = True
-    call = _Call(prog, path, texts[start + 1:], {w.text for w in words[start + 1:] if w.dynamic},
+    call = _Call(prog, path, args, {w.text for w in words[start + 1:] if w.dynamic},
                  heredoc, acc, test)
     rule = _RULES.get(prog)
     if rule is None:
@@ -611,6 +622,13 @@ def _interpreter(c: _Call) -> None:
     acc.interpreted = False
 
 
+def _git_pathlike(a: str) -> bool:
+    """Whether a git argument looks like a path (not an option, a revision or a remote)."""
+    return not a.startswith("-") and ".." not in a and ":" not in a and "@" not in a and (
+        "/" in a or "." in a
+    ) and not a.startswith(("HEAD", "origin/"))
+
+
 def _git(c: _Call) -> None:
     args, dyn, heredoc, acc = c.args, c.dyn, c.heredoc, c.acc
     i = 0
@@ -630,19 +648,14 @@ def _git(c: _Call) -> None:
     else:
         before, after = rest, None
 
-    def pathlike(a: str) -> bool:
-        return not a.startswith("-") and ".." not in a and ":" not in a and "@" not in a and (
-            "/" in a or "." in a
-        ) and not a.startswith(("HEAD", "origin/"))
-
     if sub in GIT_READS:
         if sub == "grep":
             pos = positionals(before, {"-e", "-f", "-A", "-B", "-C", "-m"})
-            paths = after if after is not None else [p for p in pos[1:] if pathlike(p)]
+            paths = after if after is not None else [p for p in pos[1:] if _git_pathlike(p)]
         elif sub == "blame":
-            paths = after if after is not None else [p for p in before if pathlike(p)][-1:]
+            paths = after if after is not None else [p for p in before if _git_pathlike(p)][-1:]
         else:
-            paths = after if after is not None else [p for p in before if pathlike(p)]
+            paths = after if after is not None else [p for p in before if _git_pathlike(p)]
         if sub == "diff" and any(a in ("--cached", "--staged") for a in before) and not paths:
             return
         for p in paths or ["."]:
@@ -693,7 +706,7 @@ def _git(c: _Call) -> None:
             for p in pos[1:]:
                 acc.write(p, p in dyn)
             return
-        if len(pos) == 1 and pathlike(pos[0]):
+        if len(pos) == 1 and _git_pathlike(pos[0]):
             acc.write(pos[0], pos[0] in dyn)
             return
         acc.interpreted = False  # branch switch: rewrites arbitrary files
@@ -874,9 +887,13 @@ _KEYWORDS = {"for", "while", "until", "if", "case", "function", "select", "do", 
 _REDIR_RE = re.compile(r"^(\d*)(>>|>\||>&|>|<&|<>|<|&>>|&>|<<<)(\d*)$")
 # plain commands only: no expansions, substitutions, subshells, escapes
 _FAST_BAD = re.compile(r"[$`\\(){}]")
+# one token after blanks: an operator, a comment (a word starting with # runs to the end of
+# its line), a word, or a character no token starts with (an unbalanced quote, a form feed)
 _FAST_TOKEN = re.compile(
-    r"[ \t\r]*(?:(?P<op>&&|\|\||;;|\|&|\d*>>|\d*>\||\d*>&\d*|&>>|&>|\d*>|<<<|\d*<|[|;&\n])"
-    r"|(?P<word>(?:[^\s'\"|&;<>]+|'[^']*'|\"[^\"]*\")+))"
+    r"[ \t\r]*(?:(&&|\|\||;;|\|&|\d*>>|\d*>\||\d*>&\d*|&>>|&>|\d*>|<<<|\d*<|[|;&\n])"
+    r"|(#[^\n]*)"
+    r"|((?:[^\s'\"|&;<>]+|'[^']*'|\"[^\"]*\")+)"
+    r"|([^ \t\r]))"
 )
 _WORD_PIECES = re.compile(r"[^'\"]+|'[^']*'|\"[^\"]*\"")
 _PLACEHOLDER = re.compile(r"__HEREDOC(\d+)__")
@@ -944,77 +961,83 @@ def _cut_heredocs(text: str) -> tuple[str, list[str]]:
 
 
 def _fast_tokens(text: str) -> list[str] | None:
-    """Tokens of a plain command line, or None when it needs a real parser."""
+    """Tokens of a plain command line, or None when it needs a real parser.
+
+    One ``findall`` cuts the whole line (each token is one of the pattern's four groups;
+    the tokens tile the line up to trailing blanks); the loop only looks at the words."""
     # characters that need a real parser, outside single quotes, send the line to bashlex
     check = _FAST_BAD.search(text) is not None
     tokens: list[str] = []
-    pos = 0
-    n = len(text)
-    first = True
-    while pos < n:
-        m = _FAST_TOKEN.match(text, pos)
-        if m is None or m.end() == pos:
-            if text[pos:].strip(" \t\r") == "":
-                break
-            return None  # unbalanced quote or odd character
-        pos = m.end()
-        op = m.group("op")
-        if op is not None:
+    first = True  # at a command's first word (where a keyword would be)
+    for op, _comment, word, odd in _FAST_TOKEN.findall(text):
+        if op:
             tokens.append(op)
             first = op in _SEPARATORS
-            continue
-        word = m.group("word")
-        if word is None:
-            break
-        if word[0] == "#":  # a comment runs to the end of the line
-            nl = text.find("\n", m.start("word"))
-            pos = n if nl < 0 else nl
-            continue
-        if first and word in _KEYWORDS:
-            return None
-        first = False
-        if check:
-            for piece in _WORD_PIECES.findall(word):
-                if piece[0] != "'" and _FAST_BAD.search(piece):
-                    return None
-        if "'" in word or '"' in word:
-            word = "".join(p[1:-1] if p[0] in "'\"" else p for p in _WORD_PIECES.findall(word))
+        elif word:
+            if first and word in _KEYWORDS:
+                return None
+            first = False
+            if check and _bad_outside_single_quotes(word):
+                return None
+            sq, dq = "'" in word, '"' in word
+            if sq and dq:
+                word = "".join(p[1:-1] if p[0] in "'\"" else p for p in _WORD_PIECES.findall(word))
+            elif sq or dq:  # one kind of quote: its pieces hold no quote character
+                word = word.replace("'" if sq else '"', "")
+            else:
+                tokens.append(word)
+                continue
             tokens.append("\x00" + word)  # quoted: never an operator or placeholder
-        else:
-            tokens.append(word)
+        elif odd:
+            return None  # unbalanced quote or odd character
     return tokens
+
+
+def _bad_outside_single_quotes(word: str) -> bool:
+    """Whether a word holds a character of :data:`_FAST_BAD` outside its '...' pieces."""
+    if "'" not in word:
+        return _FAST_BAD.search(word) is not None
+    return any(piece[0] != "'" and _FAST_BAD.search(piece) for piece in _WORD_PIECES.findall(word))
 
 
 def _run_tokens(tokens: list[str], bodies: list[str], acc: _Acc) -> None:
     """Split tokens into simple commands at operators and apply the program rules."""
     words: list[_Word] = []
     redirects: list[tuple[str, str | None, str | None]] = []
-    k = 0
-    n = len(tokens)
-    while k <= n:
-        tok = tokens[k] if k < n else ";"
+    rest = iter(tokens)
+    for tok in rest:
         if tok in _SEPARATORS:
             if words or redirects:
-                if words and words[0].text in _KEYWORDS:
-                    acc.interpreted = False
-                else:
-                    _simple(words, redirects, acc)
-            words, redirects = [], []
+                _command(words, redirects, acc)
+                words, redirects = [], []
+        elif tok.startswith("\x00"):  # a quoted word: never an operator or placeholder
+            text = tok[1:]
+            words.append(_Word(text, "$" in text or "`" in text))
         elif ("<" in tok or ">" in tok) and (m := _REDIR_RE.match(tok)) is not None:
-            op, fd_to = m.group(2), m.group(3)
-            if not fd_to:  # not a 2>&1 style duplication
-                tgt = tokens[k + 1] if k + 1 < n else None
-                k += 1
-                if tgt is not None:
-                    tgt = tgt.lstrip("\x00")
-                    if not (op in (">&", "<&") and tgt.isdigit()) and op != "<<<":
-                        redirects.append((op, tgt, None))
+            op, fd_to = m.group(2, 3)
+            if not fd_to:  # not a 2>&1 style duplication: the next token is the target
+                tgt = next(rest, None)
+                if tgt is None:
+                    return  # nothing after the operator: the command is not applied
+                tgt = tgt.lstrip("\x00")
+                if not (op in (">&", "<&") and tgt.isdigit()) and op != "<<<":
+                    redirects.append((op, tgt, None))
         elif tok.startswith("__HEREDOC") and (m2 := _PLACEHOLDER.fullmatch(tok)) is not None:
             redirects.append(("<<", None, bodies[int(m2.group(1))]))
         else:
-            text = tok[1:] if tok.startswith("\x00") else tok
-            words.append(_Word(text, "$" in text or "`" in text))
-        k += 1
+            words.append(_Word(tok, "$" in tok or "`" in tok))
+    if words or redirects:
+        _command(words, redirects, acc)
+
+
+def _command(words: list[_Word], redirects: list[tuple[str, str | None, str | None]],
+             acc: _Acc) -> None:
+    """One simple command of a token list: its rules, or opaque when it opens a compound
+    command (``for``, ``if`` ... the token paths do not follow them)."""
+    if words and words[0].text in _KEYWORDS:
+        acc.interpreted = False
+    else:
+        _simple(words, redirects, acc)
 
 
 def _fallback(stripped: str, bodies: list[str], original: str, acc: _Acc) -> None:
@@ -1134,6 +1157,9 @@ def is_git_commit(command: str | Sequence[str] | None) -> bool:
 
 # one POSIX word: unquoted characters, backslash escapes, '...' and "..." pieces
 _SPLIT_WORD = re.compile(r"(?:[^ \t\r\n'\"\\]+|\\[\s\S]|'[^']*'|\"(?:[^\"\\]|\\[\s\S])*\")+")
+# a word, or from the first character no word starts with (an unbalanced quote, a trailing
+# backslash) to the end of the text: the text then does not split
+_SPLIT_TOKEN = re.compile(rf"({_SPLIT_WORD.pattern})|([^ \t\r\n][\s\S]*)")
 _SPLIT_PIECE = re.compile(r"\\([\s\S])|'([^']*)'|\"((?:[^\"\\]|\\[\s\S])*)\"")
 _DQ_ESCAPE = re.compile(r'\\(["\\])')
 
@@ -1151,9 +1177,10 @@ def _fast_split(cmd: str) -> list[str] | None:
     """``shlex.split(cmd)`` by regular expressions over the whole text (shlex reads
     character by character, slow on long heredocs); None when the text is not splittable
     (an unbalanced quote, a trailing backslash: shlex raises)."""
-    words = _SPLIT_WORD.findall(cmd)
-    if _SPLIT_WORD.sub("", cmd).strip(" \t\r\n"):
+    found = _SPLIT_TOKEN.findall(cmd)  # one pass: (word, "") pairs, then perhaps ("", rest)
+    if found and found[-1][1]:
         return None  # a character outside every word: the words do not tile the text
+    words = [w for w, _ in found]
     for i, w in enumerate(words):
         sq, dq, bs = "'" in w, '"' in w, "\\" in w
         if not (sq or dq or bs):
