@@ -797,12 +797,12 @@ def _bulk_jsonl_bytes(raw: bytes, max_depth: int) -> list[dict[str, Any]] | None
     return docs
 
 
-def _piece_objects(lines: list[bytes]) -> list[dict[str, Any]] | None:
+def _piece_objects(lines: list[str] | list[bytes]) -> list[dict[str, Any]] | None:
     """Every line as the JSON object msgspec parses, or None when one is not (a blank one
     included: only the file's last piece may end in blank lines)."""
     try:
         docs = list(map(_FAST.decode, lines))
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
         return None
     for d in docs:
         if type(d) is not dict:
@@ -817,14 +817,7 @@ def _line_objects(lines: list[str] | list[bytes]) -> list[dict[str, Any]] | None
     while n and (not lines[n - 1] or lines[n - 1].isspace()):
         n -= 1
     del lines[n:]
-    try:
-        docs = list(map(_FAST.decode, lines))
-    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
-        return None
-    for d in docs:
-        if type(d) is not dict:
-            return None
-    return docs
+    return _piece_objects(lines)
 
 
 def _marks_agree(docs: list[dict[str, Any]], marks: bytes, max_depth: int) -> bool:
