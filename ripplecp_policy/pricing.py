@@ -9,7 +9,8 @@ over the measured failures, proportional to nominal segment duration, or explici
 
 Here: :class:`TaskCosts` (one task's table as arrays), :func:`failure_weights`, the metrics of
 a placement side by side (:func:`placement_metrics`; never folded into one scalar), the one
-objective (:func:`placement_objective`), the clairvoyant optimum by dynamic program
+objective (:func:`placement_objective`), the true current advantage of one checkpoint
+(:func:`current_advantage`), the clairvoyant optimum by dynamic program
 (:func:`optimal_placement`) and by enumeration (:func:`brute_force_placement`), and the one
 budget check :func:`fits` every runner, solver and policy uses.
 """
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from oracle.labels import failure_cost
+from oracle.labels import advantage, failure_cost
 from ripplecp_policy.policy import Budget, HazardSpec
 
 if TYPE_CHECKING:
@@ -301,6 +302,23 @@ def _metrics(tc: TaskCosts, placement: tuple[int, ...]) -> dict[str, float]:
         "spend_seconds": float(tc.creation_s[p].sum()),
         "spend_bytes": float(tc.size_bytes[p].sum()),
     }
+
+
+def current_advantage(tc: TaskCosts, boundary: int, last: int) -> float:
+    """The true current advantage of checkpointing at ``boundary`` when the last checkpoint
+    is ``last`` (0 = none): the paper's label, J(last, f) - J(boundary, f) - C(boundary)
+    (:func:`oracle.labels.advantage`, restore latency not folded in), averaged over the
+    failures f > boundary with their failure weights — what the advantage regressors
+    predict. It reads rows ``last`` and ``boundary`` of the table and no later checkpoint's;
+    -inf when no failure can strike after ``boundary``, NaN when a needed cell is unmeasured."""
+    if not 0 <= last < boundary <= tc.n_boundaries:
+        raise ValueError(f"{tc.task_id}: need 0 <= last < boundary <= {tc.n_boundaries}, got {last}, {boundary}")
+    m = (tc.failures > boundary) & (tc.weights > 0)
+    if not m.any():
+        return -math.inf
+    w = tc.weights[m]
+    adv = advantage(tc.J[last, m], tc.J[boundary, m] + tc.creation_s[boundary])
+    return float(np.dot(w, adv) / w.sum())
 
 
 def placement_objective(tc: TaskCosts, checkpoints: Iterable[int]) -> float:
