@@ -48,7 +48,7 @@ from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, pars
 from ripplecp_policy.data import resolve_labels
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.export import default_checkpoint_cost, policy_example
-from ripplecp_policy.learned import default_learned_policies
+from ripplecp_policy.learned import LEARNED
 from ripplecp_policy.policy import (
     HAZARDS,
     Budget,
@@ -137,7 +137,10 @@ class Args:
     n_resamples: int = opt(10_000, min=1)
     """task-bootstrap resamples for every interval"""
     learned: bool = True
-    """include the learned policies (ripplecp_policy.learned.default_learned_policies)"""
+    """include the learned policies (those of --learners)"""
+    learners: tuple[str, ...] = opt(tuple(e.key for e in LEARNED if e.in_study),
+                                    choices=tuple(e.key for e in LEARNED), metavar="KIND")
+    """the registered learned policies to study (default: those marked for the study)"""
     experiment: str = opt("matched-budget", check=check_experiment_name)
     """MLflow experiment name"""
     jobs: int = opt(2, min=1)
@@ -236,7 +239,7 @@ def policies_for(args: Args) -> tuple[list[PlacementPolicy], list[str]]:
     pols = list(all_baselines(args.seed))
     learned: list[str] = []
     if args.learned:
-        extra = list(default_learned_policies(seed=args.seed, quick=args.quick))
+        extra = [e.make(seed=args.seed, quick=args.quick) for e in LEARNED if e.key in args.learners]
         pols += extra
         learned = [p.name for p in extra]
     return pols, learned

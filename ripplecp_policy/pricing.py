@@ -414,6 +414,35 @@ def optimal_placement(tc: TaskCosts, budget: Budget) -> tuple[list[int], float]:
     return list(best_path), float(best)
 
 
+def stopping_values(tc: TaskCosts, k_max: int) -> tuple[np.ndarray, np.ndarray]:
+    """Hindsight values of checkpointing now versus waiting, with k checkpoints left.
+
+    The dynamic program of :func:`optimal_placement` run backwards over decisions: ``H[k, t,
+    c]`` is the least expected cost still to come (the objective's terms for failures after
+    c) with at most k checkpoints among boundaries t..B and the last checkpoint at c < t
+    (t = B + 1: none left). At boundary t, ``cp[k, t, c]`` = ``seg(c, t) + C(t) S(t) + H[k-1,
+    t+1, t]`` (take t) and ``skip[k, t, c]`` = ``H[k, t+1, c]``; ``H = min(cp, skip)``.
+    Returns ``(cp, skip)`` of shape (k_max + 1, B + 2, B + 1), +inf where undefined (c >= t,
+    k = 0 for cp, an unmeasured cell); ``skip - cp`` is the value of checkpointing now
+    rather than waiting with the budget left, in hindsight (a count of checkpoints: each
+    uses one of k). Exact for count budgets; the stopping learner's training target."""
+    b = tc.n_boundaries
+    k_max = max(0, int(k_max))
+    seg = _segment_costs(tc)
+    add = tc.creation_s * tc.survival()
+    H = np.full((k_max + 1, b + 2, b + 1), np.inf)
+    cp = np.full_like(H, np.inf)
+    skip = np.full_like(H, np.inf)
+    H[:, b + 1, :] = seg[:, b + 1]
+    for t in range(b, 0, -1):
+        for k in range(k_max + 1):
+            skip[k, t, :t] = H[k, t + 1, :t]
+            if k > 0:
+                cp[k, t, :t] = seg[:t, t] + add[t] + H[k - 1, t + 1, t]
+            H[k, t, :t] = np.minimum(cp[k, t, :t], skip[k, t, :t])
+    return cp, skip
+
+
 def _pareto(labels: list[tuple[float, float, tuple[int, ...]]]) -> list[tuple[float, float, tuple[int, ...]]]:
     """Keep the labels no other label beats on both spend and cost."""
     labels.sort(key=lambda x: (x[0], x[1], len(x[2]), x[2]))
