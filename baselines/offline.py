@@ -119,14 +119,15 @@ class CausalAdvantage(_Offline):
         tcs = [tc for tc in tcs if tc.is_full() and tc.n_boundaries > 0]
         thresholds = [0.0]
         if budget is not None and tcs:
-            advs = [current_advantage(tc, b, c) for tc in tcs for b in range(1, tc.n_boundaries + 1)
-                    for c in range(b)]
+            mats = [_advantages(tc) for tc in tcs]  # once per task: the grid search reads them
+            advs = np.concatenate([m[np.tril_indices_from(m, -1)] for m in mats])
             grid = sorted({-math.inf, 0.0, math.inf, *quantile_grid(advs, self.n_thresholds)})
             slots = max(1, min(int(budget.amount), 3)) if budget.kind == "count" else 1
             thresholds = [0.0] * slots
 
             def score(th: list[float]) -> float:
-                return float(np.nanmean([placement_objective(tc, _walk(tc, budget, th)) for tc in tcs]))
+                return float(np.nanmean([placement_objective(tc, _walk(tc, budget, th, m))
+                                         for tc, m in zip(tcs, mats, strict=True)]))
 
             best = score(thresholds)
             for _ in range(self.n_passes):
@@ -147,16 +148,28 @@ class CausalAdvantage(_Offline):
         return "causal-advantage"
 
 
-def _walk(tc: TaskCosts, budget: Budget, thresholds: list[float]) -> list[int]:
+def _advantages(tc: TaskCosts) -> np.ndarray:
+    """A[b, c]: the true current advantage at boundary b with last checkpoint c < b."""
+    a = np.full((tc.n_boundaries + 1, tc.n_boundaries + 1), np.nan)
+    for b in range(1, tc.n_boundaries + 1):
+        for c in range(b):
+            a[b, c] = current_advantage(tc, b, c)
+    return a
+
+
+def _walk(tc: TaskCosts, budget: Budget, thresholds: list[float],
+          advantages: np.ndarray | None = None) -> list[int]:
     """Boundaries 1..B in order: take b when its true current advantage given the
-    checkpoints taken so far exceeds the threshold of their count and it fits the budget."""
+    checkpoints taken so far exceeds the threshold of their count and it fits the budget
+    (``advantages``: :func:`_advantages` of ``tc``, when already computed)."""
     charge = tc.charges(budget)
     taken: list[int] = []
     spent = 0.0
     for b in range(1, tc.n_boundaries + 1):
         if not fits(spent, charge[b], budget.amount):
             continue
-        a = current_advantage(tc, b, taken[-1] if taken else 0)
+        last = taken[-1] if taken else 0
+        a = advantages[b, last] if advantages is not None else current_advantage(tc, b, last)
         if a > thresholds[min(len(taken), len(thresholds) - 1)]:  # NaN (unmeasured): never
             taken.append(b)
             spent += charge[b]
