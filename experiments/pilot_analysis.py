@@ -4,8 +4,8 @@
     python -m experiments.pilot_analysis --pilot       # the paper's Table 7 per-task figures
 
 ``PATH`` is a label-set directory or a file in one, read through the one verified loader
-(:meth:`oracle.tables.LabelSet.load`); a full-design set (branches, no pairs) is analysed on
-the pilot's cells derived from its recovery tables (:func:`oracle.tables.labels_from_table`).
+(:meth:`labelsets.tables.LabelSet.load`); a full-design set (branches, no pairs) is analysed on
+the pilot's cells derived from its recovery tables (:func:`labelsets.tables.labels_from_table`).
 Prints Table 1 (marginal value by stratum), Table 2 (within-stratum Spearman of cheap
 proxies), the G.1 verified-only vs all-task sensitivity, G.4 noise, sign-unstable cells,
 Table 6 and a label-budget plan; writes Figure 2 (marginal value by stratum, dashed line at
@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from oracle.labels import ADDITIONAL, FIRST, POOLED, STRATA  # noqa: E402
+from labelsets.definitions import ADDITIONAL, FIRST, POOLED, STRATA  # noqa: E402
 from ripplecp_cli import (  # noqa: E402
     CommandLineError,
     choice_error,
@@ -133,7 +133,7 @@ def analyse(args: Args) -> dict[str, Any]:
         per_task["stratum"] = POOLED  # Table 7 averages each task's two cells
         labels = None
     else:
-        from oracle.tables import LabelSet, LabelSetError, labels_from_table
+        from labelsets.tables import LabelSet, LabelSetError, labels_from_table
 
         path = Path(args.labels)
         lset = path.parent if path.is_file() else path  # a file of a set names its set

@@ -5,7 +5,7 @@ a process-pool or Dask worker rebuilds the agent from it). :data:`BUILTIN_AGENTS
 built-in name to ``"module:factory"``; :func:`get_agent` imports that module on first use,
 so nothing needs importing beforehand and a worker process finds every built-in agent.
 ``sim:<family>`` names the simulated agent of every workload family
-(:mod:`oracle.workloads`). :func:`register_agent` adds agents defined elsewhere (a worker
+(:mod:`oracle.simulator.workloads`). :func:`register_agent` adds agents defined elsewhere (a worker
 finds those only if their module is imported there too).
 
 ``codex``, ``claude-code`` and ``mini-swe-agent`` are the pinned runtimes driven by a brain on a loopback model
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the protocol module imports the event schema (pandas): not at run time
-    from oracle.agents.protocol import Agent
+    from oracle.protocol import Agent
 
 __all__ = ["BUILTIN_AGENTS", "SIMULATED_PREFIX", "agent_names", "get_agent", "register_agent"]
 
@@ -59,7 +59,7 @@ def register_agent(name: str, factory: AgentFactory) -> None:
 
 
 def _simulated_names() -> list[str]:
-    from oracle.workloads import family_names
+    from oracle.simulator.workloads import family_names
 
     return [SIMULATED_PREFIX + f for f in family_names()]
 

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from features.schema import Event, Trajectory
+from labelsets.tables import LabelSet, labels_from_recovery
 from oracle.agents import register_agent
-from oracle.agents.protocol import AgentReport, Clock, RestorePoint, TaskSpec
-from oracle.tables import LabelSet, labels_from_recovery
+from oracle.protocol import AgentReport, Clock, RestorePoint, TaskSpec
 
 #: nominal seconds of the toy agent's steps (one boundary after each)
 STEP_S = (5.0, 2.0, 1.0)
@@ -114,7 +114,7 @@ _install_results: dict[str, object] = {}
 def ready_runtime(name: str) -> Any:
     """The pinned runtime ``name``, installed (idempotent, once per session) into
     ``.runtimes/``, or skip the calling test saying why it cannot be installed here."""
-    from oracle import runtimes
+    from oracle.agents import runtimes
 
     if name not in _install_results:
         try:
