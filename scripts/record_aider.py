@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a file: import the project next to it
     sys.path.insert(0, str(REPO))
 
-from oracle.model_server import (  # noqa: E402
+from oracle.agents.model_server import (  # noqa: E402
     Conversation,
     ModelServer,
     ServerConfig,
