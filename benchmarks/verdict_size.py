@@ -54,7 +54,7 @@ from baselines import (
     TimeBased,
 )
 from oracle.simulator import simulate_label_set
-from oracle.workloads import family_names
+from oracle.simulator.workloads import family_names
 from ripplecp_cli import choice_error, opt, progress, run
 from ripplecp_policy.evaluation import Evaluator
 from ripplecp_policy.learned import AdvantageRegressorPolicy

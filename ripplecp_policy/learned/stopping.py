@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from oracle.tables import LabelSet
+from labelsets.tables import LabelSet
 from ripplecp_policy.datasets import (
     POLICY_FEATURES,
     FeatureFn,
