@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -153,9 +154,12 @@ def cluster_test(
     return ClusterTest(est, se, df, t, p, est - q * se, est + q * se, confidence_level, n, k, method)
 
 
+@lru_cache(maxsize=4096)
 def mde_factor(alpha: float, df: int, power: float = POWER) -> float:
     """The MDE in standard errors: the noncentrality at which a two-sided level-``alpha``
-    t test with ``df`` degrees of freedom rejects with probability ``power``."""
+    t test with ``df`` degrees of freedom rejects with probability ``power`` (cached: a
+    study's verdicts share a few (alpha, df) pairs, and each is a root search over scipy's
+    noncentral t)."""
     if not (0 < alpha < 1 and 0 < power < 1):
         raise ValueError(f"mde_factor: need 0 < alpha, power < 1, got {alpha}, {power}")
     if df < 1:
