@@ -339,7 +339,7 @@ from features.readers import TrajectoryFormatError, read_trajectory
 from features.schema import read_parquet, write_parquet
 try:  # the readers of a checkout from before the hardening have neither (to compare)
     from features.readers import ReadLimits, TimeOrderWarning
-    from features.readers.common import read_limits
+    from features.readers.files import read_limits
     KW = {"limits": ReadLimits(max_bytes=int(sys.argv[1]))}
 except ImportError:
     TimeOrderWarning, KW = (), {}

@@ -33,7 +33,7 @@ from tqdm import tqdm
 from features.graph import EdgeFamily
 from features.online import FeatureConfig, OnlineFeatureExtractor, boundary_features, config_for
 from features.readers import ReadLimits, TrajectoryFormatError, format_names, read_trajectory
-from features.readers.common import os_reason
+from features.readers.files import os_reason
 from features.schema import Trajectory, read_parquet, write_atomic
 from ripplecp_cli import opt, run
 

@@ -49,23 +49,24 @@ from features.readers import (
     openhands_v1,
     swe_agent,
 )
-from features.readers.common import (
+from features.readers.errors import (
     EmptyTrajectoryWarning,
-    ReadLimits,
     TimeOrderWarning,
     TrajectoryFormatError,
     UnknownEventWarning,
-    clear_caches,
+)
+from features.readers.events import clear_caches
+from features.readers.files import (
+    ReadLimits,
     current_limits,
-    load_json,
     log_text,
-    parse_json_line,
-    parse_test_counts,
     read_limits,
     read_log_bytes,
     reading,
 )
 from features.readers.stream import StreamParser
+from features.readers.strict_json import load_json, parse_json_line
+from features.readers.testcounts import parse_test_counts
 from features.schema import EventKind, Trajectory
 from features.shell import is_git_commit, is_test_command
 

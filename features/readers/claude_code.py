@@ -78,21 +78,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
-    Loc,
+from features.readers.errors import warn_unknown
+from features.readers.events import (
     classify_command,
-    get,
-    jsonl_records,
     mark_tool_return,
     new_step_on_user_input,
-    parse_iso,
-    parse_test_counts,
-    strip_compression,
-    to_int,
     utf8_len,
-    warn_unknown,
 )
+from features.readers.fields import Loc, get, parse_iso, to_int
+from features.readers.files import strip_compression
 from features.readers.stream import StreamParser, read_with
+from features.readers.strict_json import jsonl_records
+from features.readers.testcounts import parse_test_counts
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
 from features.shell import split_command
 

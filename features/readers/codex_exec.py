@@ -49,19 +49,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
-    Loc,
-    apply_test_counts,
-    classify_command,
-    get,
-    mark_tool_return,
-    to_int,
-    utf8_len,
-    warn_unknown,
-)
-from features.readers.common import (
-    plain_event as _event,
-)
+from features.readers.errors import warn_unknown
+from features.readers.events import apply_test_counts, classify_command, mark_tool_return, utf8_len
+from features.readers.events import plain_event as _event
+from features.readers.fields import Loc, get, to_int
 from features.readers.stream import StreamParser, read_with
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command

@@ -79,26 +79,18 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
-    Loc,
+from features.patches import parse_apply_patch
+from features.readers.errors import warn_unknown
+from features.readers.events import (
     apply_test_counts,
     classify_command,
-    get,
-    load_embedded_json,
-    loads_lenient,
     mark_tool_return,
     new_step_on_user_input,
-    parse_apply_patch,
-    parse_iso,
-    repo_from_url,
-    to_float,
-    to_int,
-    warn_unknown,
 )
-from features.readers.common import (
-    plain_event as _event,
-)
+from features.readers.events import plain_event as _event
+from features.readers.fields import Loc, get, parse_iso, repo_from_url, to_float, to_int
 from features.readers.stream import StreamParser, read_with
+from features.readers.strict_json import load_embedded_json, loads_lenient
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
 

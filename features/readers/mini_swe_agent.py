@@ -49,23 +49,19 @@ import re
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
+from features.readers.errors import warn_unknown
+from features.readers.events import apply_test_counts, classify_command, finish, mark_tool_return
+from features.readers.fields import (
     Loc,
-    apply_test_counts,
-    classify_command,
-    finish,
     get,
     int_field,
-    load_json,
-    mark_tool_return,
     message_text,
     repo_from_instance_id,
-    stem,
-    strip_compression,
     to_float,
-    warn_unknown,
     without,
 )
+from features.readers.files import stem, strip_compression
+from features.readers.strict_json import load_json
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
 

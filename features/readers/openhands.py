@@ -40,22 +40,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
-    Loc,
+from features.readers.errors import warn_unknown
+from features.readers.events import (
     apply_test_counts,
     classify_command,
     finish,
-    get,
-    int_field,
-    iso_field,
-    load_json,
     mark_tool_return,
     new_step_on_user_input,
-    stem,
     utf8_len,
-    warn_unknown,
-    without,
 )
+from features.readers.fields import Loc, get, int_field, iso_field, without
+from features.readers.files import stem
+from features.readers.strict_json import load_json
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
 

@@ -51,30 +51,25 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
+from features.readers.errors import TrajectoryFormatError, warn_unknown
+from features.readers.events import classify_command, finish, new_step_on_user_input
+from features.readers.fields import (
     Loc,
-    TrajectoryFormatError,
-    classify_command,
-    current_limits,
-    finish,
     get,
     int_field,
     iso_field,
-    load_json,
-    load_json_files,
     message_text,
-    new_step_on_user_input,
-    stem,
     to_duration,
     to_int,
-    warn_unknown,
     without,
 )
+from features.readers.files import current_limits, stem
 from features.readers.openhands import (
     created_file_bytes,
     editor_bytes,
     settle_result,
 )
+from features.readers.strict_json import load_json, load_json_files
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
 

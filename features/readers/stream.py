@@ -34,12 +34,12 @@ Rules every parser keeps (each tested):
   feed ``{"arrival": t, "line": {...}}`` (the stamped form), unwrapped here.
 * **Bad input.** A line that is not JSON, or not a JSON object, or one a file reader would
   refuse (duplicate keys, NaN/Infinity, nesting deeper than the limit, a lone surrogate:
-  :func:`~features.readers.common.parse_json_line`), or text past the
-  :class:`~features.readers.common.ReadLimits` size bound, raises
-  :class:`~features.readers.common.TrajectoryFormatError` naming the source and the line;
+  :func:`~features.readers.strict_json.parse_json_line`), or text past the
+  :class:`~features.readers.files.ReadLimits` size bound, raises
+  :class:`~features.readers.errors.TrajectoryFormatError` naming the source and the line;
   blank lines are skipped (and counted, so line numbers match the file's). Times running
   backwards are kept and flagged as events are released, and a stream with no events warns,
-  as for files (:func:`~features.readers.common.seal`).
+  as for files (:func:`~features.readers.events.seal`).
 * After :meth:`finish`, :meth:`feed` raises.
 """
 
@@ -49,17 +49,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from features.readers.common import (
-    Loc,
-    TrajectoryFormatError,
-    current_limits,
-    jsonl_records,
-    parse_json_line,
-    seal,
-    stem,
-    time_flags,
-    to_float,
-)
+from features.readers.errors import TrajectoryFormatError
+from features.readers.events import seal, time_flags
+from features.readers.fields import Loc, to_float
+from features.readers.files import current_limits, stem
+from features.readers.strict_json import jsonl_records, parse_json_line
 from features.schema import Event, Trajectory
 
 __all__ = ["StreamParser", "read_with"]
@@ -262,7 +256,7 @@ def read_with(
 ) -> Trajectory:
     """Read a whole log file through ``parser``: every line fed in order, then finished.
 
-    Lines come from :func:`~features.readers.common.jsonl_records` (so file checks and a torn
+    Lines come from :func:`~features.readers.strict_json.jsonl_records` (so file checks and a torn
     last line are handled there). ``arrival_times``: one float per non-blank line.
     """
     path = Path(path)

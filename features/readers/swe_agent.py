@@ -36,22 +36,18 @@ import re
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
+from features.readers.events import apply_test_counts, classify_command, finish, mark_tool_return
+from features.readers.fields import (
     Loc,
-    apply_test_counts,
-    classify_command,
-    finish,
     get,
-    load_embedded_json,
-    load_json,
-    mark_tool_return,
     message_text,
     repo_from_instance_id,
-    stem,
     to_duration,
     to_int,
     without,
 )
+from features.readers.files import stem
+from features.readers.strict_json import load_embedded_json, load_json
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
 
