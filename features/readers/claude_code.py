@@ -85,7 +85,7 @@ from features.readers.events import (
     new_step_on_user_input,
     utf8_len,
 )
-from features.readers.fields import Loc, get, parse_iso, to_int
+from features.readers.fields import Loc, get, int_field, parse_iso
 from features.readers.files import strip_compression
 from features.readers.stream import StreamParser, read_with
 from features.readers.strict_json import jsonl_records
@@ -117,31 +117,6 @@ _NO_TIME = object()
 _NUMBER = (int, float)
 _FROM_ISO = datetime.fromisoformat
 _TOOL_RETURN, _TEST_RETURN = BoundaryKind.TOOL_RETURN, BoundaryKind.TEST
-
-
-# The events of the hot paths are built positionally, in Event's field order (index, kind,
-# step, start, end, duration, input_tokens, cached_tokens, output_tokens, command, argv,
-# exit_code, paths_read, paths_written, bytes_written, tests_passed, tests_failed,
-# safe_boundary, boundary_kind, turn_end, is_error, text, extra; a test checks it): a class
-# called with keywords goes through a dict of them, twice the cost.
-def _message_event(step: int, start: float | None, text: str | None, is_error: bool,
-                   extra: dict[str, Any]) -> Event:
-    return Event(0, _MESSAGE, step, start, None, None, None, None, None, None, None, None,
-                 [], [], None, None, None, False, None, False, is_error, text, extra)
-
-
-def _call_event(step: int, end: float | None, inp: int | None, cached: int | None,
-                out: int | None, extra: dict[str, Any]) -> Event:
-    return Event(0, _MODEL_CALL, step, None, end, None, inp, cached, out, None, None, None,
-                 [], [], None, None, None, False, None, False, False, None, extra)
-
-
-def _tool_use_event(kind: EventKind, step: int, start: float | None, command: str | None,
-                    argv: list[str] | None, paths_read: list[str], paths_written: list[str],
-                    bytes_written: int | None, extra: dict[str, Any]) -> Event:
-    return Event(0, kind, step, start, None, None, None, None, None, command, argv, None,
-                 paths_read, paths_written, bytes_written, None, None, False, None, False,
-                 False, None, extra)
 
 
 def looks_like_stream(first: dict[str, Any]) -> bool:
@@ -182,21 +157,14 @@ class _ClaudeParser(StreamParser):
         self._calls_seen: set[str] = set()  # message ids with a model_call
         self._open_call: tuple[str, Event] | None = None  # a response awaiting final usage
         self._state = {"step": 1, "agent_acted": False}
-        self._loc = Loc(self.source)  # the line's, ``line`` set per line
         self._foreign_uuid = False  # a content block set an event's extra["uuid"]
         self.meta.update(n_model_calls=0, n_tool_calls=0, n_prompts=0)
 
     # -- assistant lines ----------------------------------------------------------------
-    # Hot path: plain type checks first; the checked ``get``/``to_int`` (and the ``Loc`` of a
-    # field) only when a plain check fails, so a bad field raises the same words as ever.
     def _assistant(self, obj: dict[str, Any], loc: Loc, ts: float | None,
                    extra: dict[str, Any]) -> None:
-        msg = obj.get("message")
-        if type(msg) is not dict:
-            msg = get(obj, "message", dict, loc, required=True)
-        mid = msg.get("id")
-        if type(mid) is not str:
-            mid = get(msg, "id", str, loc / "message")
+        msg = get(obj, "message", dict, loc, required=True)
+        mid = get(msg, "id", str, loc, "message")
         synthetic = msg.get("model") == "<synthetic>"
         if self._open_call is not None:
             self._close_call(mid)
@@ -222,12 +190,9 @@ class _ClaudeParser(StreamParser):
         api_error = obj.get("isApiErrorMessage")
         last = len(blocks) - 1
         for j, b in enumerate(blocks):
-            btype = b.get("type") if isinstance(b, dict) else None
-            if type(btype) is not str:  # the location is only built for the error
-                bloc = loc / "message" / "content" / j
-                if not isinstance(b, dict):
-                    raise bloc.error("expected object")
-                btype = get(b, "type", str, bloc, required=True)
+            if not isinstance(b, dict):
+                raise _block_loc(loc, j).error("expected object")
+            btype = get(b, "type", str, loc, "message", "content", j, required=True)
             # the line's last block takes ``extra`` itself (nothing reads it after; its own
             # keys never clash with the line's), the others a copy: the same keys, in order
             if btype == "tool_use":
@@ -245,8 +210,10 @@ class _ClaudeParser(StreamParser):
                 if api_error:
                     bextra["api_error"] = True
                 bextra["role"] = "assistant"
-                emit(_message_event(step, ts, text if isinstance(text, str) else None,
-                                    bool(api_error), bextra), turn_end)
+                emit(Event(index=0, kind=_MESSAGE, step=step, start=ts,
+                           is_error=bool(api_error),
+                           text=text if isinstance(text, str) else None, extra=bextra),
+                     turn_end)
             else:
                 if btype not in BLOCK_TYPES:
                     warn_unknown(self.source, str(loc / "message" / "content" / j),
@@ -265,7 +232,8 @@ class _ClaudeParser(StreamParser):
         if usage:
             mextra["usage"] = usage
             mextra["usage_final"] = final
-        ev = _call_event(self._state["step"], ts, inp, cached, out, mextra)
+        ev = Event(index=0, kind=_MODEL_CALL, step=self._state["step"], end=ts,
+                   input_tokens=inp, cached_tokens=cached, output_tokens=out, extra=mextra)
         if final or not self.FINAL_USAGE_WAIT:
             self.emit(ev, self.TURN_END)
         else:
@@ -299,9 +267,7 @@ class _ClaudeParser(StreamParser):
         """A user line; ``split``: its content split by :func:`_split_content` when the
         caller already walked it (the message then is an object)."""
         if split is None:
-            msg = obj.get("message")
-            if type(msg) is not dict:
-                msg = get(obj, "message", dict, loc, required=True)
+            msg = get(obj, "message", dict, loc, required=True)
             split = _split_content(msg.get("content"))
         content, results, texts, bad = split
         if results is not None:
@@ -329,7 +295,8 @@ class _ClaudeParser(StreamParser):
                 extra[k] = True
         extra["role"] = "user"  # the line's last use of its extra: the event takes it
         extra["prompt"] = prompt
-        self.emit(_message_event(self._state["step"], ts, text, False, extra), self.TURN_END)
+        self.emit(Event(index=0, kind=_MESSAGE, step=self._state["step"], start=ts, text=text,
+                        extra=extra), self.TURN_END)
 
     def _result_blocks(self, obj: dict[str, Any], ts: float | None, extra: dict[str, Any],
                        results: list[dict[str, Any]]) -> None:
@@ -454,11 +421,8 @@ class ClaudeStreamParser(_ClaudeParser):
         return self.meta.get("session_id")
 
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
-        loc = self._loc  # one Loc per parser, its line moved: read only to word an error
-        loc.line = lineno
-        t = obj.get("type")
-        if type(t) is not str:
-            t = get(obj, "type", str, loc, required=True)
+        loc = self.line_loc(lineno)
+        t = get(obj, "type", str, loc, required=True)
         meta = self.meta
         if t == "stream_event":  # partial-message deltas: the full lines follow
             meta["n_stream_events"] += 1
@@ -575,14 +539,8 @@ class ClaudeSessionParser(_ClaudeParser):
                   file: str | None = None) -> None:
         """One line of the session file, or (``file``) of a subagent's own file; ``arrival``
         is ignored (every line has its own time)."""
-        if file:
-            loc = Loc(Path(file), lineno)
-        else:  # one Loc per parser, its line moved: a Loc is only read to word an error
-            loc = self._loc
-            loc.line = lineno
-        t = obj.get("type")
-        if type(t) is not str:
-            t = get(obj, "type", str, loc, required=True)
+        loc = Loc(Path(file), lineno) if file else self.line_loc(lineno)
+        t = get(obj, "type", str, loc, required=True)
         meta = self.meta
         if t == "progress":
             meta["n_progress"] += 1
@@ -787,35 +745,24 @@ def _usage(msg: dict[str, Any], loc: Loc
     """A response's usage (None when it has none), its prompt, cached and output tokens (see
     the module docstring), and whether it is final (``stop_reason`` set; only a final usage
     counts output tokens). ``loc``: the line's."""
-    usage = msg.get("usage")
-    if usage is not None and type(usage) is not dict:
-        usage = get(msg, "usage", (dict, type(None)), loc / "message")
+    usage = get(msg, "usage", (dict, type(None)), loc, "message")
     final = msg.get("stop_reason") is not None
     if not usage:
         return None, None, None, None, final
-    i = usage.get("input_tokens")
-    w = usage.get("cache_creation_input_tokens")
-    r = usage.get("cache_read_input_tokens")
-    # plain ints well inside 64 bits need no check; anything else goes through to_int
-    if not (type(i) is int and type(w) is int and type(r) is int and (i | w | r) >> 62 == 0):
-        uloc = loc / "message" / "usage"
-        i = to_int(i, uloc / "input_tokens")
-        w = to_int(w, uloc / "cache_creation_input_tokens")
-        r = to_int(r, uloc / "cache_read_input_tokens")
+    i = int_field(usage.get("input_tokens"), loc, "message", "usage", "input_tokens")
+    w = int_field(usage.get("cache_creation_input_tokens"), loc, "message", "usage",
+                  "cache_creation_input_tokens")
+    r = int_field(usage.get("cache_read_input_tokens"), loc, "message", "usage",
+                  "cache_read_input_tokens")
     out = None
     if final:
-        out = usage.get("output_tokens")
-        if not (type(out) is int and out >> 62 == 0):
-            out = to_int(out, loc / "message" / "usage" / "output_tokens")
+        out = int_field(usage.get("output_tokens"), loc, "message", "usage", "output_tokens")
     return usage, None if i is None else i + (w or 0) + (r or 0), r, out, final
 
 
 def _input_str(inp: dict[str, Any], key: str, loc: Loc, j: int) -> str | None:
     """A string field of a ``tool_use`` block's ``input`` (block ``j`` of the line ``loc``)."""
-    v = inp.get(key)
-    if type(v) is not str:
-        v = get(inp, key, str, _block_loc(loc, j) / "input")
-    return v
+    return get(inp, key, str, loc, "message", "content", j, "input")
 
 
 def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None,
@@ -823,12 +770,8 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
     """The event of a ``tool_use`` block (block ``j`` of the line ``loc``, of the response
     ``mid``) before its result, and the block's id. ``bextra``: the line's extra, which the
     event keeps (the block's keys are added to it)."""
-    name = b.get("name")
-    if type(name) is not str:
-        name = get(b, "name", str, _block_loc(loc, j), required=True)
-    inp = b.get("input")
-    if type(inp) is not dict or not inp:
-        inp = get(b, "input", (dict, type(None)), _block_loc(loc, j)) or {}
+    name = get(b, "name", str, loc, "message", "content", j, required=True)
+    inp = get(b, "input", (dict, type(None)), loc, "message", "content", j) or {}
     tid = b.get("id")
     bextra["message_id"] = mid
     bextra["block"] = "tool_use"
@@ -836,15 +779,13 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
     bextra["tool_use_id"] = tid
     bextra["input"] = inp
     if name == "Bash":
-        cmd = inp.get("command")
-        if type(cmd) is not str:
-            cmd = _input_str(inp, "command", loc, j)
+        cmd = _input_str(inp, "command", loc, j)
         if cmd is not None:
             argv = split_command(cmd)
-            ev = _tool_use_event(classify_command(cmd, argv), step, ts, cmd, argv, [], [], None,
-                                 bextra)
+            ev = Event(index=0, kind=classify_command(cmd, argv), step=step, start=ts,
+                       command=cmd, argv=argv, extra=bextra)
         else:
-            ev = _tool_use_event(_COMMAND, step, ts, None, None, [], [], None, bextra)
+            ev = Event(index=0, kind=_COMMAND, step=step, start=ts, extra=bextra)
     elif name in FILE_TOOLS:
         p = _input_str(inp, "notebook_path" if name == "NotebookEdit" else "file_path", loc, j)
         if name == "Write":
@@ -856,15 +797,15 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
         else:
             edits = get(inp, "edits", list, _block_loc(loc, j) / "input", default=[])
             n = sum(utf8_len(e.get("new_string")) or 0 for e in edits if isinstance(e, dict))
-        ev = _tool_use_event(_FILE_CHANGE, step, ts, None, None, [], [p] if p else [], n, bextra)
+        ev = Event(index=0, kind=_FILE_CHANGE, step=step, start=ts,
+                   paths_written=[p] if p else [], bytes_written=n, extra=bextra)
     elif name in READ_TOOLS:
         p = inp.get("file_path") if name == "Read" else inp.get("path")
-        ev = _tool_use_event(_OTHER, step, ts, None, None, [p] if isinstance(p, str) and p else [],
-                             [], None, bextra)
+        ev = Event(index=0, kind=_OTHER, step=step, start=ts,
+                   paths_read=[p] if isinstance(p, str) and p else [], extra=bextra)
     else:
-        ev = _tool_use_event(_OTHER, step, ts, None, None, [], [], None, bextra)
-    if type(tid) is not str:
-        tid = get(b, "id", str, _block_loc(loc, j), required=True)
+        ev = Event(index=0, kind=_OTHER, step=step, start=ts, extra=bextra)
+    tid = get(b, "id", str, loc, "message", "content", j, required=True)
     return ev, tid
 
 

@@ -48,18 +48,6 @@ def classify_command(command: str | None, argv: list[str] | None) -> EventKind:
     return EventKind.TEST if is_test else EventKind.COMMAND
 
 
-def plain_event(kind: EventKind, step: int, extra: dict[str, Any], start: float | None = None,
-                end: float | None = None, text: str | None = None,
-                input_tokens: int | None = None, cached_tokens: int | None = None,
-                output_tokens: int | None = None) -> Event:
-    """``Event(index=0, kind=kind, step=step, ...)`` with every field given by position:
-    binding keywords to the 23 fields by name costs a third of making an event (the Codex
-    readers' tests check the field order)."""
-    return Event(0, kind, step, start, end, None, input_tokens, cached_tokens, output_tokens,
-                 None, None, None, [], [], None, None, None, False, None, False, False, text,
-                 extra)
-
-
 def mark_tool_return(e: Event) -> None:
     """Mark ``e`` as a safe boundary: a tool has returned after it.
 

@@ -78,34 +78,52 @@ def _checked_float(v: float, loc: Loc) -> float:
     return v
 
 
-def get(obj: dict[str, Any], key: str, typ: type | tuple[type, ...], loc: Loc,
-        *, required: bool = False, default: Any = None) -> Any:
+def get(obj: dict[str, Any], key: str, typ: type | tuple[type, ...], loc: Loc, *at: str | int,
+        required: bool = False, default: Any = None) -> Any:
     """``obj[key]`` checked against ``typ``; a wrong type raises naming the field path.
 
-    ``int`` fields reject booleans and integers beyond 64 bits; ``float`` fields accept
-    ints and reject non-finite values. Missing keys give ``default`` unless ``required``.
+    The one typed read of a field: ``obj`` sits at ``loc / at...`` (the keys from the
+    record's location to ``obj``, spelled out only for an error), the field at
+    ``loc / at... / key``. ``int`` fields reject booleans and integers beyond 64 bits;
+    ``float`` fields accept ints and reject non-finite values. Missing keys give
+    ``default`` unless ``required``. A string, object or array of the wanted type is
+    returned at once (most fields): no location is built and nothing else is checked.
     """
-    v = obj.get(key, _MISSING) if type(obj) is dict else obj[key] if key in obj else _MISSING
-    tv = type(v)
-    if tv is str or tv is dict or tv is list:  # most fields: no number or boolean checks
-        if tv is typ or (type(typ) is tuple and tv in typ):
+    v = obj.get(key, _MISSING) if obj.__class__ is dict else obj[key] if key in obj else _MISSING
+    tv = v.__class__
+    if tv is typ:
+        if tv is str or tv is dict or tv is list:
             return v
-    elif v is _MISSING:
+    elif typ.__class__ is tuple and tv in typ and (tv is str or tv is dict or tv is list):
+        return v
+    return _checked_get(v, key, typ, loc, at, required, default)
+
+
+def _checked_get(v: Any, key: str, typ: type | tuple[type, ...], loc: Loc,
+                 at: tuple[str | int, ...], required: bool, default: Any) -> Any:
+    """:func:`get` past its fast path: a missing field, a number, a boolean, null, a wrong type."""
+    if v is _MISSING:
         if required:
-            raise (loc / key).error("missing required field")
+            raise _at(loc, at, key).error("missing required field")
         return default
     ts = typ if isinstance(typ, tuple) else (typ,)
     if isinstance(v, bool):
         if bool not in ts:
-            raise (loc / key).error(f"expected {_type_name(typ)}, got boolean")
+            raise _at(loc, at, key).error(f"expected {_type_name(typ)}, got boolean")
         return v
     if float in ts and isinstance(v, int | float):
-        return to_float(v, loc / key)
+        return to_float(v, _at(loc, at, key))
     if not isinstance(v, ts):
-        raise (loc / key).error(f"expected {_type_name(typ)}, got {_json_type(v)}")
+        raise _at(loc, at, key).error(f"expected {_type_name(typ)}, got {_json_type(v)}")
     if isinstance(v, int):
-        return _checked_int(v, loc / key)
+        return _checked_int(v, _at(loc, at, key))
     return v
+
+
+def _at(loc: Loc, at: tuple[str | int, ...], key: str | int) -> Loc:
+    for k in at:
+        loc = loc / k
+    return loc / key
 
 
 def _json_type(v: Any) -> str:
@@ -141,6 +159,16 @@ def int_field(v: Any, loc: Loc, *keys: str | int) -> int | None:
     for k in keys:
         loc = loc / k
     return to_int(v, loc)
+
+
+def float_field(v: Any, loc: Loc, *keys: str | int) -> float | None:
+    """``to_float(v, loc / keys...)``, as :func:`int_field` is for integers: a finite float,
+    or None, is returned as it is; only another value pays for the field's :class:`Loc`."""
+    if v is None or (v.__class__ is float and v - v == 0.0):  # finite
+        return v
+    for k in keys:
+        loc = loc / k
+    return to_float(v, loc)
 
 
 def to_float(v: Any, loc: Loc) -> float | None:

@@ -88,6 +88,7 @@ class StreamParser:
         self._fed_bytes = 0  # raw text fed so far, bounded by ReadLimits.max_bytes
         self._latest_end: float | None = None
         self._time_flagged: list[int] = []
+        self._line_loc = Loc(self.source)  # see line_loc
 
     # -- the public face -----------------------------------------------------------------
     @property
@@ -214,6 +215,15 @@ class StreamParser:
     def repo_default(self) -> str | None:
         """The repository when none was given (None: ``"unknown"``)."""
         return None
+
+    def line_loc(self, lineno: int) -> Loc:
+        """The :class:`Loc` of line ``lineno`` of the source, for the checked reads of the
+        line being handled: one object per parser, its line moved (a reader makes one per
+        line, and reads it only to word an error). Keep nothing that holds it past the
+        line; ``Loc(self.source, lineno)`` is a location of one's own."""
+        loc = self._line_loc
+        loc.line = lineno
+        return loc
 
     def emit(self, ev: Event, turn_end: bool | None = None) -> None:
         """Release ``ev`` (final from now on). ``turn_end`` True/False when the log says

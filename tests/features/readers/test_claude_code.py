@@ -400,31 +400,3 @@ def test_stream_json_output_total_is_never_a_partial_sum() -> None:
         p.feed(ln)
     totals = p.finish().meta["totals"]
     assert totals["output_tokens"] == 12 and "output_tokens_partial" not in totals
-
-
-def test_positional_event_builders_follow_the_event_fields() -> None:
-    """The reader builds its hot-path events positionally: each builder must set exactly the
-    fields its parameters name (a field added to or moved in Event breaks this test)."""
-    import dataclasses
-
-    from features.readers import claude_code as cc
-    from features.schema import Event
-
-    extra = {"k": 1}
-    built = {
-        "message": (cc._message_event(3, 1.5, "t", True, extra),
-                    Event(index=0, kind=EventKind.MESSAGE, step=3, start=1.5, text="t",
-                          is_error=True, extra=extra)),
-        "call": (cc._call_event(2, 4.5, 10, 7, 5, extra),
-                 Event(index=0, kind=EventKind.MODEL_CALL, step=2, end=4.5, input_tokens=10,
-                       cached_tokens=7, output_tokens=5, extra=extra)),
-        "tool": (cc._tool_use_event(EventKind.FILE_CHANGE, 4, 2.5, "c", ["c"], ["r"], ["w"], 9,
-                                    extra),
-                 Event(index=0, kind=EventKind.FILE_CHANGE, step=4, start=2.5, command="c",
-                       argv=["c"], paths_read=["r"], paths_written=["w"], bytes_written=9,
-                       extra=extra)),
-    }
-    assert len(dataclasses.fields(Event)) == 23
-    for name, (fast, slow) in built.items():
-        assert dataclasses.asdict(fast) == dataclasses.asdict(slow), name
-        assert fast.extra is extra
