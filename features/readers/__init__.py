@@ -17,9 +17,11 @@ that table:
 ``openhands-v1``         OpenHands V1 conversation: event list or directory (:mod:`.openhands_v1`)
 =======================  ====================================================
 
-The line-oriented formats have a streaming parser each (``ReaderSpec.parser``, a
-:class:`~features.readers.stream.StreamParser`): their ``read`` feeds it every line of the
-file, and a live harness feeds it lines as they arrive (:func:`stream_parser`).
+Every format is read by a parser of one shape, a
+:class:`~features.readers.stream.StreamParser` subclass: records in, events out. A
+line-oriented format's ``read`` feeds it every line of the file, and a live harness feeds it
+lines as they arrive (``ReaderSpec.parser``, :func:`stream_parser`); a document format's
+``read`` feeds it the records of its document (messages, steps, events).
 
 Any log may be gzip- or zstandard-compressed (recognised by content). Only regular files
 (and, for formats that have one, a log directory) are read, within :class:`ReadLimits`.

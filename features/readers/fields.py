@@ -121,9 +121,14 @@ def _checked_get(v: Any, key: str, typ: type | tuple[type, ...], loc: Loc,
 
 
 def _at(loc: Loc, at: tuple[str | int, ...], key: str | int) -> Loc:
+    return _under(loc, at) / key
+
+
+def _under(loc: Loc, at: tuple[str | int, ...]) -> Loc:
+    """``loc / at[0] / at[1] ...``: where a value sits, spelled out for an error."""
     for k in at:
         loc = loc / k
-    return loc / key
+    return loc
 
 
 def _json_type(v: Any) -> str:
@@ -204,16 +209,19 @@ def to_duration(v: Any, loc: Loc) -> float | None:
     return d
 
 
-def message_text(content: Any, loc: Loc) -> str:
-    """The text of a chat message's ``content``: a string, or a list of parts (strings or
-    objects whose ``text`` is a string, e.g. ``{"type": "text", "text": ...}``) joined by
-    newlines; parts without text (images) are skipped, None is ''. Anything else raises."""
-    if isinstance(content, str):
+def message_text(content: Any, loc: Loc, *at: str | int) -> str:
+    """The text of a chat message's ``content`` (sitting at ``loc / at...``): a string, or a
+    list of parts (strings or objects whose ``text`` is a string, e.g. ``{"type": "text",
+    "text": ...}``) joined by newlines; parts without text (images) are skipped, None is ''.
+    Anything else raises."""
+    if content.__class__ is str:
         return content
     if content is None:
         return ""
+    if isinstance(content, str):
+        return content
     if not isinstance(content, list):
-        raise loc.error(f"expected string or array, got {_json_type(content)}")
+        raise _under(loc, at).error(f"expected string or array, got {_json_type(content)}")
     parts = []
     for j, c in enumerate(content):
         if isinstance(c, str):
@@ -223,9 +231,10 @@ def message_text(content: Any, loc: Loc) -> str:
             if isinstance(t, str):
                 parts.append(t)
             elif t is not None:
-                raise (loc / j / "text").error(f"expected string, got {_json_type(t)}")
+                raise (_under(loc, at) / j / "text").error(
+                    f"expected string, got {_json_type(t)}")
         else:
-            raise (loc / j).error(f"expected object or string, got {_json_type(c)}")
+            raise (_under(loc, at) / j).error(f"expected object or string, got {_json_type(c)}")
     return "\n".join(parts)
 
 
