@@ -35,6 +35,14 @@ Every line is ``{timestamp: ISO-8601, type, payload}`` (newer CLIs add ``ordinal
   error), at once or at the ``wait`` poll on its ``cell_id`` that sees it end; the commands
   and patches the cell ran (``item_completed`` items no call of the file owns) are
   ``command``/``file_change`` events marked ``extra["nested_in"] = "exec"``, not boundaries.
+  A CLI that logs no such items (0.144) leaves the calls in the cell's code: they are read
+  from it (``tools.exec_command``/``shell_command``/``apply_patch`` with literal arguments,
+  :mod:`.code_cells`) and released just before the cell, ``extra["source"]`` holding the
+  call's text; a command built at run time keeps no command text. Exit codes and outputs
+  come from the result headers the script printed (``Chunk ID: … Process exited with code
+  N … Output:``), matched in order only when there is one per command, else left None; a
+  patch wrote its files when its cell completed (a failed cell's: ``extra
+  ["attempted_paths"]``).
 * ``extra["cwd"]`` is the call's ``workdir``, else the session's latest ``cwd``. ``message``
   → ``message`` (role in ``extra``), ``reasoning`` → ``message`` with the summary text;
   ``ghost_snapshot``, ``compaction``, ``web_search_call`` … → ``other``.
@@ -80,6 +88,7 @@ from pathlib import Path
 from typing import Any
 
 from features.patches import parse_apply_patch
+from features.readers.code_cells import nested_calls
 from features.readers.errors import warn_unknown
 from features.readers.events import (
     apply_test_counts,
@@ -221,6 +230,8 @@ class CodexRolloutParser(StreamParser):
         # a command's verdicts: (command, argv, patch, kind) per string / per argv
         self._commands: dict[str, tuple[Any, ...]] = {}
         self._argvs: dict[tuple[str, ...], tuple[Any, ...]] = {}
+        self._n_nested = 0  # nested calls the CLI logged itself (item_completed mirrors)
+        self._cell_mirrors: dict[str, int] = {}  # exec cell call id -> _n_nested at its call
 
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
         loc = Loc(self.source, lineno)
@@ -440,6 +451,7 @@ class CodexRolloutParser(StreamParser):
         if ptype != "item_completed" or itype not in ("CommandExecution", "FileChange") \
                 or not isinstance(iid, str) or iid in self._call_ids:
             return False
+        self._n_nested += 1
         ev = Event(index=0, kind=EventKind.COMMAND, step=self._state["step"], end=ts,
                    duration=dur, extra={**extra, "nested_in": "exec", "item": item})
         if itype == "CommandExecution":
@@ -530,6 +542,9 @@ class CodexRolloutParser(StreamParser):
             patch = get(payload, "input", str, loc, "payload")
         elif ptype == "custom_tool_call" and name == "exec":
             extra["code"] = payload.get("input")
+            cid = payload.get("call_id")
+            if isinstance(cid, str):
+                self._cell_mirrors[cid] = self._n_nested
         if patch is not None:
             parsed = parse_apply_patch(patch)
             if parsed is not None:
@@ -614,6 +629,8 @@ class CodexRolloutParser(StreamParser):
             self.emit(ev)
             self._poll(ev, header, ts)
             return
+        if name == "exec":
+            self._cell_calls(ev, ts)
         self._applied(ev, text)
         self.emit(ev)
 
@@ -669,8 +686,70 @@ class CodexRolloutParser(StreamParser):
         else:
             target.duration = None  # the first chunk's wall time was only the yield
         target.step = self._state["step"]
+        if pool is self._cells:
+            self._cell_calls(target, ts)
         self._applied(target, target.extra.get("output"))
         self.emit(target)
+
+    def _cell_calls(self, cell: Event, ts: float) -> None:
+        """A code-mode cell ended: when the CLI logged none of its nested calls itself (0.144
+        logs only the cell), an event for each call its code makes (:mod:`.code_cells`),
+        released just before the cell. A command's exit code and output come from the
+        unified-exec results the script printed, matched in order only when there are as
+        many as there are commands; a patch wrote its files when the cell completed."""
+        cid = cell.extra.get("call_id")
+        code = cell.extra.get("code")
+        before = self._cell_mirrors.pop(cid, None) if isinstance(cid, str) else None
+        if before is None or before != self._n_nested or not isinstance(code, str):
+            return
+        calls = nested_calls(code)
+        if not calls:
+            return
+        out = cell.extra.get("output")
+        results = _exec_results(out) if isinstance(out, str) else []
+        n_exec = sum(c.tool != "apply_patch" for c in calls)
+        if len(results) != n_exec:
+            results = []
+        failed = cell.is_error
+        step = self._state["step"]
+        for call in calls:
+            extra: dict[str, Any] = {"line": cell.extra.get("output_line"), "nested_in": "exec",
+                                     "cell_call_id": cid, "source": call.source}
+            if failed:
+                extra["cell_failed"] = True
+            ev = Event(index=0, kind=EventKind.COMMAND, step=step, end=ts, extra=extra)
+            arg = call.argument
+            if call.tool == "apply_patch":
+                patch = arg if isinstance(arg, str) else (
+                    arg.get("input") if isinstance(arg, dict) else None)
+                parsed = parse_apply_patch(patch) if isinstance(patch, str) else None
+                ev.kind = EventKind.FILE_CHANGE
+                if parsed is not None:
+                    extra["patch"] = parsed
+                    if failed:  # it may or may not have run before the script failed
+                        extra["attempted_paths"] = list(parsed["written"])
+                    else:
+                        ev.paths_written = list(parsed["written"])
+                        ev.bytes_written = parsed["added_bytes"]
+                        if parsed["deleted"]:
+                            extra["paths_deleted"] = list(parsed["deleted"])
+            else:
+                key = "command" if call.tool == "shell_command" else "cmd"
+                cmd = arg if isinstance(arg, str) else (
+                    arg.get(key) if isinstance(arg, dict) else None)
+                if isinstance(cmd, str):
+                    ev.command = cmd
+                    ev.argv = split_command(cmd)
+                    ev.kind = classify_command(cmd, ev.argv)
+                wd = arg.get("workdir") if isinstance(arg, dict) else None
+                extra["cwd"] = wd if isinstance(wd, str) else self._cwd
+                if results:
+                    res = results.pop(0)
+                    code_text = res.get("exit", res.get("pexit"))
+                    ev.exit_code = int(code_text) if code_text is not None else None
+                    extra["output"] = res["body"]
+                    apply_test_counts(ev, res["body"])
+            self.emit(ev)
 
     def _prompt(self) -> None:
         new_step_on_user_input(self._state)
@@ -704,6 +783,24 @@ class CodexRolloutParser(StreamParser):
     def repo_default(self) -> str | None:
         git = (self.meta.get("session") or {}).get("git")
         return repo_from_url(git.get("repository_url")) if isinstance(git, dict) else None
+
+
+_RESULT_START = re.compile(r"^(?:Chunk ID: |Exit code: )", re.M)
+
+
+def _exec_results(text: str) -> list[dict[str, Any]]:
+    """The command results a code-mode cell printed, in order: each section of its output
+    that begins with a unified-exec or shell result header (``Chunk ID: …`` / ``Exit code:
+    …``), parsed by :func:`parse_output_header` (its ``body`` up to the next section)."""
+    starts = [m.start() for m in _RESULT_START.finditer(text)]
+    out: list[dict[str, Any]] = []
+    if not starts:
+        return out
+    for a, b in zip(starts, [*starts[1:], len(text)], strict=True):
+        header = parse_output_header(text[a:b])
+        if header is not None:
+            out.append(header)
+    return out
 
 
 def _find_key(obj: Any, key: str) -> Any:

@@ -279,6 +279,61 @@ def test_rollout_code_mode_cells(kinds: Callable[..., list]) -> None:
     assert grep.index < edit.index < ok.index
 
 
+def test_rollout_code_mode_0144_reads_the_calls_from_the_cells(kinds: Callable[..., list]
+                                                                 ) -> None:
+    """Codex 0.144 code mode logs no item per nested call: the calls are read from each
+    cell's code, their results from what the cell printed (issue 31). The hand-made log:
+    cell c1 runs one pytest (printed: exit 1, 3 passed 1 failed); cell c2 yields, is
+    polled once by wait and completes: git status (exit 0), an apply_patch of src/a.py, a
+    pytest (exit 0, 4 passed); cell c3 runs `wc -l src/${f}` in a loop (not a literal) and
+    fails. By hand: 4 nested commands (2 tests), 1 file change, exit codes 1, 0, 0, None."""
+    t = read_trajectory(HANDMADE / "code-mode-0.144.rollout.jsonl")
+    nested = [e for e in t.events if e.extra.get("nested_in") == "exec"]
+    assert [e.kind for e in nested] == [EventKind.TEST, EventKind.COMMAND,
+                                        EventKind.FILE_CHANGE, EventKind.TEST,
+                                        EventKind.COMMAND]
+    first, status, patch, pytest_run, loop = nested
+    assert first.command == "pytest -q tests/test_a.py" and first.exit_code == 1
+    assert (first.tests_passed, first.tests_failed) == (3, 1)
+    assert first.extra["cwd"] == "/repo"
+    assert status.command == "git status --short" and status.exit_code == 0
+    assert status.extra["output"] == " M src/a.py\n"
+    assert patch.paths_written == ["src/a.py"] and not patch.is_error
+    assert pytest_run.exit_code == 0 and (pytest_run.tests_passed, pytest_run.tests_failed) == (
+        4, 0)
+    # a command built at run time is counted, never guessed: no command text, no exit code
+    assert loop.command is None and loop.exit_code is None
+    assert "wc -l src/${f}" in loop.extra["source"]
+    assert loop.extra["cell_failed"] is True
+    # each cell's calls sit just before the cell, which stays the safe boundary
+    cells = [e for e in t.events if e.extra.get("name") == "exec"]
+    assert [c.is_error for c in cells] == [False, False, True]
+    assert all(c.safe_boundary for c in cells) and not any(e.safe_boundary for e in nested)
+    assert nested[0].index == cells[0].index - 1 and nested[3].index == cells[1].index - 1
+    assert nested[4].index == cells[2].index - 1
+    assert len(kinds(t, EventKind.MODEL_CALL)) == 2
+
+
+def test_code_cells_reads_literal_calls_only() -> None:
+    from features.readers.code_cells import UNRESOLVED, nested_calls
+
+    code = ('// tools.exec_command({cmd: "in a comment"})\n'
+            'const a = await tools.exec_command({"cmd": "ls -la", yield_time_ms: 500});\n'
+            "const s = 'tools.exec_command(\"in a string\")';\n"
+            "await tools.apply_patch('*** Begin Patch\\n*** Add File: x.py\\n+1\\n*** End Patch');\n"
+            "await tools.exec_command({cmd});\n"
+            "await tools.exec_command(build(cmd), {x: 1});\n"
+            "await tools.shell_command({command: `echo \\`hi\\``});\n")
+    calls = nested_calls(code)
+    assert [c.tool for c in calls] == ["exec_command", "apply_patch", "exec_command",
+                                       "exec_command", "shell_command"]
+    assert calls[0].argument == {"cmd": "ls -la", "yield_time_ms": 500}
+    assert calls[1].argument == "*** Begin Patch\n*** Add File: x.py\n+1\n*** End Patch"
+    assert calls[2].argument == {"cmd": UNRESOLVED}
+    assert calls[3].argument is None and calls[3].source.startswith("tools.exec_command(build")
+    assert calls[4].argument == {"command": "echo `hi`"}
+
+
 def test_rollout_output_header_parsing() -> None:
     from features.readers.codex_rollout import parse_output_header
 
