@@ -29,7 +29,10 @@ Every line is ``{timestamp: ISO-8601, type, payload}`` (newer CLIs add ``ordinal
   ``exec_command_end``), else the header's wall time.
 * Unified exec: ``exec_command`` whose output says ``Process running with session ID N``
   stays pending; ``write_stdin`` calls on session N are their own ``other`` events, and the
-  command is released (exit code, end) at the poll whose output says the process exited.
+  command is released (exit code, end) at the poll whose output says the process exited,
+  or at the ``exec_command_end`` that names its call (exit code, duration, full output) when
+  no poll saw it end. A header may begin with the command line (``Command: …``, 0.115), kept
+  as ``extra["output_header"]["command"]``.
   Code mode: an ``exec`` cell (``custom_tool_call``, JavaScript) is an ``other`` event
   released when it completes (``Script completed``; ``Script failed``/``terminated`` is an
   error), at once or at the ``wait`` poll on its ``cell_id`` that sees it end; the commands
@@ -143,6 +146,7 @@ _CONTEXT = ("<environment_context>", "<user_instructions>", "<turn_aborted>",
             "<user_shell_command>", "<subagent_notification>", "<skill>", "<INSTRUCTIONS>",
             "# AGENTS.md instructions")
 _HEADER = re.compile(r"(?:Exit code: (?P<exit>-?\d+)|Process exited with code (?P<pexit>-?\d+)"
+                     r"|Command: (?P<command>.*)"
                      r"|Process running with session ID (?P<session>\S+)"
                      r"|Wall time:? (?P<wall>[\d.]+) seconds|Script running with cell ID "
                      r"(?P<cell>\S+)|Script (?P<script>completed|failed|terminated)"
@@ -176,12 +180,14 @@ def parse_output_header(text: str) -> dict[str, Any] | None:
         nl = text.find("\n", pos)
         line = text[pos:] if nl < 0 else text[pos:nl]
         if line == "Output:":
+            if len(out) - ("command" in out) < 1:  # a command line alone is no header
+                return None
             out["body"] = "" if nl < 0 else text[nl + 1:]
-            return out if len(out) > 1 else None
+            return out
         m = _HEADER.match(line)
         if m is None:
             break
-        for k in ("exit", "pexit", "session", "wall", "cell", "script"):
+        for k in ("exit", "pexit", "session", "wall", "cell", "script", "command"):
             if m.group(k) is not None:
                 out[k] = m.group(k)
         pos = len(text) if nl < 0 else nl + 1
@@ -441,6 +447,9 @@ class CodexRolloutParser(StreamParser):
         itype = item.get("type")
         dur = _duration(item.get("duration"))
         call = self._calls.get(iid) if isinstance(iid, str) else None
+        if call is None and ptype == "exec_command_end" and isinstance(iid, str):
+            self._session_ended(iid, item, dur, ts)
+            return False
         if call is not None:
             if dur is not None:
                 call.extra["item_duration"] = dur
@@ -690,6 +699,30 @@ class CodexRolloutParser(StreamParser):
             self._cell_calls(target, ts)
         self._applied(target, target.extra.get("output"))
         self.emit(target)
+
+    def _session_ended(self, call_id: str, item: dict[str, Any], dur: float | None,
+                       ts: float) -> None:
+        """An ``exec_command_end`` for a command still running after its output (a
+        unified-exec session no poll saw end): its exit code, duration and full output, and
+        the command released here, where its end became known."""
+        key = next((k for k, ev in self._sessions.items()
+                    if ev.extra.get("call_id") == call_id), None)
+        if key is None:
+            return
+        ev = self._sessions.pop(key)
+        code = item.get("exit_code")
+        if isinstance(code, int) and not isinstance(code, bool):
+            ev.exit_code = code
+        out = item.get("aggregated_output")
+        if isinstance(out, str):
+            ev.extra["output"] = out
+        ev.duration = dur
+        ev.end = ts
+        ev.extra["running"] = False
+        ev.extra["ended_by"] = "exec_command_end"
+        ev.step = self._state["step"]
+        self._applied(ev, ev.extra.get("output"))
+        self.emit(ev)
 
     def _cell_calls(self, cell: Event, ts: float) -> None:
         """A code-mode cell ended: when the CLI logged none of its nested calls itself (0.144

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from features.readers import UnknownEventWarning, read_trajectory
+from features.readers import TimeOrderWarning, UnknownEventWarning, read_trajectory
 from features.schema import BoundaryKind, EventKind, Trajectory
 
 ROLLOUT_FILE = "codex_rollout/agentcmd_rollout-2025-09-24T19-22-20-01997e76.jsonl"
@@ -312,6 +313,29 @@ def test_rollout_code_mode_0144_reads_the_calls_from_the_cells(kinds: Callable[.
     assert nested[0].index == cells[0].index - 1 and nested[3].index == cells[1].index - 1
     assert nested[4].index == cells[2].index - 1
     assert len(kinds(t, EventKind.MODEL_CALL)) == 2
+
+
+def test_rollout_exit_codes_after_a_command_line_and_in_a_later_exec_command_end() -> None:
+    """Codex 0.115.0-alpha.27 starts each exec_command output with ``Command: …`` before
+    the ``Chunk ID / Wall time / Process exited with code N`` header; and a command still
+    running at its yield, never polled to its end, has its exit code only in a later
+    ``exec_command_end`` (issue 31). The hand-made log: ls (exit 2), pytest (exit 0, 5
+    passed), make build (running; exec_command_end: exit 0 after 9 s), git diff (exit 0)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TimeOrderWarning)  # the file's times never decrease
+        t = read_trajectory(HANDMADE / "command-line-header.rollout.jsonl")
+    runs = [e for e in t.events if e.kind in (EventKind.COMMAND, EventKind.TEST)]
+    assert [e.command for e in runs] == ["ls missing", "pytest -q", "make build",
+                                         "git diff --stat"]
+    assert [e.exit_code for e in runs] == [2, 0, 0, 0]
+    ls, pytest_run, build, diff = runs
+    assert ls.extra["output_header"]["command"] == "/bin/bash -lc 'ls missing'"
+    assert (pytest_run.tests_passed, pytest_run.tests_failed) == (5, 0)
+    # the running command is released where its end became known, before git diff
+    assert build.index < diff.index and build.duration == 9.0
+    assert build.end == datetime(2025, 8, 1, 12, 0, 20, tzinfo=UTC).timestamp()
+    assert build.safe_boundary and "incomplete" not in build.extra
+    assert "time_flags" not in t.meta
 
 
 def test_code_cells_reads_literal_calls_only() -> None:
