@@ -11,9 +11,12 @@ Both formats carry the same messages (Anthropic Messages API content blocks), ma
   once per line: the lines repeat the response's usage). Tokens: ``input_tokens`` = the
   prompt's tokens (``input_tokens`` + ``cache_creation_input_tokens`` +
   ``cache_read_input_tokens``, as Codex counts cached tokens inside its input),
-  ``cached_tokens`` = ``cache_read_input_tokens``, ``output_tokens`` only from a final usage
-  (a line whose ``stop_reason`` is set); a usage snapshot taken at the first block
-  (``stop_reason`` null, output 1) leaves it None and is kept in ``extra["usage"]``.
+  ``cached_tokens`` = ``cache_read_input_tokens``. ``output_tokens``: in a session file, the
+  response's last line's (whatever its ``stop_reason``: many CLI versions leave it null on
+  every line); a response whose only line is the usage snapshot taken at its first block
+  (``stop_reason`` null, output 1) leaves it None, the snapshot kept in ``extra["usage"]``.
+  In ``stream-json`` (events released as they come) only a line whose ``stop_reason`` is
+  set counts it.
   Synthetic responses (``model: "<synthetic>"``, e.g. "No response requested.") are no model
   call. ``text`` and ``thinking`` blocks → ``message`` events.
 * A ``tool_use`` block and its ``tool_result`` (in a later ``user`` line, matched by id) are
@@ -241,9 +244,11 @@ class _ClaudeParser(StreamParser):
 
     @staticmethod
     def _update_call(ev: Event, msg: dict[str, Any], loc: Loc) -> bool:
-        """Set a held model call's tokens from a later line's usage (``loc``: the line's);
-        True when the usage is final."""
-        usage, inp, cached, out, final = _usage(msg, loc)
+        """Set a held model call's tokens from a later line of its response (``loc``: the
+        line's): the last line's usage counts, its output tokens too whatever its
+        ``stop_reason`` (many CLI versions leave it null on every line); True when the
+        usage is final."""
+        usage, inp, cached, out, final = _usage(msg, loc, later=True)
         if usage:
             if inp is not None:
                 ev.input_tokens = inp
@@ -740,11 +745,13 @@ def _block_loc(loc: Loc, j: int) -> Loc:
     return loc / "message" / "content" / j
 
 
-def _usage(msg: dict[str, Any], loc: Loc
+def _usage(msg: dict[str, Any], loc: Loc, later: bool = False
            ) -> tuple[dict[str, Any] | None, int | None, int | None, int | None, bool]:
     """A response's usage (None when it has none), its prompt, cached and output tokens (see
-    the module docstring), and whether it is final (``stop_reason`` set; only a final usage
-    counts output tokens). ``loc``: the line's."""
+    the module docstring), and whether it is final (``stop_reason`` set). The output tokens
+    of a response's first line count only when it is final (else they are the first block's
+    snapshot); ``later``: a later line of the response, whose output tokens count whatever
+    its ``stop_reason``. ``loc``: the line's."""
     usage = get(msg, "usage", (dict, type(None)), loc, "message")
     final = msg.get("stop_reason") is not None
     if not usage:
@@ -755,7 +762,7 @@ def _usage(msg: dict[str, Any], loc: Loc
     r = int_field(usage.get("cache_read_input_tokens"), loc, "message", "usage",
                   "cache_read_input_tokens")
     out = None
-    if final:
+    if final or later:
         out = int_field(usage.get("output_tokens"), loc, "message", "usage", "output_tokens")
     return usage, None if i is None else i + (w or 0) + (r or 0), r, out, final
 

@@ -229,6 +229,19 @@ def test_session_subagents_inline_compaction_and_tool_variants(kinds: Callable[.
     assert t.meta["summaries"] == ["Fix the failing parser test"]
 
 
+def test_session_output_tokens_from_a_message_last_record_whatever_its_stop_reason() -> None:
+    """A response's usage comes from its last record even when ``stop_reason`` is null
+    there (v1.0.x, 2.0.28, 2.1.39 ... leave it null on every record); a lone first-block
+    snapshot is still no output count (issue 31). By hand: msg_1's last record says 230,
+    msg_2 has only its snapshot (None), msg_3 ends final with 75: 305 in all."""
+    t = read_trajectory(HANDMADE / "null-stop-reason.session.jsonl")
+    calls = [e for e in t.events if e.kind is EventKind.MODEL_CALL]
+    assert [c.extra["message_id"] for c in calls] == ["msg_1", "msg_2", "msg_3"]
+    assert [c.output_tokens for c in calls] == [230, None, 75]
+    assert [c.input_tokens for c in calls] == [4210, 4510, 4610]
+    assert [c.extra["usage_final"] for c in calls] == [False, False, True]
+
+
 def test_session_subagent_in_its_own_file() -> None:
     t = read_trajectory(HANDMADE / "newer.jsonl")
     sub = [e for e in t.events if e.extra.get("subagent") == "b2c3"]
