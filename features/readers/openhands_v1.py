@@ -32,7 +32,8 @@ Mapping (the V0 conventions, where V1 has the same notion):
   (``ConversationErrorEvent`` with ``is_error``). Unknown kinds warn and stay ``other``.
 * A ``model_call`` is emitted before the first event carrying each ``llm_response_id``
   (actions of one response, an agent message, a condensation). Its tokens come from
-  ``base_state.json`` (``stats.usage_to_metrics.*.token_usages`` matched by
+  ``base_state.json`` (``stats.usage_to_metrics.*.token_usages``, in early SDKs
+  ``stats.service_to_metrics.*.token_usages``, matched by
   ``response_id``: input = ``prompt_tokens``, cached = ``cache_read_tokens``, output =
   ``completion_tokens``) and its ``duration`` from ``response_latencies``; without a
   base state (the list form) they stay None. Usage records no event names are counted in
@@ -238,9 +239,12 @@ def _usage_index(state: dict[str, Any] | None, base: Path) -> tuple[dict[str, di
         return out, set()
     sloc = Loc(base) / "stats"
     stats = get(state, "stats", dict, Loc(base), default={})
-    metrics = get(stats, "usage_to_metrics", dict, sloc, default={})
+    # early SDKs named it service_to_metrics (per LLM service, the same records)
+    key = "service_to_metrics" if "usage_to_metrics" not in stats and (
+        "service_to_metrics" in stats) else "usage_to_metrics"
+    metrics = get(stats, key, dict, sloc, default={})
     for usage_id, m in metrics.items():
-        mloc = sloc / "usage_to_metrics" / usage_id
+        mloc = sloc / key / usage_id
         if not isinstance(m, dict):
             raise mloc.error("expected object")
         for j, u in enumerate(get(m, "token_usages", list, mloc, default=[])):
