@@ -107,7 +107,7 @@ def test_early_sdk_stats_under_service_to_metrics(tmp_path: Path) -> None:
     """Early V1 conversations keep their token stats under ``stats.service_to_metrics`` (the
     SDK renamed it ``usage_to_metrics`` later); they were read as no tokens at all (issue
     31). The hand-made conversation with only that key renamed reads the same tokens:
-    11 model calls, 42,600 + 40,500 prompt, 71,100 cached, 915 completion (as above)."""
+    11 model calls, 82,600 prompt, 71,100 cached, 1,095 completion tokens (as above)."""
     conv = tmp_path / "early"
     shutil.copytree(CONV, conv)
     state = json.loads((conv / "base_state.json").read_text())
