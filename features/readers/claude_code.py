@@ -69,7 +69,11 @@ file keeps its id; ``meta["versions"]`` lists the CLI versions seen, in order. S
 inline ``isSidechain`` lines (older versions) are read as they come; the newer separate files
 (``<session id>/subagents/agent-<id>.jsonl`` or ``agent-<id>.jsonl`` beside the session) are
 read, when ``read_claude_session`` finds them, right before the ``Task`` result that names
-their ``agentId``. A step's last event is only known at the next prompt, so the event before
+their ``agentId``. A compaction runs as an agent too (``agent-acompact-<id>.jsonl``, same
+places, its own model call over the whole context): its file is read right before the
+session's ``compact_boundary`` that follows its start (or at the end of the session), its
+events marked ``extra["subagent"]``; a file whose ``sessionId`` is another session's is left
+alone. A step's last event is only known at the next prompt, so the event before
 each prompt is held one event (see :mod:`features.readers.stream`).
 """
 
@@ -522,11 +526,20 @@ class ClaudeSessionParser(_ClaudeParser):
 
     def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
                  repo: str | None = None,
-                 subagent_file: Callable[[str], Path | None] | None | bool = None) -> None:
+                 subagent_file: Callable[[str], Path | None] | None | bool = None,
+                 compaction_files: Callable[[], list[Path]] | None | bool = None) -> None:
         super().__init__(source=source, task_id=task_id, repo=repo)
-        if subagent_file is None and self.source.is_file():
+        on_disk = self.source.is_file()
+        if subagent_file is None and on_disk:
             subagent_file = subagent_files(self.source)
         self._subagent_file = subagent_file if callable(subagent_file) else None
+        if compaction_files is None and on_disk:
+            session = self.source
+            compaction_files = lambda: compaction_agent_files(session)  # noqa: E731
+        self._compaction_files = compaction_files if callable(compaction_files) else None
+        # compaction agent files not read yet: (first time, agent id, path, records)
+        self._compactions: list[tuple[float, str, Path, list[Any]]] | None = None
+        self._side_agent: str | None = None  # the agent of a compaction file being fed
         self._parent: dict[str, str | None] = {}  # uuid -> parent (logical parent at a compaction)
         self._spine_child: dict[str, str] = {}  # uuid -> first child that is not a tool result
         self._sidechain: set[str] = set()
@@ -571,9 +584,9 @@ class ClaudeSessionParser(_ClaudeParser):
         parent = obj.get("parentUuid")
         if parent is None:
             parent = obj.get("logicalParentUuid")
-        side = obj.get("isSidechain")
+        side = obj.get("isSidechain") or self._side_agent
         if side:
-            agent = obj.get("agentId")
+            agent = obj.get("agentId") or self._side_agent
             self._sidechain.add(uuid)
             if isinstance(agent, str):
                 self._agents.add(agent)
@@ -627,6 +640,9 @@ class ClaudeSessionParser(_ClaudeParser):
         else:
             if self._open_call is not None:
                 self._close_call(None)
+            if (t == "system" and not side and not file
+                    and obj.get("subtype") == "compact_boundary"):
+                self._read_compactions(ts)  # the compaction's own call, before its boundary
             if t not in SESSION_TYPES:
                 warn_unknown(self.source, f"line {lineno}", f"line type {t!r}")
             sub = obj.get("subtype")
@@ -637,6 +653,41 @@ class ClaudeSessionParser(_ClaudeParser):
                             extra={**extra, **{k: v for k, v in obj.items() if k not in (
                                 "type", "uuid", "parentUuid", "content", "sessionId",
                                 "timestamp")}}), None)
+
+    def _read_compactions(self, until: float | None) -> None:
+        """Feed the compaction agent files of this session (see
+        :func:`compaction_agent_files`) that began by ``until`` (None: all that are left),
+        oldest first; a file of another session (its ``sessionId``) is left alone."""
+        if self._compaction_files is None:
+            return
+        if self._compactions is None:
+            self._compactions = []
+            for path in self._compaction_files():
+                records = list(jsonl_records(path))
+                first = next((o for _, o in records if isinstance(o, dict)), {})
+                sid = first.get("sessionId")
+                mine = self.meta.get("session_id")
+                if mine is not None and sid != mine:
+                    continue
+                ts = first.get("timestamp")
+                at = parse_iso(ts, Loc(path, records[0][0], "timestamp")) if isinstance(
+                    ts, str) else float("-inf")
+                agent = path.name.removeprefix("agent-").split(".jsonl")[0]
+                self._compactions.append((at, agent, path, records))
+            self._compactions.sort(key=lambda c: c[0])
+        while self._compactions and (until is None or self._compactions[0][0] <= until):
+            _, agent, path, records = self._compactions.pop(0)
+            self._agents.add(agent)
+            self._side_agent = agent
+            try:
+                for lineno, obj in records:
+                    self.on_record(obj, lineno, None, str(path))
+            finally:
+                self._side_agent = None
+
+    def on_end(self) -> None:
+        self._read_compactions(None)  # compactions no boundary of this file followed
+        super().on_end()
 
     def _bookkeeping(self, t: str, obj: dict[str, Any], loc: Loc) -> None:
         book = self.meta["bookkeeping"]
@@ -840,6 +891,20 @@ def subagent_files(session: Path) -> Callable[[str], Path | None]:
         return None
 
     return find
+
+
+def compaction_agent_files(session: Path) -> list[Path]:
+    """The files of the compaction agents beside a session: ``agent-acompact-<id>.jsonl``
+    in ``<session id>/subagents/`` (newer CLIs) or beside the session file (older), a
+    compressed one too (each file's ``sessionId`` says whose it is)."""
+    base = Path(strip_compression(session.name)).stem
+    found = []
+    for folder in (session.parent / base / "subagents", session.parent):
+        if folder.is_dir():
+            found += sorted(p for p in folder.glob("agent-acompact-*.jsonl*")
+                            if p.is_file() and p != session
+                            and strip_compression(p.name).endswith(".jsonl"))
+    return found
 
 
 def read_claude_session(path: str | Path, *, task_id: str | None = None, repo: str | None = None,

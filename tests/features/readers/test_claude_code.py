@@ -242,6 +242,26 @@ def test_session_output_tokens_from_a_message_last_record_whatever_its_stop_reas
     assert [c.extra["usage_final"] for c in calls] == [False, False, True]
 
 
+def test_session_reads_its_compaction_agent_files() -> None:
+    """A compaction runs as an agent of its own, logged in ``agent-acompact-<id>.jsonl``
+    beside the session (here in ``<session>/subagents/``): its model call (170,012 input
+    tokens here) belongs to the session and was not read (issue 31). It is read right
+    before the session's compact_boundary; another session's compaction file in the same
+    folder (its sessionId differs) is not. By hand: 4 model calls, 2,175 output tokens."""
+    t = read_trajectory(HANDMADE / "compacted.session.jsonl")
+    calls = [e for e in t.events if e.kind is EventKind.MODEL_CALL]
+    assert [c.extra["message_id"] for c in calls] == ["msg_1", "msg_2", "msg_c", "msg_3"]
+    comp = calls[2]
+    assert comp.input_tokens == 12 + 170000 and comp.output_tokens == 2100
+    assert comp.extra["subagent"] == "acompact-5f1e"
+    assert sum(c.output_tokens for c in calls) == 40 + 20 + 2100 + 15
+    boundary = next(e for e in t.events if e.extra.get("subtype") == "compact_boundary")
+    assert comp.index < boundary.index
+    assert all(e.step == 1 for e in t.events if e.extra.get("subagent"))  # no prompt of its own
+    assert t.meta["subagents"] == ["acompact-5f1e"]
+    assert t.meta["n_prompts"] == 2  # "Refactor the parser.", "Go on."
+
+
 def test_session_subagent_in_its_own_file() -> None:
     t = read_trajectory(HANDMADE / "newer.jsonl")
     sub = [e for e in t.events if e.extra.get("subagent") == "b2c3"]
