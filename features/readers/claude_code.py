@@ -37,6 +37,14 @@ Both formats carry the same messages (Anthropic Messages API content blocks), ma
   step when the agent acted since the previous one.
 * A subagent's lines are kept as events marked ``extra["subagent"]`` (its ``agentId``, or
   the ``parent_tool_use_id`` of the ``Task`` call in stream-json).
+* An anonymised log whose publisher put one placeholder (``[REDACTED]``, ``<placeholder>``
+  ...) in place of message ids, tool ids or keys is **refused**, in one line naming the line
+  and saying why: two keys under one placeholder are a duplicate key (the strict parse
+  refuses every log with one, and says the key looks like a placeholder), and a placeholder
+  message or tool id used again for another response or call would pair results with the
+  wrong calls and count one model call for many. A partial read would give counts that
+  look right and are not; the original log reads. A real id repeated (a line written twice)
+  is read as before.
 
 **stream-json** (:class:`ClaudeStreamParser`): ``system``/``init`` → ``meta["init"]``
 (session id, cwd, model, tools, ``claude_code_version``); other ``system`` lines → ``other``.
@@ -95,7 +103,7 @@ from features.readers.events import (
 from features.readers.fields import Loc, get, int_field, parse_iso
 from features.readers.files import strip_compression
 from features.readers.stream import StreamParser, read_with
-from features.readers.strict_json import jsonl_records
+from features.readers.strict_json import jsonl_records, looks_like_placeholder
 from features.readers.testcounts import parse_test_counts
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
 from features.shell import split_command
@@ -151,6 +159,11 @@ def _text_of(content: Any) -> str | None:
     return None
 
 
+_PLACEHOLDER_HINT = ("ids replaced by a placeholder? responses and tool calls under one id "
+                     "cannot be told apart (a result could not be paired with its call), so "
+                     "the log is not read; read the original log")
+
+
 class _ClaudeParser(StreamParser):
     """What both Claude Code formats share: content blocks, tools, model calls, steps."""
 
@@ -165,6 +178,10 @@ class _ClaudeParser(StreamParser):
         self._open_call: tuple[str, Event] | None = None  # a response awaiting final usage
         self._state = {"step": 1, "agent_acted": False}
         self._foreign_uuid = False  # a content block set an event's extra["uuid"]
+        # placeholder ids ([REDACTED] ...) -> their first line (see _PLACEHOLDER_HINT)
+        self._mids: dict[str, int] = {}
+        self._last_mid: str | None = None  # the response whose lines are coming
+        self._tool_ids: dict[str, int] = {}
         self.meta.update(n_model_calls=0, n_tool_calls=0, n_prompts=0)
 
     # -- assistant lines ----------------------------------------------------------------
@@ -172,6 +189,13 @@ class _ClaudeParser(StreamParser):
                    extra: dict[str, Any]) -> None:
         msg = get(obj, "message", dict, loc, required=True)
         mid = get(msg, "id", str, loc, "message")
+        if mid is not None and mid != self._last_mid:
+            if looks_like_placeholder(mid):
+                first = self._mids.setdefault(mid, loc.line)
+                if first != loc.line:
+                    raise loc.error(f"message id {mid!r} of an earlier response (line {first}) "
+                                    f"again after other lines: {_PLACEHOLDER_HINT}")
+            self._last_mid = mid
         synthetic = msg.get("model") == "<synthetic>"
         if self._open_call is not None:
             self._close_call(mid)
@@ -205,6 +229,11 @@ class _ClaudeParser(StreamParser):
             if btype == "tool_use":
                 ev, tid = _tool_event(b, loc, j, step, ts, extra if j == last else extra.copy(),
                                       mid)
+                first = self._tool_ids.setdefault(tid, loc.line) if looks_like_placeholder(
+                    tid) else loc.line
+                if first != loc.line:
+                    raise loc.error(f"tool_use id {tid!r} of an earlier call (line {first}) used "
+                                    f"again: {_PLACEHOLDER_HINT}")
                 self._pending[tid] = ev
                 self.meta["n_tool_calls"] += 1
             elif btype == "text" or btype == "thinking" or btype == "redacted_thinking":
@@ -275,6 +304,7 @@ class _ClaudeParser(StreamParser):
               ) -> None:
         """A user line; ``split``: its content split by :func:`_split_content` when the
         caller already walked it (the message then is an object)."""
+        self._last_mid = None
         if split is None:
             msg = get(obj, "message", dict, loc, required=True)
             split = _split_content(msg.get("content"))
@@ -311,6 +341,7 @@ class _ClaudeParser(StreamParser):
                        results: list[dict[str, Any]]) -> None:
         """The ``tool_result`` blocks of a user line (the line's structured result goes with
         a lone one)."""
+        self._last_mid = None
         result = obj.get("toolUseResult", obj.get("tool_use_result")) if len(
             results) == 1 else None
         for b in results:

@@ -151,7 +151,27 @@ def _refusal(text: str, kind: str, limits: ReadLimits, offset: int = -1) -> tupl
         return offset, field, ("a lone UTF-16 surrogate escape (not a character: "
                                "no text column can hold it)")
     off, field = _locate(text, kind)
-    return off, field, _REFUSALS[kind]
+    msg = _REFUSALS[kind]
+    if kind == "duplicate" and (m := _TOKEN.match(text, off)) is not None:
+        key = json.loads(m.group())
+        if isinstance(key, str) and looks_like_placeholder(key):
+            msg = (f"duplicate key {key!r} {msg.removeprefix('duplicate key ')}; the key looks "
+                   "like a placeholder a publisher put in place of real keys (and ids): the "
+                   "values under it cannot be told apart, so the log is not read; read the "
+                   "original log")
+    return off, field, msg
+
+
+_PLACEHOLDER_WORDS = ("REDACT", "PLACEHOLDER", "ANONYMI", "MASKED", "CENSOR", "SCRUBBED")
+_PLACEHOLDER_SHAPE = re.compile(r"[\[<{(*#_-]+\w*[\]>})*#_-]+|\W+")
+
+
+def looks_like_placeholder(key: str) -> bool:
+    """Whether a key (or id) reads as a stand-in for a hidden value (``[REDACTED]``,
+    ``<placeholder>``, ``***``) rather than a field name or a path."""
+    upper = key.upper()
+    return any(w in upper for w in _PLACEHOLDER_WORDS) or bool(
+        _PLACEHOLDER_SHAPE.fullmatch(key))
 
 
 _FAST = msgspec.json.Decoder()

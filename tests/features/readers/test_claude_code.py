@@ -20,7 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from features.readers import UnknownEventWarning, detect_format, read_trajectory
+from features.readers import (
+    TrajectoryFormatError,
+    UnknownEventWarning,
+    detect_format,
+    read_trajectory,
+)
 from features.readers.claude_code import ClaudeStreamParser
 from features.schema import BoundaryKind, EventKind, Trajectory
 
@@ -260,6 +265,65 @@ def test_session_reads_its_compaction_agent_files() -> None:
     assert all(e.step == 1 for e in t.events if e.extra.get("subagent"))  # no prompt of its own
     assert t.meta["subagents"] == ["acompact-5f1e"]
     assert t.meta["n_prompts"] == 2  # "Refactor the parser.", "Go on."
+
+
+def _placeholder_stream(ids: str | None, cache_key: str | None) -> str:
+    """A two-response stream-json log; ``ids``: one placeholder for every message and tool
+    id; ``cache_key``: one placeholder for both cache-token keys (as some publishers do)."""
+    def usage(out: int) -> str:
+        keys = [cache_key or "cache_creation_input_tokens", cache_key or "cache_read_input_tokens"]
+        return (f'{{"input_tokens": 9, "{keys[0]}": 100, "{keys[1]}": 2000, '
+                f'"output_tokens": {out}}}')
+
+    def msg(mid: str, block: str, out: int) -> str:
+        return ('{"type": "assistant", "session_id": "s-1", "message": {"id": "' + (ids or mid)
+                + '", "role": "assistant", "model": "m", "content": [' + block
+                + '], "stop_reason": "tool_use", "usage": ' + usage(out) + "}}")
+
+    def tool(tid: str, cmd: str) -> str:
+        return ('{"type": "tool_use", "id": "' + (ids or tid) + '", "name": "Bash", '
+                '"input": {"command": "' + cmd + '"}}')
+
+    def result(tid: str) -> str:
+        return ('{"type": "user", "session_id": "s-1", "message": {"role": "user", "content": '
+                '[{"type": "tool_result", "tool_use_id": "' + (ids or tid) + '", '
+                '"content": "ok", "is_error": false}]}}')
+
+    return "\n".join([
+        '{"type": "system", "subtype": "init", "session_id": "s-1", "cwd": "/w"}',
+        msg("msg_1", tool("toolu_1", "ls"), 12), result("toolu_1"),
+        msg("msg_2", tool("toolu_2", "pwd"), 7), result("toolu_2"),
+        '{"type": "result", "subtype": "success", "session_id": "s-1", "is_error": false}',
+    ]) + "\n"
+
+
+def test_stream_json_with_placeholder_ids_and_keys_is_refused_with_a_hint(
+        tmp_path: Path) -> None:
+    """A publisher replaced message ids, tool ids and the cache-token keys by one
+    placeholder. Decision (issue 31): refused, in one line naming the file and the line,
+    saying why — the values under one key and the calls under one id cannot be told apart,
+    so a read would pair results with the wrong calls and count one model call for many."""
+    ok = tmp_path / "ok.jsonl"
+    ok.write_text(_placeholder_stream(None, None))
+    t = read_trajectory(ok)
+    assert len([e for e in t.events if e.kind is EventKind.MODEL_CALL]) == 2
+    assert [e.command for e in t.events if e.kind is EventKind.COMMAND] == ["ls", "pwd"]
+
+    keys = tmp_path / "keys.jsonl"
+    keys.write_text(_placeholder_stream("[REDACTED]", "[REDACTED]"))
+    with pytest.raises(TrajectoryFormatError) as err:
+        read_trajectory(keys)
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"{keys}: line 2: ")
+    assert "duplicate key '[REDACTED]'" in msg and "placeholder" in msg
+
+    ids = tmp_path / "ids.jsonl"
+    ids.write_text(_placeholder_stream("[REDACTED]", None))
+    with pytest.raises(TrajectoryFormatError) as err:
+        read_trajectory(ids)
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"{ids}: line 4: ")
+    assert "'[REDACTED]'" in msg and "placeholder" in msg and "line 2" in msg
 
 
 def test_session_subagent_in_its_own_file() -> None:
