@@ -66,6 +66,7 @@ from features.readers.files import (
     read_log_bytes,
     reading,
 )
+from features.readers.memory import MEMORY_MULTIPLE
 from features.readers.stream import StreamParser
 from features.readers.strict_json import load_json, parse_json_line
 from features.readers.testcounts import parse_test_counts
@@ -284,9 +285,36 @@ def read_trajectory(
     mid-write) with a warning instead of raising.
     ``usage_base`` (codex-exec only): the thread's running token total before this stream
     (a resumed or forked thread); see :mod:`features.readers.codex_exec`.
-    ``limits``: size and nesting bounds (default: those in force, see :func:`read_limits`).
+    ``limits``: size, nesting and memory bounds (default: those in force, see
+    :func:`read_limits`); a read that would take more memory than it may is refused in one
+    line (:mod:`features.readers.memory`), and so is one that runs out of memory anyway.
     The file is read and parsed once, however many steps look at it.
     """
+    try:
+        return _read_trajectory(path, format, task_id=task_id, repo=repo,
+                                arrival_times=arrival_times,
+                                allow_truncated_tail=allow_truncated_tail,
+                                usage_base=usage_base, limits=limits)
+    except MemoryError:
+        pass  # worded below, once the read's objects are gone with its frames
+    raise TrajectoryFormatError(
+        f"{path}: the process ran out of memory reading it (a read may use "
+        f"{MEMORY_MULTIPLE} x --max-mb, and no more than the process's memory limits leave: "
+        "lower --max-mb or --max-memory-mb, or give the process more memory)")
+
+
+def _read_trajectory(
+    path: str | Path,
+    format: str | None = None,
+    *,
+    task_id: str | None = None,
+    repo: str | None = None,
+    arrival_times: Sequence[float] | None = None,
+    allow_truncated_tail: bool = False,
+    usage_base: Mapping[str, Any] | None = None,
+    limits: ReadLimits | None = None,
+) -> Trajectory:
+    """:func:`read_trajectory` itself."""
     path = Path(path)
     with read_limits(limits or current_limits()), reading(path):
         if format is None:

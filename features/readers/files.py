@@ -21,6 +21,7 @@ import zstandard
 
 from features.gc_pause import gc_paused
 from features.readers.errors import TrajectoryFormatError
+from features.readers.memory import bounded_memory, check_memory
 
 
 @dataclass(frozen=True)
@@ -30,16 +31,22 @@ class ReadLimits:
     ``max_bytes``: the largest log read, counted after decompression (a directory log: its
     files together); ``max_depth``: the deepest nesting of JSON arrays and objects (deeper
     documents break comparison, copying and JSON writing long before the parser's own
-    recursion limit). Set for a block with :func:`read_limits`, or per call with
-    ``read_trajectory(limits=...)`` / ``python -m features --max-mb``.
+    recursion limit); ``max_memory``: the most memory a read may add to the process (None:
+    :data:`~features.readers.memory.MEMORY_MULTIPLE` times ``max_bytes``; either way no
+    more than the process's own memory limits leave, see :mod:`features.readers.memory`).
+    Set for a block with :func:`read_limits`, or per call with
+    ``read_trajectory(limits=...)`` / ``python -m features --max-mb --max-memory-mb``.
     """
 
     max_bytes: int = 512 * 2**20
     max_depth: int = 128
+    max_memory: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_bytes", "max_depth"):
+        for name in ("max_bytes", "max_depth", "max_memory"):
             v = getattr(self, name)
+            if v is None and name == "max_memory":
+                continue
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"ReadLimits.{name} must be a positive integer, got {v!r}")
 
@@ -85,7 +92,8 @@ def read_limits(limits: ReadLimits) -> Iterator[ReadLimits]:
 def reading(path: Path) -> Iterator[None]:
     """The block reads the log ``path``: a file is read and parsed once (format detection
     and the reader share the text and the parsed document, which neither may change), and
-    :func:`finish` names ``path`` in its warnings and errors.
+    :func:`finish` names ``path`` in its warnings and errors. The read's memory is bounded
+    (:func:`~features.readers.memory.bounded_memory`).
 
     The cyclic garbage collector is paused meanwhile (:func:`features.gc_pause.gc_paused`:
     its state restored after, the survivors promoted to the oldest generation): a read
@@ -94,8 +102,9 @@ def reading(path: Path) -> Iterator[None]:
     away as usual, and any cycles are collected by the next full collection."""
     token = _ONCE.set({})
     ptoken = _READING.set(path)
+    limits = _LIMITS.get()
     try:
-        with gc_paused():
+        with gc_paused(), bounded_memory(path, limits.max_bytes, limits.max_memory):
             yield
     finally:
         _READING.reset(ptoken)
@@ -141,6 +150,7 @@ def _read_capped(stream: Any, limit: int, path: Path, what: str) -> bytes:
         total += len(chunk)
         if total > limit:
             raise _too_big(path, limit, what)
+        check_memory()
 
 
 def _unzstd(f: Any, limit: int, path: Path) -> bytes:
@@ -156,9 +166,12 @@ def _unzstd(f: Any, limit: int, path: Path) -> bytes:
                 dobj = dctx.decompressobj()
             out = dobj.decompress(data)
             parts.append(out)
+            checked = total >> 22
             total += len(out)
             if total > limit:
                 raise _too_big(path, limit, "decompressed zstandard data")
+            if total >> 22 != checked:  # every 4 MiB out
+                check_memory()
             if dobj.eof:
                 data, dobj = dobj.unused_data, None
             else:

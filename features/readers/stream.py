@@ -61,6 +61,7 @@ from features.readers.errors import TrajectoryFormatError
 from features.readers.events import seal, time_flags
 from features.readers.fields import Loc, to_float
 from features.readers.files import current_limits, stem
+from features.readers.memory import check_memory
 from features.readers.strict_json import jsonl_records, load_json, parse_json_line
 from features.schema import Event, Trajectory
 
@@ -171,7 +172,11 @@ class StreamParser:
             raise RuntimeError(f"{self.source}: feed() after the end of the stream")
         on_record = self.on_record
         stamped = self.ARRIVAL_TIMES
+        n = 0
         for lineno, obj in records:
+            n += 1
+            if not n & 4095:  # every 4,096 records: the read's memory (features.readers.memory)
+                check_memory(f"line {lineno}")
             if stamped and len(obj) == 2 and "arrival" in obj and "line" in obj:
                 self.feed_record(obj, lineno)  # the stamped form: unwrapped there
                 continue
@@ -215,6 +220,8 @@ class StreamParser:
             raise RuntimeError(f"{self.source}: feed() after the end of the stream")
         on_record = self.on_record
         for i, rec in enumerate(self.records(doc)):
+            if not (i + 1) & 4095:
+                check_memory()
             on_record(rec, i, None)
 
     # -- for subclasses ------------------------------------------------------------------

@@ -28,6 +28,7 @@ from features.readers.files import (
     read_log_bytes,
     read_text,
 )
+from features.readers.memory import check_memory, expect_memory
 
 
 class _Refused(Exception):
@@ -266,6 +267,7 @@ def load_json(path: Path, text: str | None = None) -> Any:
         entry = log_read(path)  # None: a file of a directory log, or no reading() block
         if entry is not None and entry.doc is not UNPARSED:
             return entry.doc
+    expect_memory(len(text))  # one parse, all at once: what it may need is checked first
     try:
         doc = _strict_decode(text)
     except json.JSONDecodeError as exc:
@@ -315,6 +317,7 @@ def load_json_files(paths: Sequence[str], limit: int) -> list[Any] | None:
             if raw[0] != 123 and raw[0] != 91:  # not "{" or "[": BOM, blank space ...
                 return None
             raws.append(raw)
+        expect_memory(total)
         docs = list(map(_FAST.decode, raws))
     except (OSError, msgspec.DecodeError, RecursionError):
         return None
@@ -407,6 +410,8 @@ def iter_jsonl(
     while last >= 0 and (not lines[last] or lines[last].isspace()):
         last -= 1
     for i, s in enumerate(lines):
+        if not i & 4095:
+            check_memory(f"line {i + 1}")
         if not s or s.isspace():  # not s.strip(), which copies every line
             continue
         try:
@@ -501,6 +506,7 @@ def _bulk_jsonl_bytes(raw: bytes, max_depth: int) -> list[dict[str, Any]] | None
         if not _marks_agree(part, piece.translate(None, _NOT_LINE_MARKS), max_depth):
             return None
         docs += part
+        check_memory(f"line {len(docs)}")
         if last:
             break
     return docs
@@ -549,6 +555,7 @@ def _bulk_jsonl(text: str, max_depth: int) -> list[dict[str, Any]] | None:
     trailing ones), is not a JSON object msgspec parses, or might be refused by the strict
     parse (a duplicate key, nesting deeper than ``max_depth``): see :func:`_fast_decode`."""
     lines = text.split("\n")
+    expect_memory(len(text))
     docs = _line_objects(lines)
     if docs is None or "\\u003" in text and ("\\u003a" in text or "\\u003A" in text):
         return None
