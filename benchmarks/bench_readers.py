@@ -54,6 +54,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from features.fixtures import trajectories
 from features.gc_pause import gc_paused
 from features.readers import READERS, clear_caches, detect_format, read_trajectory
 from ripplecp_cli import opt, run
@@ -62,19 +63,7 @@ CLOCK = time.process_time
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _fixtures() -> Path:
-    """``$RIPPLECP_FIXTURES/trajectories``, else the first ``shared/fixtures/trajectories``
-    above the checkout (as the tests find it)."""
-    env = os.environ.get("RIPPLECP_FIXTURES")
-    if env:
-        return Path(env) / "trajectories"
-    for up in REPO.parents:
-        if (cand := up / "shared" / "fixtures" / "trajectories").is_dir():
-            return cand
-    return REPO.parent / "shared" / "fixtures" / "trajectories"
-
-
-FIXTURES = _fixtures()
+FIXTURES = trajectories(REPO)
 TARGET_MBPS = 50.0
 
 
