@@ -65,7 +65,7 @@ from ripplecp_policy.learned.advantage import PackedTrees
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting
 
 if TYPE_CHECKING:
-    from oracle.tables import LabelSet
+    from labelsets.tables import LabelSet
 
 STATE_COLUMNS = ("remaining_budget", "checkpoint_cost", "last_checkpoint", "n_checkpoints")
 ID_COLUMNS = ("task_id", "repo", "boundary", "event_index", "step")

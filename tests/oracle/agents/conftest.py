@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from features.fixtures import fixtures_root
-from oracle.agents.protocol import TaskSpec
+from oracle.protocol import TaskSpec
 
 FIXTURES = fixtures_root()
 
