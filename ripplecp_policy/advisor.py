@@ -228,6 +228,11 @@ class Advisor:
         return [d for d in self.decisions if d.decision == CP]
 
     @property
+    def episode(self) -> Episode | None:
+        """The session's episode (its budget ledger), once the first event arrived."""
+        return self._episode
+
+    @property
     def remaining(self) -> float:
         """The budget left."""
         spent = self._episode.spent if self._episode is not None else 0.0
@@ -314,7 +319,7 @@ class Advisor:
         fitted = getattr(self.model.policy, "setting_", None) if self.model else None
         base = fitted.features if fitted is not None else None
         self._extractor = OnlineFeatureExtractor(config_for(meta_traj, base))
-        self._episode = Episode(self.session, "unknown", self.budget)
+        self._episode = Episode(self.session, "unknown", self.budget, prior=self._charge_estimate())
         if self.model is not None:
             self.model.policy.reset(self.session, self.seed)
 
@@ -343,9 +348,7 @@ class Advisor:
         """A boundary decided by an earlier call: account its checkpoint, mark it."""
         assert self._episode is not None and self._extractor is not None
         if rec.get("decision") == CP:
-            self._episode.taken.append(self._boundary)
-            self._episode.requested.append(self._boundary)
-            self._episode.spent += float(rec.get("charge") or 0.0)
+            self._episode.replay(self._boundary, float(rec.get("charge") or 0.0))
             self._estimate = float(rec.get("charge") or 0.0) if self.budget.kind != "count" else None
             self._extractor.mark_checkpoint()
 
@@ -393,13 +396,12 @@ class Advisor:
             try:
                 info = self._checkpoint(b, ev)
             except Exception as exc:  # fail-open: nothing was taken, nothing is charged
-                ep.taken.pop()
-                ep.spent -= charge
+                ep.cancel()
                 self._log_skip(ev, b, values, f"error: checkpoint: {_short(exc)}", score=score,
                                ood=ood, decide_ms=decide_ms)
                 return
             measured = self.budget.charge(info.creation_s, info.size_bytes)
-            ep.spent += measured - charge
+            ep.settle(measured)
             rec.charge = measured
             rec.checkpoint_id = info.checkpoint_id
             rec.creation_s = info.creation_s

@@ -109,12 +109,12 @@ def decide_frame(
         if ep is None:
             ep = episodes[task_id] = Episode(task_id, str(rec.get("repo", "")), budget)
             if _present(start_left):
-                ep.spent = budget.amount - float(start_left)
+                ep.resume(budget.amount - float(start_left))
             policy.reset(task_id, int(config.get("seed", 0)))
         rows_seen[task_id] = rows_seen.get(task_id, 0) + 1
         boundary = int(rec["boundary"]) if _present(rec.get("boundary")) else rows_seen[task_id]
         if _present(rec.get("remaining_budget")):
-            ep.spent = budget.amount - float(rec["remaining_budget"])
+            ep.resume(budget.amount - float(rec["remaining_budget"]))
         cost = float(rec["checkpoint_cost"]) if _present(rec.get("checkpoint_cost")) else default_cost
         features = {k: (math.nan if not _present(rec[k]) else float(rec[k])) for k in feats}
         obs = ep.observe(
