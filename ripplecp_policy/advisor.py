@@ -65,19 +65,21 @@ class AdvisorModel:
     uri: str
 
 
-def load_model(uri: str | Path, *, mlruns: str | Path | None = None) -> AdvisorModel:
+def load_model(uri: str | Path, *, mlruns: str | Path | None = None,
+               allow_pickle: bool = False) -> AdvisorModel:
     """Load an exported policy (:func:`ripplecp_policy.export.log_policy_model`) once, to be
     called in-process: ``uri`` is an MLflow model URI or a local model folder; ``runs:/``
     and ``models:/`` URIs are read from the store at ``mlruns`` (default:
-    ``$RIPPLECP_MLRUNS`` or ``./mlruns``; :func:`ripplecp_policy.export.load_policy_model`)."""
+    ``$RIPPLECP_MLRUNS`` or ``./mlruns``). The policy is rebuilt from its stored numbers
+    (:func:`ripplecp_policy.export.load_policy_model`): nothing stored with it runs, and a
+    pickle is refused unless ``allow_pickle``."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bar per load
     os.environ.setdefault("MLFLOW_DISABLE_AGENT_HINT", "1")
     text = str(uri)
-    inner = load_policy_model(text, mlruns).unwrap_python_model()
-    policy = getattr(inner, "policy", None)
-    if not isinstance(policy, PlacementPolicy):
+    loaded = load_policy_model(text, mlruns, allow_pickle=allow_pickle)
+    if not isinstance(loaded.policy, PlacementPolicy):
         raise ValueError(f"{text}: not a ripplecp placement policy model (no policy inside)")
-    return AdvisorModel(policy, dict(inner.config), text)
+    return AdvisorModel(loaded.policy, dict(loaded.config), text)
 
 
 def resolve_budget(spec: BudgetSpec | str | None, config: Mapping[str, Any]) -> Budget:
