@@ -163,6 +163,26 @@ def feature_ranges(frames: Iterable[pd.DataFrame]) -> dict[str, list[float] | No
     return {c: [lo[c], hi[c]] if c in lo else None for c in sorted(names)}
 
 
+#: a log format's suffixes that name the file, not the runtime (codex-exec -> codex)
+_FORMAT_SUFFIXES = ("-session", "-stream", "-exec", "-rollout")
+
+
+def runtime_of_format(fmt: str) -> str:
+    """The runtime a log format comes from (``claude-code-session`` -> ``claude-code``)."""
+    for suffix in _FORMAT_SUFFIXES:
+        if fmt.endswith(suffix):
+            return fmt[: -len(suffix)]
+    return fmt
+
+
+def training_provenance(data: LabelSet) -> dict[str, Any]:
+    """What a policy trained on ``data`` was trained on: the runtimes and log formats of its
+    nominal trajectories and the label set's content hash (saved in the model's config)."""
+    formats = sorted({str(t.source_format) for t in data.trajectories.values()})
+    return {"log_format": formats, "training_runtime": sorted({runtime_of_format(f) for f in formats}),
+            "label_set_sha256": data.content_hash()}
+
+
 def training_feature_ranges(data: LabelSet, setting: Setting) -> dict[str, list[float] | None]:
     """The feature ranges of ``data``'s nominal trajectories at their candidate boundaries,
     under ``setting``'s feature configuration, each walked under four placements (none; one
@@ -263,6 +283,7 @@ def log_policy_model(
     params: dict[str, Any] | None = None,
     tags: dict[str, Any] | None = None,
     ranges: dict[str, list[float] | None] | None = None,
+    data: LabelSet | None = None,
 ) -> Any:
     """Log (inside an active MLflow run) or save (``path`` given) the policy as pyfunc.
 
@@ -270,7 +291,9 @@ def log_policy_model(
     from the decisions the in-process policy makes on it (state columns are optional).
     ``params`` and ``tags`` go on the logged model (MLflow 3's model page and search).
     ``ranges``: the training feature ranges (:func:`training_feature_ranges`), for the
-    out-of-range warning.
+    out-of-range warning. ``data``: the label set it was trained on, whose runtime, log
+    format and hash go in the config (:func:`training_provenance`; the advisor warns when it
+    follows another runtime or format).
     """
     import mlflow.pyfunc
 
@@ -280,6 +303,8 @@ def log_policy_model(
     cfg = model_config(pol, budget, default_checkpoint_cost=default_checkpoint_cost, seed=seed)
     if ranges:
         cfg["feature_ranges"] = ranges
+    if data is not None:
+        cfg.update(training_provenance(data))
     example = input_example.reset_index(drop=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OutOfRangeWarning)
@@ -428,4 +453,5 @@ def example_frame(observations: list[BoundaryObservation]) -> pd.DataFrame:
 __all__ = ["PYFUNC_CODE", "STORE_SCHEMES", "OutOfRangeWarning", "PolicyModel", "decide_frame",
            "default_checkpoint_cost", "example_frame", "feature_ranges", "load_policy_model",
            "log_policy_model", "model_config", "out_of_range_share", "policy_example",
-           "policy_score", "training_feature_ranges"]
+           "policy_score", "runtime_of_format", "training_feature_ranges",
+           "training_provenance"]

@@ -115,20 +115,29 @@ def test_a_recorded_session_is_replayed_as_a_stream(model: Path, tmp_path: Path)
     assert "4 decisions, 2 checkpoints" in p.stderr and "budget left 0 of 2ckpt" in p.stderr
 
 
-def test_a_model_that_does_not_load_fails_open(tmp_path: Path) -> None:
+def test_a_model_that_does_not_load_fails_open_at_run_time_and_loud_offline(tmp_path: Path) -> None:
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "MLmodel").write_text("not: [a model\n")
+    # a replay has no agent to protect: refused in one line, nothing written
     p = _run("--model", str(bad), "--budget", "count:2", "--input", str(RECORDING), "--log",
              str(tmp_path / "d.jsonl"), timeout=120)
-    assert p.returncode == 0 and "warning: model" in p.stderr, p.stderr[-2000:]
-    recs = read_decisions(tmp_path / "d.jsonl")
-    assert len(recs) == 4 and all(r["decision"] == "SKIP" and "did not load" in r["reason"]
-                                  for r in recs)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "did not load" in p.stderr, p.stderr
+    assert not (tmp_path / "d.jsonl").exists()
+    # the in-process hook: every boundary SKIP, saying why
+    args = Args(model=str(bad), hook="claude-code", log=tmp_path / "h.jsonl", budget="count:2")
+    session = RECORDING.parents[1] / "claude-code-2.1.197" / "task.session.jsonl"
+    assert hook(args, io.StringIO(json.dumps({"transcript_path": str(session),
+                                              "session_id": "s"}))) == 0
+    recs = read_decisions(tmp_path / "h.jsonl")
+    assert recs and all(r["decision"] == "SKIP" for r in recs)  # older ones: past
+    assert "did not load" in recs[-1]["reason"]
     # a command whose advisor has no model still runs, and its exit status is kept
-    p = _run("--model", str(bad), "--log", str(tmp_path / "e.jsonl"), "--", "sh", "-c",
+    p = _run("--model", str(bad), "--log", str(tmp_path / "e.jsonl"), "--state",
+             str(tmp_path / "state"), "--wait", "0", "--", "sh", "-c",
              f"cat {RECORDING}; exit 3", timeout=120)
     assert p.returncode == 3 and p.stdout == RECORDING.read_text()
+    assert "advisor skipped this session" in p.stderr or "not up" in p.stderr, p.stderr
 
 
 def test_the_hook_never_fails_the_session(model: Path, tmp_path: Path, capsys) -> None:

@@ -114,8 +114,8 @@ def test_a_pickle_is_never_loaded_unless_asked(pickled_model) -> None:
     p = subprocess.run([sys.executable, "-m", "ripplecp_policy.advise", "--model", str(path),
                         "--budget", "count:2", "--input", str(RECORDING), "--log", str(log)],
                        env=env, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0 and "pickle" in p.stderr, p.stderr[-2000:]
-    assert not marker.exists()
+    assert p.returncode == 2 and "pickle" in p.stderr and p.stderr.count("\n") == 1, p.stderr[-2000:]
+    assert not marker.exists() and not log.exists()
     p = subprocess.run([sys.executable, "-m", "ripplecp_policy.advise", "--model", str(path),
                         "--hook", "claude-code", "--log", str(log)],
                        input=json.dumps({"transcript_path": str(RECORDING), "session_id": "s"}),
