@@ -51,7 +51,6 @@ import sys
 import threading
 import time
 import urllib.parse
-import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -414,7 +413,6 @@ def serve(state: Path, config: ServerConfig, *, ready: threading.Event | None = 
                              daemon=True).start()
         if ready is not None:
             ready.set()
-        warnings.simplefilter("default")
         try:
             while not stop.wait(1.0):
                 if time.monotonic() - app.last_request > config.idle_s:
