@@ -47,7 +47,8 @@ from ripplecp_cli import (
     run,
     run_subcommands,
 )
-from ripplecp_policy.hook_client import ServerConfig, default_state, ensure_server, request
+from ripplecp_policy.advisor_state import ServerConfig, default_state
+from ripplecp_policy.hook_client import ensure_server, request
 
 PROG = "python -m ripplecp_policy.advise"
 URI_SCHEMES = ("runs:/", "models:/", "file:", "s3:", "gs:", "http:", "https:", "dbfs:", "mlflow-artifacts:")

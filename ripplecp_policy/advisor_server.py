@@ -68,7 +68,8 @@ from ripplecp_policy.advisor import (
     session_lock,
     store_for,
 )
-from ripplecp_policy.hook_client import ServerConfig, socket_path, token_of
+from ripplecp_policy.advisor_state import ServerConfig, token_of
+from ripplecp_policy.hook_client import socket_path
 from ripplecp_policy.policy import BudgetSpec
 
 __all__ = ["HOOK_RUNTIMES", "AdvisorServer", "ServerConfig", "serve", "socket_path"]
@@ -120,6 +121,7 @@ class AdvisorServer:
         self.config = config
         self.model = model
         self.sessions: dict[str, Session] = {}
+        self.ended: dict[str, dict[str, Any]] = {}  # summaries of ended sessions
         self._lock = threading.Lock()
         self.last_request = time.monotonic()
         self.started = time.time()
@@ -228,8 +230,12 @@ class AdvisorServer:
 
     def _end(self, sess: Session) -> None:
         sess.advisor.finish()
+        summary = dict(self._summary(sess), ended=True)
         with self._lock:
             self.sessions.pop(sess.key, None)
+            self.ended[sess.key] = summary
+            while len(self.ended) > 1000:  # the oldest ended sessions leave the status
+                self.ended.pop(next(iter(self.ended)))
 
     def _summary(self, sess: Session) -> dict[str, Any]:
         adv = sess.advisor
@@ -248,9 +254,10 @@ class AdvisorServer:
     def status(self) -> dict[str, Any]:
         with self._lock:
             sessions = list(self.sessions.values())
+            ended = [s for k, s in self.ended.items() if k not in self.sessions]
         return {"pid": os.getpid(), "model": self.model.uri, "started": self.started,
                 "requests": self.requests, "ood_flag": self.config.ood_flag,
-                "sessions": [self._summary(s) for s in sessions]}
+                "sessions": ended + [dict(self._summary(s), ended=False) for s in sessions]}
 
     def close(self) -> None:
         with self._lock:
@@ -389,7 +396,7 @@ def serve(state: Path, config: ServerConfig, *, ready: threading.Event | None = 
         if not mine:
             return 0
         app = AdvisorServer(state, config, model)
-        sock = socket_path(state)
+        sock = Path(socket_path(state))
         with contextlib.suppress(FileNotFoundError):
             sock.unlink()
         old = os.umask(0o077)

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from ripplecp_policy.hook_client import token_of
+from ripplecp_policy.advisor_state import token_of
 
 __all__ = ["RUNTIMES", "SCOPES", "config_file", "hook_groups", "install", "installed", "missing",
            "uninstall"]

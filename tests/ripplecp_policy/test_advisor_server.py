@@ -22,9 +22,10 @@ from ripplecp_policy import hook_install
 from ripplecp_policy.advise import PROG, main
 from ripplecp_policy.advisor import CP, read_decisions
 from ripplecp_policy.advisor_server import serve
+from ripplecp_policy.advisor_state import ServerConfig, token_of
 from ripplecp_policy.datasets import replays
 from ripplecp_policy.export import example_frame, log_policy_model
-from ripplecp_policy.hook_client import ServerConfig, request, token_of
+from ripplecp_policy.hook_client import request
 from ripplecp_policy.learned import AdvantageRegressorPolicy
 from ripplecp_policy.policy import Budget, Setting
 
