@@ -34,7 +34,7 @@ from ripplecp_policy.policy import BoundaryObservation, PlacementPolicy, Setting
 
 if TYPE_CHECKING:
     from features.schema import Event
-    from oracle.tables import LabelSet
+    from labelsets.tables import LabelSet
 
 _PLACEMENT_DEPENDENT = {"context__has_checkpoint", "context__checkpoints"}
 

@@ -21,7 +21,7 @@ from ripplecp_policy.policy import PlacementPolicy, Setting
 from ripplecp_policy.pricing import placement_objective
 
 if TYPE_CHECKING:
-    from oracle.tables import LabelSet
+    from labelsets.tables import LabelSet
 
 
 def training_objective(policy: PlacementPolicy, data: LabelSet, setting: Setting) -> float:

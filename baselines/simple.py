@@ -23,7 +23,7 @@ from ripplecp_policy.policy import (
 )
 
 if TYPE_CHECKING:
-    from oracle.tables import LabelSet
+    from labelsets.tables import LabelSet
 
 
 class NoCheckpoint(PlacementPolicy):

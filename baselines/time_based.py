@@ -23,7 +23,7 @@ from baselines.grid import quantile_grid, tune_fitted
 from ripplecp_policy.policy import BoundaryObservation, PlacementPolicy, Setting, as_setting
 
 if TYPE_CHECKING:
-    from oracle.tables import LabelSet
+    from labelsets.tables import LabelSet
 
 
 class TimeBased(PlacementPolicy):

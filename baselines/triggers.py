@@ -15,7 +15,7 @@ from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.policy import BoundaryObservation, PlacementPolicy, Setting, as_setting
 
 if TYPE_CHECKING:
-    from oracle.tables import LabelSet
+    from labelsets.tables import LabelSet
 
 _MEASURES = {
     "bytes": "state__bytes_modified_since_cp",

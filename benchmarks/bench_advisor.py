@@ -62,7 +62,7 @@ CLIENT = ROOT / "ripplecp_policy" / "hook_client.py"
 TARGET_HTTP_P99_MS = 5.0
 TARGET_CLIENT_P99_MS = 50.0
 TARGET_INPROC_P99_US = 1000.0
-ENTRY_POINTS = ("features", "oracle", "oracle.model_server", "ripplecp_policy.advise",
+ENTRY_POINTS = ("features", "oracle", "oracle.agents.model_server", "ripplecp_policy.advise",
                 "experiments.ablation", "experiments.calibrate", "experiments.collect_labels",
                 "experiments.compare", "experiments.coverage", "experiments.family_structure",
                 "experiments.matched_budget", "experiments.pilot_analysis", "experiments.realism",
@@ -330,8 +330,8 @@ def in_process(uri: str, mlruns: Path, tmp: Path, n_events: int, n_sessions: int
 
 
 def real_sessions(uri: str, mlruns: Path, tmp: Path, n_calls: int, repeats: int) -> None:
-    from oracle import runtimes
-    from oracle.model_server import ModelServer, Plan, ScriptedBrain
+    from oracle.agents import runtimes
+    from oracle.agents.model_server import ModelServer, Plan, ScriptedBrain
     from ripplecp_policy.hook_client import ensure_server, request
 
     plan = Plan.from_json([{"shell": f"printf '{i}\\n' > f{i}.txt"} for i in range(n_calls)]

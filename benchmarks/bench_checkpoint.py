@@ -8,7 +8,7 @@ The workspace is synthetic but shaped like a source repository: many small Pytho
 text files (compressible like code) in nested packages, plus a few larger binary-ish files
 (part random, part structured records). It is generated from ``--seed`` and aged by
 ``--age-s`` seconds before measuring (files an agent touched a moment ago are re-hashed by
-design; see the stat-cache note in ``oracle/checkpoint.py``). The 1 % change rewrites
+design; see the stat-cache note in ``oracle/store/checkpoint.py``). The 1 % change rewrites
 randomly chosen text files until 1 % of the workspace's bytes have changed.
 
 Run::
@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the code next to this script
 
-from oracle.checkpoint import CheckpointStore, state_digest  # noqa: E402
+from oracle.store.checkpoint import CheckpointStore, state_digest  # noqa: E402
 
 _WORDS = (
     "self data value index result config path items model state node tree graph cache "

@@ -35,11 +35,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from oracle.audit import AuditLog  # noqa: E402
-from oracle.executors import close_executor, make_executor  # noqa: E402
-from oracle.plan import Plan  # noqa: E402
-from oracle.study import build_label_set, run_study  # noqa: E402
-from oracle.tables import LabelSet  # noqa: E402
+from labelsets.tables import LabelSet  # noqa: E402
+from oracle.harness.executors import close_executor, make_executor  # noqa: E402
+from oracle.harness.plan import Plan  # noqa: E402
+from oracle.harness.study import build_label_set, run_study  # noqa: E402
+from oracle.store.audit import AuditLog  # noqa: E402
 from ripplecp_cli import opt, run  # noqa: E402
 
 SHIP_TO = ROOT / "ripplecp_policy" / "data" / "labelsets" / "llm-free"
@@ -104,7 +104,7 @@ def interleaved(plan: Plan) -> Plan:
 
 def collect_interleaved(a: Args) -> int:
     """The remaining branches of the frozen plan in ``a.out``, in :func:`interleaved` order,
-    through :func:`oracle.study.run_study` (what ``experiments.collect_labels`` runs)."""
+    through :func:`oracle.harness.study.run_study` (what ``experiments.collect_labels`` runs)."""
     out = Path(a.out).resolve()
     plan = Plan.load(out / "plan.json")
     print(f"plan {out / 'plan.json'} (sha256 {plan.hash[:16]}): resuming, tasks in turn over "

@@ -1,7 +1,7 @@
 """Harness overhead per branch against the agent's own time (target <= 2 % for a 10 s branch).
 
 Runs the real scripted agent (a child process doing real file work, subprocesses and
-sleeps standing in for model latency) through :func:`oracle.harness.run_branch` on the
+sleeps standing in for model latency) through :func:`oracle.harness.branch.run_branch` on the
 wall clock, and splits each branch's wall time into
 
 * agent time: the drive into the failure segment plus the recovery (J), both measured
@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oracle.agents import get_agent  # noqa: E402
 from oracle.agents.scripted import make_scripted_tasks  # noqa: E402
-from oracle.harness import BranchSpec, HarnessConfig, StudyContext, run_branch  # noqa: E402
-from oracle.study import run_nominal_job  # noqa: E402
+from oracle.harness.branch import BranchSpec, HarnessConfig, StudyContext, run_branch  # noqa: E402
+from oracle.harness.study import run_nominal_job  # noqa: E402
 
 #: a small repair task the real runtimes finish in a few boundaries
 RUNTIME_TASK = {"n_repos": 1, "families": {"numeric": ("fractions",)}, "passing_sample": 3,

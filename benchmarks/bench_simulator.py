@@ -29,8 +29,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from oracle.agents.protocol import RestorePoint, VirtualClock  # noqa: E402
-from oracle.labels import pair_seed  # noqa: E402
+from labelsets.definitions import pair_seed  # noqa: E402
+from oracle.protocol import RestorePoint, VirtualClock  # noqa: E402
 from oracle.simulator import (  # noqa: E402
     SimulatedAgent,
     TaskBatch,

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the code next to
 
 import zstandard  # noqa: E402
 
-from oracle.checkpoint import (  # noqa: E402
+from oracle.store.checkpoint import (  # noqa: E402
     CheckpointStore,
     UnsafeArchiveError,
     WorkspaceChangedError,
@@ -344,7 +344,7 @@ sys.path.insert(0, sys.argv[5])
 root, cid, dest, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a write past the limit fails with EFBIG
 resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-from oracle.checkpoint import CheckpointStore
+from oracle.store.checkpoint import CheckpointStore
 t = time.perf_counter()
 try:
     CheckpointStore(root).restore(cid, dest)

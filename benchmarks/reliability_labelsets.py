@@ -9,7 +9,7 @@ JSON object, not JSON, not text; tables garbage, empty, truncated, missing, swap
 column dropped or added; rows no study produces sealed with a recomputed hash. Controls that
 must load: the pristine set and a version-1 set with its own (version-1) hash.
 
-Each copy is read by every reader: the loader itself (``oracle.tables.LabelSet.load``) and
+Each copy is read by every reader: the loader itself (``labelsets.tables.LabelSet.load``) and
 each command that takes ``--labels`` (``experiments.matched_budget``, ``pilot_analysis``,
 ``train_policies``), run for real in a subprocess (the two that price placements only on
 sets with full recovery tables: on any other they stop by design). An outcome is
@@ -54,8 +54,8 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from features.schema import read_parquet as read_trajectories  # noqa: E402
 from features.schema import write_parquet as write_trajectories  # noqa: E402
+from labelsets.tables import LabelSet, LabelSetError, read_table, write_table  # noqa: E402
 from oracle.simulator import simulate_label_set  # noqa: E402
-from oracle.tables import LabelSet, LabelSetError, read_table, write_table  # noqa: E402
 from ripplecp_cli import opt, run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -34,8 +34,8 @@ from sklearn.base import clone
 
 from baselines import FirstBoundary, FixedPositions
 from features.row import FAMILIES as FEATURE_FAMILIES
-from oracle.tables import LabelSet
-from oracle.workloads import family_names
+from labelsets.tables import LabelSet
+from oracle.simulator.workloads import family_names
 from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, progress, run
 from ripplecp_policy.datasets import FeatureSubset
 from ripplecp_policy.evaluation import evaluator_for

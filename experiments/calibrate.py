@@ -12,7 +12,7 @@ Two checks of ``swe-pilot`` (by default) against the published figures
   published intervals: a population outside them is biased, whatever small samples show.
 - **pilot-sized samples**: one sample per seed of ``--seeds``, each the pilot's shape (the
   family's first ``--repos`` repositories x ``--tasks-per-repo`` tasks: 12 tasks in 3
-  repositories), through the **harness** (``oracle.harness.run_study``) with the simulated
+  repositories), through the **harness** (``oracle.harness.branch.run_study``) with the simulated
   agent on the virtual clock (``--path fast``: the vectorised path, the same cost function,
   seeds and branch order, so the same numbers). The pass rate over the seeds says how
   often a 12-task study of the population lands inside the published intervals.
@@ -45,10 +45,11 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from oracle.labels import ADDITIONAL, FIRST, POOLED, STRATA
+from features.files import write_text_atomic
+from labelsets.definitions import ADDITIONAL, FIRST, POOLED, STRATA
+from labelsets.tables import LabelSet
 from oracle.simulator import SimulatedAgent, simulate_label_set, task_specs
-from oracle.tables import LabelSet
-from oracle.workloads import family_names, get_family
+from oracle.simulator.workloads import family_names, get_family
 from ripplecp_cli import opt, run
 from ripplecp_policy import stats
 from ripplecp_policy.tracking import ensure_experiment, tracking_uri
@@ -66,7 +67,7 @@ class Args:
     families: tuple[str, ...] = opt(("swe-pilot",), choices=FAMILIES)
     """workload families to calibrate (the published figures are the pilot's)"""
     path: Literal["harness", "fast"] = "harness"
-    """how pilot-sized samples run: oracle.harness with the simulated agent on the virtual
+    """how pilot-sized samples run: oracle.harness.branch with the simulated agent on the virtual
     clock, or the simulator's vectorised path (same costs)"""
     repos: int = opt(3, min=1)
     """repositories of a pilot-sized sample: the family's first N (the pilot: 3)"""
@@ -94,9 +95,9 @@ def run_harness_study(family: str, seed: int, study_dir: Path, tasks_per_repo: i
                       n_repos: int | None = 3) -> LabelSet:
     """The pilot design through the harness, with the simulated agent on the virtual clock,
     on the family's first ``n_repos`` repositories (None: all of them)."""
-    from oracle.harness import HarnessConfig
-    from oracle.plan import pilot_plan
-    from oracle.study import run_study
+    from oracle.harness.branch import HarnessConfig
+    from oracle.harness.plan import pilot_plan
+    from oracle.harness.study import run_study
 
     specs = task_specs(family, n_repos, tasks_per_repo=tasks_per_repo, seed=seed, granularity="turn")
     agent = SimulatedAgent(family)
@@ -310,14 +311,14 @@ def study(args: Args) -> int:
     try:
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
-            _atomic_text(out / "report.txt", text)
+            write_text_atomic(out / "report.txt", text)
             allc = pd.concat([c.assign(family=r["family"], sample=f"seed {s}")
                               for r in results for s, c in r["per_seed"].items()]
                              + [r["large"].assign(family=r["family"], sample="large")
                                 for r in results if "large" in r], ignore_index=True)
-            _atomic_text(out / "checks.csv", allc.to_csv(index=False))
+            write_text_atomic(out / "checks.csv", allc.to_csv(index=False))
             summ = pd.concat([r["summary"].assign(family=r["family"]) for r in results])
-            _atomic_text(out / "summary.csv", summ.to_csv())
+            write_text_atomic(out / "summary.csv", summ.to_csv())
         if args.mlflow:
             _log_mlflow(args, results, out)
     finally:
@@ -357,12 +358,6 @@ def main(argv: list[str] | None = None) -> int:
 def _metric_name(check: str) -> str:
     keep = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in check)
     return "_".join(p for p in keep.split("_") if p)
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ every boundary); phase 2 freezes the study plan (cells and seeds, hashed) before
 paired run; phase 3 executes it. Every finished nominal run and branch is an fsync'd
 audit record, so re-running the same command after a crash or Ctrl-C continues where it
 stopped, without losing or repeating a branch. The label set lands in ``OUT/labelset``
-(``oracle.tables.LabelSet``), ready for ``experiments.matched_budget --labels`` and
+(``labelsets.tables.LabelSet``), ready for ``experiments.matched_budget --labels`` and
 ``experiments.pilot_analysis --labels``.
 
 ``--runtime codex`` (or ``claude-code``) collects through a real runtime instead: the
@@ -34,15 +34,16 @@ from pathlib import Path
 from typing import Any, get_args
 
 from features.schema import Granularity
+from labelsets.definitions import DESIGNS
 from oracle.agents.registry import agent_names
-from oracle.labels import DESIGNS
+from oracle.agents.runtimes import runtime_names
 from ripplecp_cli import choice_error, opt, positive, progress, run
 
 PROG = "python -m experiments.collect_labels"
-#: where the branches run (oracle.executors.make_executor)
+#: where the branches run (oracle.harness.executors.make_executor)
 EXECUTORS = ("inline", "local", "dask")
-#: the real runtimes the LLM-free agents can be brains behind (oracle.agents.runtime.RULES)
-RUNTIMES = ("codex", "claude-code")
+#: the real runtimes the LLM-free agents can be brains behind (their records say so)
+RUNTIMES = runtime_names(drives_brains=True)
 #: the agents that are brains behind a runtime: the LLM-free families (the brain of each is
 #: named like it) and all of them at once
 BRAIN_AGENTS = ("llm-free", "repair", "depres", "cbuild", "migrate")
@@ -119,7 +120,7 @@ def runtime_agent(agent: str, runtime: str, granularity: str) -> tuple[str, dict
 
 
 def _bar(enabled: bool) -> Any:
-    """A callback for :func:`oracle.study.run_study`'s ``progress`` that draws the branches
+    """A callback for :func:`oracle.harness.study.run_study`'s ``progress`` that draws the branches
     with :func:`ripplecp_cli.progress` (plain lines where stderr is not a terminal)."""
     state: dict[str, Any] = {}
 
@@ -149,11 +150,11 @@ def main(argv: list[str] | None = None) -> int:
 def collect(args: Args) -> int:
     """Phases 1-3 (the module docstring) for checked arguments."""
     from oracle.agents import get_agent
-    from oracle.agents.protocol import clock_kind, make_tasks
-    from oracle.executors import close_executor, make_executor
-    from oracle.harness import HarnessConfig, StudyContext
-    from oracle.plan import Plan
-    from oracle.study import freeze_plan, run_study
+    from oracle.harness.branch import HarnessConfig, StudyContext
+    from oracle.harness.executors import close_executor, make_executor
+    from oracle.harness.plan import Plan
+    from oracle.harness.study import freeze_plan, run_study
+    from oracle.protocol import clock_kind, make_tasks
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -198,7 +199,7 @@ def collect(args: Args) -> int:
                                    require_obs_determinism=args.require_determinism,
                                    clock=clock_kind(agent))
             ctx = StudyContext(name, agent_opts, {t.task_id: t for t in tasks}, config, study)
-            # oracle.study.freeze_plan reports no progress per run: the step as a whole
+            # oracle.harness.study.freeze_plan reports no progress per run: the step as a whole
             with progress(desc="nominal runs (a checkpoint at every boundary)", total=len(tasks),
                           unit="run", enabled=args.progress) as step:
                 plan = freeze_plan(ctx, tasks, args.design, seed=args.seed,

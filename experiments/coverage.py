@@ -37,7 +37,7 @@ from sklearn.base import clone
 
 from baselines import ClairvoyantOptimum, FirstBoundary, FixedK, NoCheckpoint, TimeBased
 from oracle.simulator import simulate_label_set
-from oracle.workloads import family_names
+from oracle.simulator.workloads import family_names
 from ripplecp_cli import choice_error, opt, progress, run
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.policy import PlacementPolicy, check_budget_specs, fold_settings

@@ -35,10 +35,10 @@ from scipy.stats import spearmanr
 from tqdm.auto import tqdm
 
 from features.online import FEATURE_NAMES, boundary_features
-from oracle.labels import FIRST
+from labelsets.definitions import FIRST
+from labelsets.tables import LabelSet
 from oracle.simulator import simulate_label_set
-from oracle.tables import LabelSet
-from oracle.workloads import family_names
+from oracle.simulator.workloads import family_names
 from ripplecp_cli import opt, run
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.policy import Budget

@@ -42,8 +42,8 @@ from sklearn.base import clone
 
 from baselines import BASELINES, all_baselines
 from baselines.grid import training_objective
-from oracle.tables import LabelSet
-from oracle.workloads import family_names
+from labelsets.tables import LabelSet
+from oracle.simulator.workloads import family_names
 from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, parse, progress, run
 from ripplecp_policy.data import resolve_labels
 from ripplecp_policy.evaluation import evaluator_for

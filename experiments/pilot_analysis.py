@@ -4,8 +4,8 @@
     python -m experiments.pilot_analysis --pilot       # the paper's Table 7 per-task figures
 
 ``PATH`` is a label-set directory or a file in one, read through the one verified loader
-(:meth:`oracle.tables.LabelSet.load`); a full-design set (branches, no pairs) is analysed on
-the pilot's cells derived from its recovery tables (:func:`oracle.tables.labels_from_table`).
+(:meth:`labelsets.tables.LabelSet.load`); a full-design set (branches, no pairs) is analysed on
+the pilot's cells derived from its recovery tables (:func:`labelsets.tables.labels_from_table`).
 Prints Table 1 (marginal value by stratum), Table 2 (within-stratum Spearman of cheap
 proxies), the G.1 verified-only vs all-task sensitivity, G.4 noise, sign-unstable cells,
 Table 6 and a label-budget plan; writes Figure 2 (marginal value by stratum, dashed line at
@@ -16,9 +16,7 @@ hollow markers for unverified tasks) as PNG; logs tables and figures to MLflow.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from oracle.labels import ADDITIONAL, FIRST, POOLED, STRATA  # noqa: E402
+from features.files import atomic_path, write_text_atomic
+from labelsets.definitions import ADDITIONAL, FIRST, POOLED, STRATA  # noqa: E402
 from ripplecp_cli import (  # noqa: E402
     CommandLineError,
     choice_error,
@@ -90,18 +89,6 @@ class Args:
             raise ValueError("--features and --proxies need --labels (Table 7 has no cells)")
 
 
-def _atomic_write(path: Path, write: Any) -> None:
-    """Write through a temp file in the same folder, then rename: nothing half-written."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def _fmt(df: pd.DataFrame) -> str:
     return df.to_string(float_format=lambda v: f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}")
 
@@ -133,7 +120,7 @@ def analyse(args: Args) -> dict[str, Any]:
         per_task["stratum"] = POOLED  # Table 7 averages each task's two cells
         labels = None
     else:
-        from oracle.tables import LabelSet, LabelSetError, labels_from_table
+        from labelsets.tables import LabelSet, LabelSetError, labels_from_table
 
         path = Path(args.labels)
         lset = path.parent if path.is_file() else path  # a file of a set names its set
@@ -310,7 +297,8 @@ def analyse(args: Args) -> dict[str, Any]:
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     fig2 = out / "figure2_marginal_value.png"
-    _atomic_write(fig2, lambda p: fig.savefig(p, format="png"))
+    with atomic_path(fig2) as tmp:
+        fig.savefig(tmp, format="png")
     plt.close(fig)
 
     # ---- Figure 4: per-task advantage by repository and stratum ---------------------
@@ -337,14 +325,14 @@ def analyse(args: Args) -> dict[str, Any]:
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     fig.tight_layout()
     fig4 = out / "figure4_per_task_advantage.png"
-    _atomic_write(fig4, lambda p: fig.savefig(p, format="png"))
+    with atomic_path(fig4) as tmp:
+        fig.savefig(tmp, format="png")
     plt.close(fig)
 
     # ---- tables as artifacts ------------------------------------------------------------
     for name, df in tables.items():
-        _atomic_write(out / f"{name}.csv", lambda p, df=df: df.to_csv(p))
-    _atomic_write(out / "summary.json",
-                  lambda p: Path(p).write_text(json.dumps(summary, indent=2, default=str) + "\n"))
+        write_text_atomic(out / f"{name}.csv", df.to_csv())
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
     print(f"figures and tables written to {out.resolve()}")
 
     # ---- MLflow -------------------------------------------------------------------------

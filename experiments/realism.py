@@ -35,9 +35,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from oracle.labels import advantage, charged_cp
+from labelsets.definitions import advantage, charged_cp
+from labelsets.tables import LabelSet
 from oracle.simulator import simulate_label_set
-from oracle.tables import LabelSet
 from ripplecp_cli import opt, run
 from ripplecp_policy.data import resolve_labels
 from ripplecp_policy.policy import Budget

@@ -31,9 +31,9 @@ import mlflow
 import pandas as pd
 
 from baselines import FirstBoundary
-from oracle.labels import STRATA
-from oracle.tables import LabelSet
-from oracle.workloads import family_names
+from labelsets.definitions import STRATA
+from labelsets.tables import LabelSet
+from oracle.simulator.workloads import family_names
 from ripplecp_cli import (
     CommandLineError,
     choice_error,

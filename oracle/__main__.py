@@ -26,15 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from oracle.labels import DESIGNS, advantage, charged_cp, sign_unstable
+from labelsets.definitions import DESIGNS, advantage, charged_cp, sign_unstable
+from oracle.agents.runtimes import runtime_names
 from ripplecp_cli import opt, run_subcommands, suggest
 
 PROG = "python -m oracle"
 EXECUTORS = ("inline", "local", "dask")
 #: brains a real runtime can be driven by (oracle.agents.runtime.RUNTIME_BRAINS)
 BRAINS = ("repair", "depres", "cbuild", "migrate", "scripted", "proxy")
-#: the pinned runtimes (oracle.runtimes.RUNTIMES), named here so parsing imports nothing
-RUNTIME_NAMES = ("codex", "claude-code", "mini-swe-agent")
+#: the pinned runtimes, read from their records (a standard-library module: parsing stays light)
+RUNTIME_NAMES = runtime_names()
 
 
 def _kv_pairs(items: Sequence[str]) -> tuple[str, ...]:
@@ -138,10 +139,10 @@ class PlanArgs:
 
 def cmd_plan(a: PlanArgs) -> int:
     from oracle.agents import get_agent
-    from oracle.agents.protocol import clock_kind, make_tasks
-    from oracle.executors import close_executor, make_executor
-    from oracle.harness import HarnessConfig, StudyContext
-    from oracle.study import freeze_plan
+    from oracle.harness.branch import HarnessConfig, StudyContext
+    from oracle.harness.executors import close_executor, make_executor
+    from oracle.harness.study import freeze_plan
+    from oracle.protocol import clock_kind, make_tasks
 
     out = a.out.resolve()
     study = a.study.resolve() if a.study else default_study_dir(out)
@@ -208,9 +209,9 @@ class RunArgs:
 
 
 def cmd_run(a: RunArgs) -> int:
-    from oracle.executors import close_executor, make_executor
-    from oracle.plan import Plan
-    from oracle.study import run_study
+    from oracle.harness.executors import close_executor, make_executor
+    from oracle.harness.plan import Plan
+    from oracle.harness.study import run_study
 
     plan_path = a.plan.resolve()
     plan = Plan.load(plan_path)
@@ -285,7 +286,7 @@ class AuditArgs:
 
 
 def cmd_audit(a: AuditArgs) -> int:
-    from oracle.audit import AuditLog
+    from oracle.store.audit import AuditLog
 
     path = a.path
     if path.is_dir():
@@ -328,7 +329,7 @@ class InstallArgs:
 
 
 def cmd_install(a: InstallArgs) -> int:
-    from oracle.runtimes import get_runtime, install, runtimes_root
+    from oracle.agents.runtimes import get_runtime, install, runtimes_root
 
     for name in a.names:  # a RuntimeInstallError is one line saying why (npm missing, ...)
         had = get_runtime(name).probe(runtimes_root()).usable
@@ -350,9 +351,9 @@ class ListArgs:
 
 def cmd_list(a: ListArgs) -> int:
     from oracle.agents.registry import BUILTIN_AGENTS
-    from oracle.runtimes import RUNTIMES, installed, runtimes_root
+    from oracle.agents.runtimes import RUNTIMES, installed, runtimes_root
 
-    agents = {name: name for name in RUNTIMES if name in BUILTIN_AGENTS}  # harness adapters
+    agents = {name: name for name in RUNTIMES if name in BUILTIN_AGENTS}  # every runtime is one
     rows = [{"runtime": i.name, "pinned": i.pinned, "installed": i.version, "usable": i.usable,
              "detail": i.detail, "executable": None if i.executable is None else str(i.executable),
              "licence": RUNTIMES[i.name].spec.licence, "agent": agents.get(i.name)}

@@ -6,7 +6,7 @@ features are kept incrementally (one :class:`features.online.OnlineFeatureExtrac
 every safe boundary (each tool return: the runtime can only act *now*, so every boundary
 the log marks safe is a candidate) the policy answers CP or SKIP under the budget, through
 the one episode runner's budget check (:class:`ripplecp_policy.episode.Episode`). On CP the
-workspace is checkpointed with the toolkit's store (:class:`oracle.checkpoint.CheckpointStore`)
+workspace is checkpointed with the toolkit's store (:class:`oracle.store.checkpoint.CheckpointStore`)
 and the extractor marks the checkpoint, so later features see the placement actually taken.
 
 What a checkpoint is charged: 1 for a count budget; for a seconds / bytes budget the
@@ -48,7 +48,7 @@ import numpy as np
 from features.online import FEATURE_NAMES, OnlineFeatureExtractor, config_for
 from features.readers import READERS, StreamParser, stream_parser
 from features.schema import Event, Trajectory
-from oracle.checkpoint import DEFAULT_EXCLUDES, CheckpointStore
+from oracle.store.checkpoint import DEFAULT_EXCLUDES, CheckpointStore
 from ripplecp_policy.episode import Episode
 from ripplecp_policy.export import (
     load_policy_model,

@@ -31,8 +31,8 @@ import pandas as pd
 
 from features.online import FEATURE_NAMES, FeatureConfig
 from features.schema import Trajectory
-from oracle.labels import stratum
-from oracle.tables import LabelSet
+from labelsets.definitions import stratum
+from labelsets.tables import LabelSet
 from ripplecp_policy.episode import Episode, charge_estimate, observation, prefix_features
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.policy import (
@@ -254,7 +254,7 @@ class TaskReplay:
     def expected_cost(self, placement: Iterable[int]) -> float:
         """E_f[creation before f + restore latency + J(last, f)] from the measured table.
 
-        The one price (:func:`oracle.labels.failure_cost`) and the objective the
+        The one price (:func:`labelsets.definitions.failure_cost`) and the objective the
         matched-budget evaluation and the clairvoyant optimum use
         (:func:`ripplecp_policy.pricing.placement_objective`); NaN when a needed cell was
         never measured.
@@ -348,7 +348,7 @@ def advantage_table(
 
     The target is the mean paired advantage of the cell's CP/SKIP pairs (the paper's label:
     J_skip - J_cp, J_cp charged the creation time, restore latency not folded in; see
-    :mod:`oracle.labels`). Quarantined pairs
+    :mod:`labelsets.definitions`). Quarantined pairs
     are excluded (they stay in the label set, never used as targets). A label set with no
     pairs but full recovery tables (a harness ``full`` design) yields table-derived
     targets instead: for every c- < t, the mean over measured failures f > t of

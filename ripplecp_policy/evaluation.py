@@ -51,7 +51,7 @@ from ripplecp_policy.pricing import (
 )
 
 if TYPE_CHECKING:
-    from oracle.tables import LabelSet
+    from labelsets.tables import LabelSet
 
 
 class Evaluator:

@@ -69,7 +69,7 @@ from ripplecp_policy.stored import ModelRefused, read_policy, write_policy
 from ripplecp_policy.tracking import mlruns_root
 
 if TYPE_CHECKING:
-    from oracle.tables import LabelSet
+    from labelsets.tables import LabelSet
 
 STATE_COLUMNS = ("remaining_budget", "checkpoint_cost", "last_checkpoint", "n_checkpoints")
 ID_COLUMNS = ("task_id", "repo", "boundary", "event_index", "step")

@@ -27,7 +27,7 @@ from sklearn.base import BaseEstimator
 from features.online import FeatureConfig
 
 if TYPE_CHECKING:
-    from oracle.tables import LabelSet
+    from labelsets.tables import LabelSet
 
 BudgetKind = Literal["count", "seconds", "bytes"]
 

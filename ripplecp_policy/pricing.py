@@ -3,7 +3,7 @@
 One price, everywhere: at failure f (striking during segment f, after boundary f-1) a
 placement costs the creation of its checkpoints before f, plus the restore latency of the
 restore point used, plus the measured recovery J(last, f) from the latest of them (0 = the
-pristine start) — :func:`oracle.labels.failure_cost`, the Appendix-F C/R overhead plus redo,
+pristine start) — :func:`labelsets.definitions.failure_cost`, the Appendix-F C/R overhead plus redo,
 i.e. TotalFailureCost less the nominal run. The expectation is over a failure model: uniform
 over the measured failures, proportional to nominal segment duration, or explicit weights.
 
@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from oracle.labels import failure_cost
+from labelsets.definitions import failure_cost
 from ripplecp_policy.policy import Budget, HazardSpec
 
 if TYPE_CHECKING:
-    from oracle.tables import RecoveryTable
+    from labelsets.tables import RecoveryTable
 
 #: relative slack of every budget check: a spend may exceed the cap by this fraction of
 #: max(1, cap), so floating-point sums of creation seconds that equal the cap still fit
@@ -244,7 +244,7 @@ def placement_metrics(tc: TaskCosts, checkpoints: Iterable[int]) -> dict[str, fl
 
     Per failure f with last checkpoint ℓ(f) before f and placement P:
     ``objective`` = Σ_{b∈P, b<f} C(b) + restore latency(ℓ, f) + J(ℓ, f) (the one price,
-    :func:`oracle.labels.failure_cost`) — the quantity the clairvoyant optimum minimises; ``lost_work`` = J(ℓ, f); ``total_failure_cost`` =
+    :func:`labelsets.definitions.failure_cost`) — the quantity the clairvoyant optimum minimises; ``lost_work`` = J(ℓ, f); ``total_failure_cost`` =
     nominal work up to the failure + C/R overhead + redo, where the failure strikes when
     boundary f-1 has passed (nominal work = nominal_t(f-1), as in ``oracle.simulator``;
     the same for every policy, so it never changes a comparison). ``recovery_efficiency`` = E[J(0,f) - J(ℓ,f)] /

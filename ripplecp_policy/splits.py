@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
 
-from oracle.tables import LabelSet
+from labelsets.tables import LabelSet
 
 
 class LeakageError(AssertionError):

@@ -16,9 +16,9 @@ function here:
 Strata are by fallback identity (``"first"``: the SKIP world restores the pristine start;
 ``"additional"``: it restores an earlier checkpoint), never by distance; ``"pooled"`` names
 both together. The names, the stratum rule and the sign-unstable rule are
-:mod:`oracle.labels`'.
+:mod:`labelsets.definitions`'.
 
-Input is the label table of :mod:`oracle.tables` (one row per CP/SKIP pair, every column of
+Input is the label table of :mod:`labelsets.tables` (one row per CP/SKIP pair, every column of
 its schema). Estimates are
 built bottom-up: pair -> cell (mean over repetitions) -> statistic over cell records, with
 the bootstrap resampling tasks and carrying each task's cell records along.
@@ -39,8 +39,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from oracle.labels import ADDITIONAL, FIRST, POOLED, STRATA, sign_unstable, stratum
-from oracle.tables import SCHEMAS
+from labelsets.definitions import ADDITIONAL, FIRST, POOLED, STRATA, sign_unstable, stratum
+from labelsets.tables import SCHEMAS
 
 PAPER_SEED = 20260818
 N_BOOTSTRAP = 10_000
@@ -576,7 +576,7 @@ def sign_unstable_cells(labels: pd.DataFrame) -> list[str]:
     """Cells whose first two repetitions' paired advantages differ in sign.
 
     The input of the harness's predeclared third-repetition rule (paper, Appendix A;
-    :func:`oracle.labels.sign_unstable`). "First two" are the two lowest repetition indices
+    :func:`labelsets.definitions.sign_unstable`). "First two" are the two lowest repetition indices
     among non-quarantined pairs; a zero advantage has no sign and so counts as differing from
     a nonzero one (rerun rather than guess). Cells with fewer than two valid repetitions are
     not listed.
@@ -670,7 +670,7 @@ def spearman_within_stratum(
     the cell of largest absolute ``target``). Missing ``column`` values drop the cell.
 
     There is deliberately no pooled variant: a frame without ``stratum``, or a request for a
-    stratum other than those of :data:`oracle.labels.STRATA`, raises :class:`PooledCorrelationError`.
+    stratum other than those of :data:`labelsets.definitions.STRATA`, raises :class:`PooledCorrelationError`.
     """
     if "stratum" not in frame.columns:
         raise PooledCorrelationError(

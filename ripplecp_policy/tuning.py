@@ -29,7 +29,7 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from oracle.tables import LabelSet
+from labelsets.tables import LabelSet
 from ripplecp_policy.policy import PlacementPolicy, Setting, as_setting
 from ripplecp_policy.registry import SearchSpace, entry_for
 from ripplecp_policy.splits import SplitAudit, inner_splits

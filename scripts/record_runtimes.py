@@ -3,7 +3,7 @@
     python scripts/record_runtimes.py [--out tests/data/recordings] [--runtimes codex claude-code]
     python scripts/record_runtimes.py --measure 5      # time start-up and requests, record nothing
 
-For each runtime (installed at its pin by :mod:`oracle.runtimes` if needed) it records, into
+For each runtime (installed at its pin by :mod:`oracle.agents.runtimes` if needed) it records, into
 ``OUT/<runtime>-<version>/``:
 
 * ``task``: a scripted task of three steps — a shell command that writes a file, an edit,
@@ -39,8 +39,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a file: import the project next to it
     sys.path.insert(0, str(REPO))
 
-from oracle import runtimes  # noqa: E402
-from oracle.model_server import ModelServer, Plan, ScriptedBrain, ServerConfig  # noqa: E402
+from oracle.agents import runtimes  # noqa: E402
+from oracle.agents.model_server import ModelServer, Plan, ScriptedBrain, ServerConfig  # noqa: E402
 from ripplecp_cli import opt, run  # noqa: E402
 
 TASK = Plan.from_json([

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
-from oracle.tables import LabelSet, empty
+from labelsets.tables import LabelSet, empty
 
 
 def _synthetic_trajectory(task_id: str, repo: str, n_steps: int, rng: np.random.Generator) -> tuple[Trajectory, list[float]]:

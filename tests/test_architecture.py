@@ -1,7 +1,13 @@
 """The house rules that the layout promises, checked on the code itself.
 
 - Imports between the project's packages flow one way: ripplecp_cli and features at the
-  bottom, then oracle, ripplecp_policy, baselines, experiments; nothing imports experiments.
+  bottom, then labelsets, oracle, ripplecp_policy, baselines, experiments; nothing imports
+  experiments.
+- No two sibling sub-packages import each other (oracle's rooms: harness, store, agents,
+  simulator; agents' model_server beneath it).
+- The label-set contract is consumed through ``labelsets``: ``ripplecp_policy`` and
+  ``baselines`` import nothing of the harness (``oracle`` only for the advisor's checkpoint
+  store).
 - No import circle between modules, function-level imports included.
 - No private name (leading underscore) is imported from another module.
 """
@@ -17,8 +23,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: lower number = lower floor; a module may import only its own floor or lower ones
-FLOORS = {"ripplecp_cli": 0, "features": 1, "oracle": 2, "ripplecp_policy": 3, "baselines": 4,
-          "experiments": 5}
+FLOORS = {"ripplecp_cli": 0, "features": 1, "labelsets": 2, "oracle": 3, "ripplecp_policy": 4,
+          "baselines": 5, "experiments": 6}
+#: what of ``oracle`` the consumers of label sets may import (the advisor's checkpoint store)
+CONSUMER_MAY_USE = {"oracle.store.checkpoint"}
 
 
 def _modules() -> dict[str, Path]:
@@ -110,3 +118,35 @@ def test_no_private_name_imported_across_modules() -> None:
 @pytest.mark.parametrize("pkg", sorted(FLOORS))
 def test_every_package_is_found(pkg: str) -> None:
     assert any(m == pkg or m.startswith(pkg + ".") for m in MODULES)
+
+
+def _package_of(module: str) -> str:
+    """The package a module sits in (a package's own ``__init__`` is in that package)."""
+    path = MODULES[module]
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def test_no_two_sibling_subpackages_import_each_other() -> None:
+    ties: dict[tuple[str, str], str] = {}
+    for (src, dst), where in _edges().items():
+        a, b = _package_of(src), _package_of(dst)
+        if a == b or a.startswith(b + ".") or b.startswith(a + "."):
+            continue
+        # the two sub-packages of one parent that hold src and dst
+        pa, pb = a.split("."), b.split(".")
+        i = 0
+        while i < min(len(pa), len(pb)) and pa[i] == pb[i]:
+            i += 1
+        if i == 0:
+            continue  # top-level packages: the floors rule
+        ties.setdefault((".".join(pa[:i + 1]), ".".join(pb[:i + 1])), f"{src} -> {dst} ({where[0]})")
+    both = [f"{a} <-> {b}: {ties[(a, b)]} / {ties[(b, a)]}" for (a, b) in ties
+            if (b, a) in ties and a < b]
+    assert not both, "sub-packages importing each other:\n" + "\n".join(both)
+
+
+def test_consumers_read_label_sets_through_labelsets() -> None:
+    bad = [f"{src} -> {dst} ({where[0]})" for (src, dst), where in _edges().items()
+           if src.split(".")[0] in ("ripplecp_policy", "baselines")
+           and dst.split(".")[0] == "oracle" and dst not in CONSUMER_MAY_USE]
+    assert not bad, "consumers reaching into the harness:\n" + "\n".join(bad)

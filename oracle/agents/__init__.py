@@ -1,7 +1,7 @@
 """Agent adapters: everything the harness can drive, behind one protocol, found by name.
 
-- :mod:`oracle.agents.protocol` - the agent protocol (agents, runs, reports, clocks, task
-  specs, restore points) and the task-count contract (:func:`~oracle.agents.protocol.make_tasks`);
+- :mod:`oracle.protocol` - the agent protocol (agents, runs, reports, clocks, task
+  specs, restore points) and the task-count contract (:func:`~oracle.protocol.make_tasks`);
 - :mod:`oracle.agents.registry` - every built-in agent by name, imported on first use;
 - :mod:`oracle.agents.command_line` - the generic adapter for an agent that is a program;
 - :mod:`oracle.agents.codex` - Codex CLI on that adapter (further runtimes go beside it);
@@ -17,7 +17,7 @@
 
 This package's own import is standard library only (the scripted child program runs
 ``python -S -m oracle.agents.scripted``), so the protocol types are imported from
-:mod:`oracle.agents.protocol`, not from here.
+:mod:`oracle.protocol`, not from here.
 """
 
 from oracle.agents.registry import BUILTIN_AGENTS, agent_names, get_agent, register_agent

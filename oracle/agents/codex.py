@@ -21,8 +21,8 @@ from typing import Any
 
 from features.readers.codex_exec import CodexExecParser
 from oracle.agents.command_line import CommandLineAgent
-from oracle.agents.protocol import RestorePoint
 from oracle.agents.stream_reports import StreamReports
+from oracle.protocol import RestorePoint
 
 __all__ = ["CODEX_CONFIG", "CodexLineParser", "codex_agent", "codex_capture_state", "codex_update_state"]
 

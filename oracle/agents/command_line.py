@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from features.schema import EventKind
-from oracle.agents.protocol import AgentReport, Clock, RestorePoint, TaskSpec
 from oracle.processes import kill_tree, popen
+from oracle.protocol import AgentReport, Clock, RestorePoint, TaskSpec
 
 __all__ = [
     "CliRun",

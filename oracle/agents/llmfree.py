@@ -9,7 +9,7 @@ audit log, one label set: ``python -m experiments.collect_labels --agent llm-fre
 
 With ``runtime`` (``codex``, ``claude-code``) every family's agent is that real runtime driven
 by the family's brain (:class:`~oracle.agents.runtime.RuntimeAgent` with ``brain=family``:
-the repair brain, or the family's step program, :mod:`oracle.model_server.program`), so the
+the repair brain, or the family's step program, :mod:`oracle.agents.model_server.program`), so the
 same tasks are collected through the runtime, at tool-call granularity, and the label set
 records the runtime and its version (:meth:`LLMFreeAgent.describe`).
 """
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from oracle.agents.registry import get_agent
 
 if TYPE_CHECKING:
-    from oracle.agents.protocol import Agent, AgentRun, Clock, RestorePoint, TaskSpec
+    from oracle.protocol import Agent, AgentRun, Clock, RestorePoint, TaskSpec
 
 __all__ = ["FAMILY_AGENTS", "LLMFreeAgent", "REPAIR_OPTIONS", "SHARES", "split"]
 

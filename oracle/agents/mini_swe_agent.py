@@ -32,8 +32,8 @@ from typing import Any
 
 from features.readers.mini_swe_agent import read_mini_swe_agent
 from features.readers.stream import StreamParser
+from oracle.agents.runtimes import MiniSweAgent
 from oracle.agents.stream_reports import StreamReports
-from oracle.runtimes import MiniSweAgent
 
 __all__ = ["MiniLineParser", "TrajectoryStream", "trajectory_results", "watch_trajectory"]
 

@@ -20,7 +20,7 @@ they share, once:
   command line (``--facts JSON``), the task too (``--task-json``); what it did is printed as
   short plain lines, the facts it found as protocol ``fact`` lines, and, when the step
   finished, one last :data:`STEP_END` line carrying every fact. This is how a brain behind a
-  real runtime (:mod:`oracle.model_server.program`) runs the program: one shell command per
+  real runtime (:mod:`oracle.agents.model_server.program`) runs the program: one shell command per
   step, the facts carried from one step's output to the next step's command line.
 
 Step contract of :meth:`ProgramChild.run`: step ``k`` (1-based) of ``steps()`` ends with

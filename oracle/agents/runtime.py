@@ -1,9 +1,9 @@
 """Real agent runtimes under the harness: Codex CLI, Claude Code and mini-swe-agent driven by a
 brain, offline.
 
-:class:`RuntimeAgent` runs a pinned runtime (:mod:`oracle.runtimes`: installed into
+:class:`RuntimeAgent` runs a pinned runtime (:mod:`oracle.agents.runtimes`: installed into
 ``.runtimes/``, a private home per run with every network feature off) against a loopback
-model server (:mod:`oracle.model_server`) started in this process for the run, whose brain
+model server (:mod:`oracle.agents.model_server`) started in this process for the run, whose brain
 (``repair``; ``depres``, ``cbuild``, ``migrate``; ``scripted`` or ``proxy``) decides every
 model answer. Per run:
 
@@ -12,7 +12,7 @@ model answer. Per run:
   rollout, Claude Code's session file, mini-swe-agent's trajectory — preserved agent state,
   part of the checkpoint, in the facts under ``runtime.session``) is put into a fresh private
   home and the runtime *forks* it — ``codex exec fork <thread>`` / ``claude --resume <id>
-  --fork-session`` / mini-swe-agent's resume entry point (:mod:`oracle.mini_resume`, which
+  --fork-session`` / mini-swe-agent's resume entry point (:mod:`oracle.agents.mini_resume`, which
   writes a new trajectory) — so every branch continues the captured conversation under its
   own thread/session id and the captured one is never appended to. Restore point 0 (no
   session) starts afresh.
@@ -22,7 +22,7 @@ model answer. Per run:
   tool-call granularity); tokens come from the same lines. mini-swe-agent prints no such
   stream: its lines come from watching its trajectory file and process tree
   (:mod:`oracle.agents.mini_swe_agent`, ``StreamRules.watch``). The run also reports
-  *activity* (:data:`oracle.agents.protocol.ACTIVITIES`): ``tool`` when a tool call starts,
+  *activity* (:data:`oracle.protocol.ACTIVITIES`): ``tool`` when a tool call starts,
   ``model`` when the runtime's model request reaches the server.
 * **The gate**: each model request is held until the harness has taken every report before
   it — the results of the tools the request answers, and the request's own ``model``
@@ -39,15 +39,15 @@ model answer. Per run:
   namespace), so a kill also ends the tools it started in sessions of their own.
 
 Tasks: the ``repair`` brain's tasks are the repair agent's (:mod:`oracle.agents.repair.tasks`)
-with a prompt carrying the brain's header (:func:`oracle.model_server.repair.task_prompt`); a
+with a prompt carrying the brain's header (:func:`oracle.agents.model_server.repair.task_prompt`); a
 program brain's (``depres``, ``cbuild``, ``migrate``) are its family agent's, with the header
-of :func:`oracle.model_server.program.task_prompt`.
+of :func:`oracle.agents.model_server.program.task_prompt`.
 
 Codex's ``exec_command`` returns a command that outlives its wait (30 s at most) as ``Process
 running with session ID N``, and the brain polls it (``write_stdin``): such a result finishes
 no tool — the poll that sees the process exit does, as the one ``item.completed`` of the
 stream says — so neither the gate nor the session-file count counts it
-(:func:`oracle.model_server.program.running_session`).
+(:func:`oracle.agents.model_server.program.running_session`).
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ from __future__ import annotations
 import collections
 import functools
 import hashlib
+import importlib
 import json
 import signal
 import sys
@@ -70,8 +71,7 @@ from oracle.agents.claude_code import ClaudeLineParser, tool_result_ids
 from oracle.agents.codex import CodexLineParser
 from oracle.agents.command_line import CliRun, ParseLine, run_dir_for, run_verifier
 from oracle.agents.mini_swe_agent import MiniLineParser, trajectory_results, watch_trajectory
-from oracle.agents.protocol import AgentReport, Clock, RestorePoint, TaskSpec
-from oracle.model_server import (
+from oracle.agents.model_server import (
     BRAINS,
     Brain,
     BrainError,
@@ -80,22 +80,23 @@ from oracle.model_server import (
     ServerConfig,
     make_brain,
 )
-from oracle.model_server.conversation import Step
-from oracle.model_server.program import PROGRAM_FAMILIES, running_session
-from oracle.model_server.program import task_prompt as program_prompt
-from oracle.model_server.wire import Reply
-from oracle.processes import descendants, signal_all
-from oracle.runtimes import (
+from oracle.agents.model_server.conversation import Step
+from oracle.agents.model_server.program import PROGRAM_FAMILIES, running_session
+from oracle.agents.model_server.program import task_prompt as program_prompt
+from oracle.agents.model_server.wire import Reply
+from oracle.agents.runtimes import (
     DEFAULT_MODEL,
+    RUNTIMES,
     MiniSweAgent,
     Runtime,
     RuntimeInstallError,
     get_runtime,
 )
+from oracle.processes import descendants, signal_all
+from oracle.protocol import AgentReport, Clock, RestorePoint, TaskSpec
 
-__all__ = ["CLAUDE_RULES", "CODEX_RULES", "MINI_RULES", "RESUME_PROMPT", "RULES", "Gate",
-           "RuntimeAgent", "RuntimeRun", "StreamRules", "claude_code_agent",
-           "codex_runtime_agent", "mini_swe_agent_agent"]
+__all__ = ["CLAUDE_RULES", "CODEX_RULES", "MINI_RULES", "RESUME_PROMPT", "Gate", "RuntimeAgent",
+           "RuntimeRun", "StreamRules", "stream_rules"]
 
 #: the prompt of a resumed run (the repair brain decides from the transcript, not from it)
 RESUME_PROMPT = ("The previous session was cut off by a machine failure. Continue the task "
@@ -208,8 +209,15 @@ MINI_RULES = StreamRules(
     watch=_mini_watch,
 )
 
-RULES: dict[str, StreamRules] = {"codex": CODEX_RULES, "claude-code": CLAUDE_RULES,
-                                 "mini-swe-agent": MINI_RULES}
+
+
+def stream_rules(runtime: Runtime) -> StreamRules:
+    """The stream rules a runtime's record names (``Runtime.rules``, ``"module:attribute"``)."""
+    module, _, attr = runtime.rules.partition(":")
+    rules = getattr(importlib.import_module(module), attr)
+    if not isinstance(rules, StreamRules):
+        raise TypeError(f"runtime {runtime.spec.name!r}: {runtime.rules} is not StreamRules")
+    return rules
 
 
 # --------------------------------------------------------------------------- the gate
@@ -505,9 +513,8 @@ class RuntimeAgent:
                  model: str = DEFAULT_MODEL, seeds: str = "task", fork: bool = True,
                  settle_s: float = 10.0, gate_s: float = 300.0,
                  wrap: Sequence[str] = (), timing_dir: str | None = None) -> None:
-        if runtime not in RULES:
-            raise ValueError(f"runtime {runtime!r} has no harness adapter; choose from "
-                             f"{', '.join(RULES)}")
+        if runtime not in RUNTIMES:
+            raise ValueError(f"unknown runtime {runtime!r}; choose from {', '.join(RUNTIMES)}")
         if brain not in RUNTIME_BRAINS:
             raise ValueError(f"unknown brain {brain!r}; choose from {', '.join(RUNTIME_BRAINS)}")
         if granularity != "tool_call":
@@ -517,7 +524,7 @@ class RuntimeAgent:
             raise ValueError(f"seeds must be 'task' or 'run', got {seeds!r}")
         self.name = runtime
         self.runtime = get_runtime(runtime)
-        self.rules = RULES[runtime]
+        self.rules = stream_rules(self.runtime)
         self.brain, self.plan, self.url, self.key_env = brain, plan, url, key_env
         self.model, self.seeds, self.fork = model, seeds, fork
         self.settle_s, self.gate_s = float(settle_s), float(gate_s)
@@ -528,7 +535,7 @@ class RuntimeAgent:
     # -- tasks and provenance ----------------------------------------------------------
     def make_tasks(self, n: int, seed: int, root: Path, **options: Any) -> list[TaskSpec]:
         """``n`` tasks for the brain: the repair brain's are repair tasks (``options``: the
-        search bounds of :data:`oracle.model_server.repair.SEARCH` for the brain, the rest to
+        search bounds of :data:`oracle.agents.model_server.repair.SEARCH` for the brain, the rest to
         :func:`oracle.agents.repair.tasks.make_repair_tasks`); a program brain's are its
         family agent's (``options`` to its task maker, e.g. ``repos``)."""
         if self.brain in PROGRAM_FAMILIES:
@@ -543,9 +550,9 @@ class RuntimeAgent:
         if self.brain != "repair":
             raise ValueError(f"brain {self.brain!r} cannot generate tasks; only the repair "
                              f"and program brains ({', '.join(PROGRAM_FAMILIES)}) can (or "
-                             "build TaskSpecs with oracle.plan)")
+                             "build TaskSpecs with oracle.harness.plan)")
+        from oracle.agents.model_server.repair import SEARCH, task_prompt
         from oracle.agents.repair.tasks import RUNNER, make_repair_tasks
-        from oracle.model_server.repair import SEARCH, task_prompt
 
         search = {k: int(options.pop(k)) for k in SEARCH if k in options}
         tasks = make_repair_tasks(n, seed, root, **options)
@@ -586,8 +593,8 @@ class RuntimeAgent:
         if self.seeds == "run" and "brain_seed" in task.params and self.brain in PROGRAM_FAMILIES:
             return program_prompt(task, seed=seed, python=sys.executable)
         if self.seeds == "run" and "brain_seed" in task.params:
+            from oracle.agents.model_server.repair import task_prompt
             from oracle.agents.repair.tasks import RUNNER
-            from oracle.model_server.repair import task_prompt
 
             params = {k: v for k, v in task.params.items() if k != "brain_seed"}
             prompt = task_prompt(params, runner=str(RUNNER), python=sys.executable, seed=seed)
@@ -644,19 +651,3 @@ class RuntimeAgent:
     def verify(self, task: TaskSpec, workspace: Path) -> bool:
         """The task's verifier (exit 0)."""
         return bool(task.verifier) and run_verifier(task.verifier, workspace)
-
-
-def codex_runtime_agent(**options: Any) -> RuntimeAgent:
-    """Codex CLI (pinned, offline) driven by a brain: the registry's ``codex``."""
-    return RuntimeAgent("codex", **options)
-
-
-def claude_code_agent(**options: Any) -> RuntimeAgent:
-    """Claude Code (pinned, offline) driven by a brain: the registry's ``claude-code``."""
-    return RuntimeAgent("claude-code", **options)
-
-
-
-def mini_swe_agent_agent(**options: Any) -> RuntimeAgent:
-    """mini-swe-agent (pinned, offline) driven by a brain: the registry's ``mini-swe-agent``."""
-    return RuntimeAgent("mini-swe-agent", **options)

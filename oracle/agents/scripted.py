@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from oracle.agents.command_line import CommandLineAgent
-    from oracle.agents.protocol import AgentReport, TaskSpec
+    from oracle.protocol import AgentReport, TaskSpec
 
 STEPS = ("search", "edit", "test", "notes")
 
@@ -78,7 +78,7 @@ def make_scripted_tasks(
     Deterministic in ``seed``; the repo label cycles over ``repos`` names so
     leave-one-repository-out splits have something to split.
     """
-    from oracle.agents.protocol import TaskSpec
+    from oracle.protocol import TaskSpec
 
     if not 2 <= n_steps <= 4:
         raise ValueError(f"n_steps must be 2..4, got {n_steps}")
@@ -122,7 +122,7 @@ def make_scripted_tasks(
 def scripted_parse_line(obj: dict, arrival: float) -> list[AgentReport]:
     """Map one scripted-agent JSON line to reports (facts/transcript are adapter state)."""
     from features.schema import Event
-    from oracle.agents.protocol import AgentReport
+    from oracle.protocol import AgentReport
 
     t = obj.get("type")
     if t == "event":

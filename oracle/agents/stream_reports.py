@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from features.readers.stream import StreamParser
 from features.schema import Event
-from oracle.agents.protocol import AgentReport
+from oracle.protocol import AgentReport
 
 __all__ = ["StreamReports"]
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from features.schema import Event, EventKind
-from oracle.agents.protocol import AgentReport, Clock, RestorePoint, TaskSpec
+from oracle.protocol import AgentReport, Clock, RestorePoint, TaskSpec
 from oracle.simulator.model import (
     KIND_CODE,
     Granularity,
@@ -27,7 +27,7 @@ from oracle.simulator.model import (
     cached_task,
     task_specs,
 )
-from oracle.workloads import FamilyConfig, get_family
+from oracle.simulator.workloads import FamilyConfig, get_family
 
 __all__ = ["STATE_FILE", "SimulatedAgent", "SimulatedRun"]
 

@@ -1,6 +1,6 @@
 """A whole simulated study through the fast, vectorised path: the same cost function as the
 simulated agent (:func:`~oracle.simulator.model.batch_branch_costs`), straight into a
-:class:`~oracle.tables.LabelSet`.
+:class:`~labelsets.tables.LabelSet`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from features.schema import Trajectory
-from oracle.labels import (
+from labelsets.definitions import (
     DESIGNS,
     advantage,
     branch_order,
@@ -27,15 +27,7 @@ from oracle.labels import (
     stratum,
     table_cell_id,
 )
-from oracle.simulator.model import (
-    Granularity,
-    LatentTask,
-    TaskBatch,
-    batch_branch_costs,
-    branch_costs,
-    family_tasks,
-)
-from oracle.tables import (
+from labelsets.tables import (
     CHECKPOINT_COLUMNS,
     LABEL_COLUMNS,
     RECOVERY_COLUMNS,
@@ -44,7 +36,15 @@ from oracle.tables import (
     conform,
     labels_from_recovery,
 )
-from oracle.workloads import FamilyConfig, get_family
+from oracle.simulator.model import (
+    Granularity,
+    LatentTask,
+    TaskBatch,
+    batch_branch_costs,
+    branch_costs,
+    family_tasks,
+)
+from oracle.simulator.workloads import FamilyConfig, get_family
 
 __all__ = ["simulate_label_set"]
 
@@ -73,12 +73,12 @@ def simulate_label_set(
     tool-call boundaries. ``"pilot"``: the paper's frozen design, one early (1, 0, 2) and
     one late (B-1, B-2, B) cell per task, ``repetitions`` pairs plus a third for cells
     whose first two advantages differ in sign; labels via
-    :func:`oracle.tables.labels_from_recovery`. Repetitions are numbered from 1, as in the
-    harness, and seeds and branch order are the plan's (:mod:`oracle.labels`): a pilot pair
+    :func:`labelsets.tables.labels_from_recovery`. Repetitions are numbered from 1, as in the
+    harness, and seeds and branch order are the plan's (:mod:`labelsets.definitions`): a pilot pair
     runs with the pair seed of its cell and repetition (both branches) in the order drawn
-    from it, exactly as :func:`oracle.plan.pilot_plan` run by the harness with the
+    from it, exactly as :func:`oracle.harness.plan.pilot_plan` run by the harness with the
     simulated agent; a table branch (r, f) uses the pair seed of its table cell, as
-    :func:`oracle.plan.full_table_plan`; a label derived from the table has, as a harness
+    :func:`oracle.harness.plan.full_table_plan`; a label derived from the table has, as a harness
     label, its CP branch's seed as ``pair_seed``, and the order in which that plan submits
     its two branches: ``skip_first`` (the fallback's cell (c-, f) precedes (t, f)).
     """

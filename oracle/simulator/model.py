@@ -1,7 +1,7 @@
 """The simulator's generative model: latent tasks, their nominal runs, and the cost of a
 recovery by re-derivation (one function for the agent and the fast path).
 
-Workload families (the parameters) live in :mod:`oracle.workloads`; ``swe-pilot`` is
+Workload families (the parameters) live in :mod:`oracle.simulator.workloads`; ``swe-pilot`` is
 calibrated to the published pilot (``experiments.calibrate`` prints how close). The agent
 behind the protocol is :mod:`oracle.simulator.agent`, the vectorised study
 :mod:`oracle.simulator.fast`.
@@ -88,7 +88,7 @@ preserved transcript and facts at ``r``), the recovery cost to the stopping rule
 - ``G = LN_sigma(F.branch_sigma)``: a whole-branch factor.
 
 Every random draw comes from a counter-based hash of (task, r, f, branch seed, component)
-- the branch seed is the plan's pair seed of the branch's cell (:func:`oracle.labels.pair_seed`),
+- the branch seed is the plan's pair seed of the branch's cell (:func:`labelsets.definitions.pair_seed`),
 so repetitions of a cell differ (within-cell noise, paper G.4), the same inputs give the
 same cost in any order, and the vectorised fast path and the agent call the *same*
 function (:func:`branch_costs`). Re-executed tokens are ``J x`` the task's nominal tokens
@@ -101,7 +101,7 @@ workspace MB + F.compress_ratio x bytes written by then``; creation ``= (F.creat
 (F.restore_base_s + F.restore_per_mb_s x MB) x LN_sigma(F.restore_sigma)`` (the pristine
 start, ``b = 0``, restores the bare workspace). Fixed per (task, boundary, study seed).
 
-Parameters (every field of :mod:`oracle.workloads`' configs)
+Parameters (every field of :mod:`oracle.simulator.workloads`' configs)
 ===========================================================
 
 ``RepoConfig``: ``name`` (repository, the unit of leave-one-repository-out splits);
@@ -139,7 +139,7 @@ tiny write that later units read (provenance edges, fan-out) and, with ``tests_t
 "decisions"``, turns a failing test green; builds write bytes in proportion to their
 seconds; caches and tests are long and write little. Which of these carry a family's value
 (and the family where none does, ``long-horizon``) is documented per family in
-:mod:`oracle.workloads`.
+:mod:`oracle.simulator.workloads`.
 
 Calibration. ``swe-pilot``'s values were tuned by hand against the pilot (paper Section 4,
 Tables 1, 4, 5; Appendix G.4-G.5) with ``experiments.calibrate``: e.g. ``fact_mult=2.9`` in
@@ -161,8 +161,8 @@ import numpy as np
 from scipy.special import ndtri
 
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
-from oracle.agents.protocol import TaskSpec
-from oracle.workloads import FamilyConfig, RepoConfig, StepConfig, get_family
+from oracle.protocol import TaskSpec
+from oracle.simulator.workloads import FamilyConfig, RepoConfig, StepConfig, get_family
 
 __all__ = [
     "KIND_CODE", "Granularity", "LatentTask", "TaskBatch", "batch_branch_costs", "branch_costs",

@@ -4,7 +4,7 @@
 ``label_set.json`` with its content hash, ``DATASHEET.md``: how, where and with what it was
 collected, and what it does not represent). :func:`label_set_path` finds one by name in a
 checkout or an installed package; :func:`resolve_labels` turns a ``--labels`` value (a
-shipped name, or a directory) into the directory :meth:`oracle.tables.LabelSet.load`
+shipped name, or a directory) into the directory :meth:`labelsets.tables.LabelSet.load`
 verifies and reads.
 """
 

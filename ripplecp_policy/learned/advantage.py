@@ -26,8 +26,8 @@ from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
-from oracle.labels import STRATA
-from oracle.tables import LabelSet
+from labelsets.definitions import STRATA
+from labelsets.tables import LabelSet
 from ripplecp_policy.datasets import (
     AdvantageTable,
     FeatureFn,

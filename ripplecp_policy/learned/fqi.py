@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import clone
 
-from oracle.tables import LabelSet
+from labelsets.tables import LabelSet
 from ripplecp_policy.datasets import (
     POLICY_FEATURES,
     FeatureFn,

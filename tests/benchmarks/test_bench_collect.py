@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from oracle.plan import Plan
-from oracle.tables import LabelSet
+from labelsets.tables import LabelSet
+from oracle.harness.plan import Plan
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "bench_collect.py"

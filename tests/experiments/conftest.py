@@ -28,7 +28,7 @@ import pandas as pd
 import pytest
 
 from features.schema import Event, Trajectory
-from oracle.tables import LabelSet
+from labelsets.tables import LabelSet
 from ripplecp_cli import field_docs
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from oracle.tables import LabelSet
+from labelsets.tables import LabelSet
 
 ROOT = Path(__file__).resolve().parents[2]
 

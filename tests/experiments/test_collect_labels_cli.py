@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from experiments.collect_labels import PROG, Args, main
-from oracle.tables import LabelSet
+from labelsets.tables import LabelSet
 
 MODULE = "experiments.collect_labels"
 

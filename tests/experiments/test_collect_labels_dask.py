@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from oracle.tables import LabelSet
+from labelsets.tables import LabelSet
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from experiments.collect_labels import main
-from oracle.tables import LabelSet
+from labelsets.tables import LabelSet
 from tests.oracle.conftest import ready_runtime
 
 

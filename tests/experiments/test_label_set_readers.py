@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from labelsets.tables import labels_from_table, read_table, write_table
 from oracle.simulator import simulate_label_set
-from oracle.tables import labels_from_table, read_table, write_table
 
 REPO = Path(__file__).resolve().parents[2]
 #: each reader, with the arguments that keep it small and off MLflow
@@ -103,7 +103,7 @@ def test_pilot_analysis_reads_a_full_design_set(tmp_path: Path, full_set: Path) 
     assert res.returncode == 0, res.stderr[-3000:]
     assert "pilot cells derived from the recovery tables" in res.stdout
     t1 = pd.read_csv(tmp_path / "out" / "table1_marginal_value.csv", index_col=0)
-    from oracle.tables import LabelSet
+    from labelsets.tables import LabelSet
 
     data = LabelSet.load(full_set)
     want = labels_from_table(data.tasks, data.checkpoints, data.recovery)

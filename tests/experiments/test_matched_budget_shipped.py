@@ -28,7 +28,7 @@ def test_the_default_study_holds_the_shipped_families_beside_the_simulated_ones(
     """Issue 17: the main job evaluates the shipped set by default; --quick and --no-shipped
     leave it out, and --labels replaces both."""
     from experiments.matched_budget import load_label_sets, parse_args
-    from oracle.tables import LabelSet
+    from labelsets.tables import LabelSet
     from ripplecp_policy.data import resolve_labels
 
     real = LabelSet.load(resolve_labels("shipped"))

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from oracle.tables import LabelSet
+from labelsets.tables import LabelSet
 from ripplecp_policy.tracking import tracking_uri
 
 REPO = Path(__file__).resolve().parents[2]

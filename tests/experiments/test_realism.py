@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from experiments.realism import COUNTERPART, QUANTITIES, fit_scales, format_report, realism_report
+from labelsets.tables import LabelSet
 from oracle.simulator import simulate_label_set
-from oracle.tables import LabelSet
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from labelsets.tables import LabelSet
 from oracle.__main__ import (
     AuditArgs,
     InstallArgs,
@@ -20,9 +21,8 @@ from oracle.__main__ import (
     audit_summary,
     main,
 )
-from oracle.audit import AuditLog
-from oracle.plan import Plan, PlanError
-from oracle.tables import LabelSet
+from oracle.harness.plan import Plan, PlanError
+from oracle.store.audit import AuditLog
 from ripplecp_cli import field_docs
 
 

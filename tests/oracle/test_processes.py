@@ -93,7 +93,7 @@ def test_pool_workers_and_forkserver_die_with_the_pool_owner(tmp_path: Path) -> 
     marker = uuid.uuid4().hex
     script = textwrap.dedent("""
         import time
-        from oracle.executors import local_executor
+        from oracle.harness.executors import local_executor
         ex = local_executor(2)
         futs = [ex.submit(time.sleep, 60) for _ in range(4)]
         time.sleep(0.2)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from oracle.audit import AuditLog
-from oracle.runtimes import get_runtime
-from oracle.tables import LabelSet
+from labelsets.tables import LabelSet
+from oracle.agents.runtimes import get_runtime
+from oracle.store.audit import AuditLog
 
 REPO = Path(__file__).resolve().parents[2]
 #: two small repair tasks in two repositories whose mutants the bounded search repairs

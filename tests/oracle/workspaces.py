@@ -7,8 +7,8 @@ import os
 import time
 from pathlib import Path
 
-import oracle.checkpoint as ckpt
-from oracle.checkpoint import CheckpointStore
+import oracle.store.checkpoint as ckpt
+from oracle.store.checkpoint import CheckpointStore
 
 
 def make_ws(root: Path) -> Path:

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from features.readers import read_trajectory
-from oracle import runtimes
-from oracle.checkpoint import CheckpointStore, state_digest
-from oracle.model_server import ModelServer, Plan, ScriptedBrain
-from oracle.runtimes import RuntimeInstallError
+from oracle.agents import runtimes
+from oracle.agents.model_server import ModelServer, Plan, ScriptedBrain
+from oracle.agents.runtimes import RuntimeInstallError
+from oracle.store.checkpoint import CheckpointStore, state_digest
 from ripplecp_cli import field_docs
 from ripplecp_policy.advise import PROG, Args, hook, main
 from ripplecp_policy.advisor import CP, read_decisions

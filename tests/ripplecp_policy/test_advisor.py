@@ -14,7 +14,7 @@ import pytest
 
 from features.online import FEATURE_NAMES, boundary_features
 from features.readers import read_trajectory
-from oracle.checkpoint import CheckpointStore, state_digest
+from oracle.store.checkpoint import CheckpointStore, state_digest
 from ripplecp_policy.advisor import (
     CP,
     SKIP,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from oracle.checkpoint import CheckpointStore, state_digest
+from oracle.store.checkpoint import CheckpointStore, state_digest
 from ripplecp_policy import hook_install
 from ripplecp_policy.advise import PROG, main
 from ripplecp_policy.advisor import CP, read_decisions

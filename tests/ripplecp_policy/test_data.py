@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from oracle.tables import LabelSet
+from labelsets.tables import LabelSet
 from ripplecp_policy.data import (
     DEFAULT_LABEL_SET,
     label_set_path,

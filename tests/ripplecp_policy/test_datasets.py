@@ -4,7 +4,7 @@ replays that are the evaluation's episodes."""
 import numpy as np
 import pytest
 
-from oracle.tables import LabelSet, empty
+from labelsets.tables import LabelSet, empty
 from ripplecp_policy.datasets import (
     POLICY_FEATURES,
     advantage_table,

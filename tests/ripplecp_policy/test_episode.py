@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from baselines import EveryBoundary
-from oracle.checkpoint import CheckpointStore
+from oracle.store.checkpoint import CheckpointStore
 from ripplecp_policy.advisor import Advisor, AdvisorModel
 from ripplecp_policy.datasets import TaskReplay
 from ripplecp_policy.episode import Episode, LiveFeatures, observation, prefix_features

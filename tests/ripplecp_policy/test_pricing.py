@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from oracle.labels import failure_cost
-from oracle.tables import RecoveryTable
+from labelsets.definitions import failure_cost
+from labelsets.tables import RecoveryTable
 from ripplecp_policy.policy import Budget
 from ripplecp_policy.pricing import (
     BUDGET_RTOL,
@@ -77,7 +77,7 @@ def test_placement_metrics_match_hand_computation():
 
 
 def test_objective_is_the_one_price_of_the_measured_table():
-    """The objective averages oracle.labels.failure_cost over the failures, each term read
+    """The objective averages labelsets.definitions.failure_cost over the failures, each term read
     from the measured table: creation of the checkpoints before f (RecoveryTable), the
     restore latency of the restore point used (its branches' mean) and J(last, f)."""
     rec, cps = _frames(HAND_J, [2.0, 3.0, 4.0], [100, 200, 300], [100.0, 150.0, 175.0])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oracle.tables import LabelSet
+from labelsets.tables import LabelSet
 from ripplecp_policy.splits import LeakageError, SplitAudit, inner_splits, leave_one_repo_out
 
 

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from oracle.labels import POOLED, STRATA, advantage, cell_id, stratum
-from oracle.tables import SCHEMAS
+from labelsets.definitions import POOLED, STRATA, advantage, cell_id, stratum
+from labelsets.tables import SCHEMAS
 from ripplecp_policy import stats
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
@@ -233,7 +233,7 @@ def test_labels_validation_names_row_and_cell() -> None:
         stats.marginal_value(bad)
     with pytest.raises(ValueError, match="missing columns.*protected_work_s"):
         stats.cell_table(_hand_labels().drop(columns="protected_work_s"))
-    # the label table is the schema's, every column of it (oracle.tables.SCHEMAS)
+    # the label table is the schema's, every column of it (labelsets.tables.SCHEMAS)
     with pytest.raises(ValueError, match="missing columns.*branch_order"):
         stats.marginal_value(_hand_labels().drop(columns="branch_order"), n_resamples=100)
     nan = _hand_labels()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oracle.agents.program import seeded
-from oracle.agents.protocol import TaskSpec
+from oracle.protocol import TaskSpec
 
 __all__ = ["OPTIONS", "PROJECTS", "Project", "Stage", "make_cbuild_tasks", "make_project",
            "stage_checksum"]

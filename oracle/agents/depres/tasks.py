@@ -29,7 +29,7 @@ from pathlib import Path
 
 from oracle.agents.depres.wheels import build_sdist, build_wheel, module_name
 from oracle.agents.program import seeded
-from oracle.agents.protocol import TaskSpec
+from oracle.protocol import TaskSpec
 
 __all__ = ["LEGACY_BREAK", "PREFIXES", "Release", "Universe", "make_depres_tasks", "make_universe"]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oracle.agents.program import seeded
-from oracle.agents.protocol import TaskSpec
+from oracle.protocol import TaskSpec
 
 __all__ = ["LegacyFunction", "REPOS", "Vendor", "make_migrate_tasks", "make_vendor"]
 

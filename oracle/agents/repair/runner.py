@@ -9,7 +9,7 @@ Run as a script so the workspace is never on ``sys.path`` before the stdlib has 
 
 ``candidates`` lists the single-token edits (the mutation operators read backwards) on the
 given lines; ``edit`` replaces token OLD at (LINE, COL) by NEW, atomically. They are the tools
-the repair brain's runtime calls (:mod:`oracle.model_server.repair`), which cannot edit by
+the repair brain's runtime calls (:mod:`oracle.agents.model_server.repair`), which cannot edit by
 token otherwise; the standalone agent applies the same operators in process.
 
 The module under repair may already be imported by ``unittest`` itself; it is dropped from

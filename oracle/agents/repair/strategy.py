@@ -1,7 +1,7 @@
 """The repair agent's decision rules, shared by the standalone agent and the repair brain.
 
 Standard library only: the standalone agent program imports this in its fast child, the repair
-brain (:mod:`oracle.model_server.repair`) in the harness. Both localise with the Ochiai score
+brain (:mod:`oracle.agents.model_server.repair`) in the harness. Both localise with the Ochiai score
 over the same runs (every failing test, up to :data:`MAX_FAILING_RUNS`, then a seeded sample of
 passing tests) and read a tool's JSON answer the same way.
 """

@@ -12,8 +12,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from oracle.agents.protocol import TaskSpec
 from oracle.agents.repair.mutants import Mutation, detected_mutants, run_suite, stdlib_source
+from oracle.protocol import TaskSpec
 
 #: module families used as repositories (suites that run in well under a second here)
 FAMILIES: dict[str, tuple[str, ...]] = {

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from oracle.agents.protocol import TaskSpec
+from oracle.protocol import TaskSpec
 
 # the shared fixtures beside the checkout or above it (a worktree sits deeper), or where
 # RIPPLECP_FIXTURES points (the same search as tests/features/conftest.py)

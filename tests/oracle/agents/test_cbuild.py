@@ -15,7 +15,7 @@ import pytest
 
 from oracle.agents.cbuild import CbuildAgent
 from oracle.agents.cbuild.tasks import make_cbuild_tasks
-from oracle.agents.protocol import RestorePoint, WallClock
+from oracle.protocol import RestorePoint, WallClock
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
                                 reason="gcc and make are needed to build the generated projects")

@@ -12,8 +12,8 @@ import pytest
 from features.readers.codex_exec import read_codex_exec
 from features.schema import EventKind
 from oracle.agents.codex import CODEX_CONFIG, CodexLineParser, codex_agent
-from oracle.agents.protocol import AgentReport, RestorePoint, WallClock
 from oracle.processes import FAIL_STOP_ENV, processes_with_env
+from oracle.protocol import AgentReport, RestorePoint, WallClock
 
 FAKE_CODEX = Path(__file__).resolve().parent / "bin" / "fake_codex"
 
@@ -170,8 +170,8 @@ def test_codex_config_templates_are_argv_lists() -> None:
 
 def test_codex_nominal_run_through_the_harness(tmp_path: Path, task_spec, codex_stream) -> None:
     """The harness checkpoints a (replayed) Codex run at every tool-call boundary."""
-    from oracle.checkpoint import CheckpointStore
-    from oracle.harness import HarnessConfig, run_nominal
+    from oracle.harness.branch import HarnessConfig, run_nominal
+    from oracle.store.checkpoint import CheckpointStore
 
     stream = codex_stream
     agent = codex_agent(str(FAKE_CODEX), env=_codex_env(tmp_path, stream, delay=0.0),

@@ -9,7 +9,7 @@ import pytest
 
 from features.schema import Event
 from oracle.agents.command_line import CommandLineAgent, substitute
-from oracle.agents.protocol import AgentReport, VirtualClock, WallClock
+from oracle.protocol import AgentReport, VirtualClock, WallClock
 
 
 def test_substitute_is_per_argument_and_never_reexpands() -> None:

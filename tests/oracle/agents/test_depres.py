@@ -14,7 +14,7 @@ import pytest
 from oracle.agents.depres import DepresAgent
 from oracle.agents.depres.tasks import LEGACY_BREAK, make_depres_tasks, make_universe
 from oracle.agents.depres.wheels import build_wheel, module_name
-from oracle.agents.protocol import RestorePoint, WallClock
+from oracle.protocol import RestorePoint, WallClock
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed (sdists compile C)")
 

@@ -11,7 +11,7 @@ import pytest
 
 from oracle.agents import BUILTIN_AGENTS, get_agent
 from oracle.agents.llmfree import FAMILY_AGENTS, SHARES, LLMFreeAgent, split
-from oracle.agents.protocol import TaskSpec, clock_kind
+from oracle.protocol import TaskSpec, clock_kind
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -57,9 +57,9 @@ def test_full_table_study_on_a_dask_cluster_and_its_resume(tmp_path: Path) -> No
     """A real distributed.LocalCluster (worker processes), reached by its address as
     ``--executor dask --scheduler ADDRESS`` does; a rerun resumes with nothing to do."""
     distributed = pytest.importorskip("distributed")
-    from oracle.executors import close_executor, make_executor
-    from oracle.harness import HarnessConfig, StudyContext
-    from oracle.study import freeze_plan, run_study
+    from oracle.harness.branch import HarnessConfig, StudyContext
+    from oracle.harness.executors import close_executor, make_executor
+    from oracle.harness.study import freeze_plan, run_study
 
     agent = LLMFreeAgent(families=("migrate",))
     tasks = [t for t in agent.make_tasks(8, 0, tmp_path / "tasks", repos=1)

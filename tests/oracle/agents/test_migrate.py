@@ -12,7 +12,7 @@ import pytest
 from oracle.agents.migrate import MigrateAgent
 from oracle.agents.migrate.tasks import SCALE, make_migrate_tasks, make_vendor
 from oracle.agents.program import seeded
-from oracle.agents.protocol import RestorePoint, WallClock
+from oracle.protocol import RestorePoint, WallClock
 
 
 def test_the_new_api_computes_the_legacy_functions_under_their_mapping(tmp_path: Path) -> None:

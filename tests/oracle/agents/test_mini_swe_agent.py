@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from features.readers.mini_swe_agent import read_mini_swe_agent
-from oracle import mini_resume
+from oracle.agents import mini_resume
 from oracle.agents.mini_swe_agent import MiniLineParser, trajectory_results, watch_trajectory
 from oracle.agents.runtime import MINI_RULES
 

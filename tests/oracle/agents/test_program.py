@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from oracle.agents.program import STEP_END, program_agent, sha
-from oracle.agents.protocol import RestorePoint, TaskSpec, WallClock
+from oracle.protocol import RestorePoint, TaskSpec, WallClock
 
 CHILD = textwrap.dedent('''
     import sys
@@ -89,7 +89,7 @@ def _step(script: Path, ws: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_step_mode_runs_one_step_with_the_given_facts_and_prints_them_all(tmp_path: Path) -> None:
-    """What a program brain runs (oracle.model_server.program): one step, the facts carried
+    """What a program brain runs (oracle.agents.model_server.program): one step, the facts carried
     in on the command line and out on the STEP_END line; the same output in any workspace."""
     script = tmp_path / "child.py"
     script.write_text(CHILD)

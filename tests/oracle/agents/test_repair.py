@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from oracle.agents.protocol import RestorePoint, WallClock
 from oracle.agents.repair import RepairAgent
 from oracle.agents.repair.mutants import Mutation, candidate_mutations, run_suite, stdlib_source
 from oracle.agents.repair.tasks import make_repair_tasks
+from oracle.protocol import RestorePoint, WallClock
 
 
 def test_mutation_is_a_one_token_edit_with_an_inverse():

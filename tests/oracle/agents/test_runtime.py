@@ -22,11 +22,7 @@ import pytest
 from features.readers.claude_code import read_claude_stream
 from features.schema import EventKind
 from oracle.agents import get_agent
-from oracle.agents.protocol import AgentReport, RestorePoint, WallClock
-from oracle.agents.runtime import CLAUDE_RULES, CODEX_RULES, Gate, RuntimeAgent
-from oracle.checkpoint import CheckpointStore
-from oracle.harness import HarnessConfig, run_nominal
-from oracle.model_server import (
+from oracle.agents.model_server import (
     BrainError,
     Conversation,
     Message,
@@ -35,8 +31,12 @@ from oracle.model_server import (
     ScriptedBrain,
     Step,
 )
-from oracle.model_server.conversation import ToolCall, ToolResult
+from oracle.agents.model_server.conversation import ToolCall, ToolResult
+from oracle.agents.runtime import CLAUDE_RULES, CODEX_RULES, Gate, RuntimeAgent
+from oracle.harness.branch import HarnessConfig, run_nominal
 from oracle.processes import FAIL_STOP_ENV, alive, processes_with_env
+from oracle.protocol import AgentReport, RestorePoint, WallClock
+from oracle.store.checkpoint import CheckpointStore
 
 REC = Path(__file__).resolve().parents[2] / "data" / "recordings"
 RUNTIMES = ["codex", "claude-code", "mini-swe-agent"]
@@ -247,7 +247,7 @@ def test_a_kill_mid_tool_ends_every_process_and_the_tool_never_finishes(runtime,
             agent = RuntimeAgent(name, brain="scripted", plan=str(plan))
             ws = tmp_path / name
             ws.mkdir()
-            from oracle.agents.protocol import TaskSpec
+            from oracle.protocol import TaskSpec
 
             run = agent.start(TaskSpec("t", "r", "f", None, None, {"prompt": "sleep"}), ws, 0,
                               WallClock())

@@ -14,8 +14,7 @@ import pytest
 from oracle.__main__ import PlanArgs
 from oracle.agents import get_agent
 from oracle.agents.llmfree import LLMFreeAgent
-from oracle.agents.runtime import CODEX_RULES, RUNTIME_BRAINS, Gate, RuntimeAgent
-from oracle.model_server import (
+from oracle.agents.model_server import (
     BRAINS,
     Conversation,
     Message,
@@ -23,10 +22,11 @@ from oracle.model_server import (
     ScriptedBrain,
     ToolCall,
 )
-from oracle.model_server.conversation import ToolResult
-from oracle.model_server.program import ProgramTask
-from oracle.model_server.scripted import Plan
-from oracle.runtimes import get_runtime
+from oracle.agents.model_server.conversation import ToolResult
+from oracle.agents.model_server.program import ProgramTask
+from oracle.agents.model_server.scripted import Plan
+from oracle.agents.runtime import CODEX_RULES, RUNTIME_BRAINS, Gate, RuntimeAgent
+from oracle.agents.runtimes import get_runtime
 
 RUNNING = "Chunk ID: 1\nWall time: 30.0 seconds\nProcess running with session ID 7\nOutput:\n"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from oracle.agents.protocol import AgentRun, RestorePoint, WallClock
 from oracle.agents.scripted import ScriptedAgent, make_scripted_tasks, scripted_parse_line
+from oracle.protocol import AgentRun, RestorePoint, WallClock
 
 
 def test_scripted_agent_start_resume_rederives(tmp_path: Path) -> None:

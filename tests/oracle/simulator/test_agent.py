@@ -9,11 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from labelsets.definitions import pair_seed, table_cell_id
 from oracle.agents import get_agent
-from oracle.agents.protocol import RestorePoint, TaskSpec, VirtualClock
-from oracle.harness import HarnessConfig
-from oracle.labels import pair_seed, table_cell_id
-from oracle.plan import pilot_plan
+from oracle.harness.branch import HarnessConfig
+from oracle.harness.plan import pilot_plan
+from oracle.harness.study import run_study
+from oracle.protocol import RestorePoint, TaskSpec, VirtualClock
 from oracle.simulator import (
     STATE_FILE,
     SimulatedAgent,
@@ -21,7 +22,6 @@ from oracle.simulator import (
     simulate_label_set,
     task_specs,
 )
-from oracle.study import run_study
 
 
 def _nominal(agent: SimulatedAgent, spec, ws: Path) -> tuple[dict, list]:

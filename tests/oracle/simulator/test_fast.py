@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from features.schema import Trajectory
-from oracle.labels import branch_order, table_cell_id
-from oracle.plan import full_table_plan, pilot_plan
+from labelsets.definitions import branch_order, table_cell_id
+from labelsets.tables import LabelSet
+from oracle.harness.plan import full_table_plan, pilot_plan
 from oracle.simulator import simulate_label_set, task_specs
-from oracle.tables import LabelSet
 from ripplecp_policy import stats
 
 

@@ -1,0 +1,370 @@
+"""Study plans: tasks, candidate cells and seeds frozen before any paired run (paper, App. A).
+
+A :class:`Plan` is written to disk as JSON together with the sha256 of its canonical
+content; :meth:`Plan.load` recomputes the hash and refuses a plan that was edited. Every
+audit record of a study carries the plan hash, so a study directory cannot silently mix
+two plans.
+
+Cells. A *pair* cell (candidate t, fallback c-, failure f) with c- < t < f yields, per
+repetition, one CP branch (restores t) and one SKIP branch (restores c-), both driven from
+the candidate state t into segment f (see :mod:`oracle.harness.branch`). A *table* cell
+(restore point r, failure f) yields one branch (role ``table``) driven from f-1.
+
+Ready designs:
+
+``pilot_plan`` (the pilot's frozen stratification, :func:`labelsets.definitions.pilot_cells`)
+    per task one early cell (t=1, c-=0, f=2) - the *first* checkpoint against none - and
+    one late cell (t=B-1, c-=t-1, f=B) - one *additional* checkpoint one step after an
+    existing one - when B >= 3 (for B = 2 only the early cell exists).
+``tool_call_plan`` (finer, over tool-call boundaries; Appendix G.5)
+    all *adjacent* cells (t, c-=t-1, f=t+1) for t = 1..B-1 (every ``stride``-th t), i.e.
+    the pilot's early/late contrast generalised to every candidate: t=1 is the first
+    checkpoint, every other t an additional one. ``mode="pilot"`` keeps only the
+    early/late pair on the tool-call boundaries instead.
+``full_table_plan`` (every restore point x every failure)
+    table cells r = 0..f-1 for f = 1..B (and f = B+1, the segment after the last boundary,
+    with ``include_final=True``), so any placement can be priced exactly.
+
+Repetitions: ``repetitions`` (default 2) per cell, plus - for pair cells - a predeclared
+third repetition for cells whose first two advantages differ in sign (the rule is recorded
+in the plan; the runner applies it after the first two). Seeds: a pair seed per (cell,
+repetition), derived from the study seed with ``numpy.random.SeedSequence`` keyed by the
+cell id and the repetition; the branch order of each pair is drawn from its pair seed. The
+third repetition's seed and order are in the plan from the start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labelsets.definitions import (
+    THIRD_RULE,
+    cell_id,
+    cp_first,
+    nominal_seed,
+    pair_seed,
+    pilot_cells,
+    stratum,
+    table_cell_id,
+)
+from oracle.harness.branch import BranchSpec, HarnessConfig, StudyContext
+from oracle.protocol import TaskSpec
+
+__all__ = [
+    "Plan",
+    "PlanError",
+    "full_table_plan",
+    "pilot_plan",
+    "task_from_dict",
+    "task_to_dict",
+    "tool_call_plan",
+]
+
+PLAN_VERSION = 1
+
+
+class PlanError(ValueError):
+    """A plan file is invalid or was modified; the message names the file and field."""
+
+
+def _canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def task_to_dict(t: TaskSpec) -> dict:
+    """JSON form of a :class:`TaskSpec`."""
+    return {"task_id": t.task_id, "repo": t.repo, "family": t.family,
+            "workspace_template": None if t.workspace_template is None else str(t.workspace_template),
+            "verifier": None if t.verifier is None else list(t.verifier), "params": dict(t.params)}
+
+
+def task_from_dict(d: Mapping[str, Any], where: str = "task") -> TaskSpec:
+    """Inverse of :func:`task_to_dict`; errors name the field."""
+    for k in ("task_id", "repo", "family"):
+        if not isinstance(d.get(k), str):
+            raise PlanError(f"{where}: field {k!r} must be a string")
+    wt = d.get("workspace_template")
+    return TaskSpec(d["task_id"], d["repo"], d["family"], None if wt is None else Path(wt),
+                    None if d.get("verifier") is None else [str(x) for x in d["verifier"]],
+                    dict(d.get("params") or {}))
+
+
+@dataclass
+class Plan:
+    """A frozen study plan (see module docstring)."""
+
+    design: str
+    study_seed: int
+    agent: str
+    agent_options: dict[str, Any]
+    config: HarnessConfig
+    tasks: list[TaskSpec]
+    n_boundaries: dict[str, int]
+    cells: list[dict]
+    repetitions: int = 2
+    third_repetition: bool = True
+    nominal: dict[str, dict] = field(default_factory=dict)
+    hash: str = ""
+
+    # -- serialisation -----------------------------------------------------------------
+    def content(self) -> dict:
+        return {
+            "version": PLAN_VERSION, "design": self.design, "study_seed": int(self.study_seed),
+            "agent": {"name": self.agent, "options": dict(self.agent_options)},
+            "config": {**asdict(self.config), "exclude": list(self.config.exclude)},
+            "tasks": [task_to_dict(t) for t in self.tasks],
+            "n_boundaries": {k: int(v) for k, v in self.n_boundaries.items()},
+            "cells": self.cells, "repetitions": int(self.repetitions),
+            "third_repetition": {"rule": THIRD_RULE} if self.third_repetition else None,
+            "nominal": self.nominal,
+            "nominal_seeds": {t.task_id: self.nominal_seed(t.task_id) for t in self.tasks},
+        }
+
+    def compute_hash(self) -> str:
+        return hashlib.sha256(_canonical(self.content())).hexdigest()
+
+    def save(self, path: str | Path) -> Path:
+        """Write the plan with its hash atomically (temp file + rename)."""
+        path = Path(path)
+        self.hash = self.compute_hash()
+        doc = {**self.content(), "hash": self.hash}
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Plan:
+        """Load and verify a plan file (hash, version, fields)."""
+        path = Path(path)
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise PlanError(f"{path}: cannot read plan: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise PlanError(f"{path}: plan must be a JSON object")
+        if doc.get("version") != PLAN_VERSION:
+            raise PlanError(f"{path}: field 'version' is {doc.get('version')!r}, expected {PLAN_VERSION}")
+        try:
+            cfg = dict(doc["config"])
+            cfg["exclude"] = tuple(cfg.get("exclude", ()))
+            plan = cls(
+                design=doc["design"], study_seed=int(doc["study_seed"]),
+                agent=doc["agent"]["name"], agent_options=dict(doc["agent"].get("options") or {}),
+                config=HarnessConfig(**cfg),
+                tasks=[task_from_dict(t, f"{path}: tasks[{i}]") for i, t in enumerate(doc["tasks"])],
+                n_boundaries={k: int(v) for k, v in doc["n_boundaries"].items()},
+                cells=list(doc["cells"]), repetitions=int(doc["repetitions"]),
+                third_repetition=doc.get("third_repetition") is not None,
+                nominal=dict(doc.get("nominal") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, PlanError):
+                raise
+            raise PlanError(f"{path}: missing or bad field: {exc!r}") from exc
+        want = doc.get("hash")
+        got = plan.compute_hash()
+        if want != got:
+            raise PlanError(f"{path}: plan hash mismatch (file says {str(want)[:12]}, content "
+                            f"hashes to {got[:12]}): the plan was modified after it was frozen")
+        plan.hash = got
+        return plan
+
+    # -- queries used by the runner ------------------------------------------------------
+    @property
+    def task_ids(self) -> list[str]:
+        return [t.task_id for t in self.tasks]
+
+    @property
+    def third_rule(self) -> bool:
+        return self.third_repetition
+
+    def nominal_seed(self, task_id: str) -> int:
+        return nominal_seed(self.study_seed, task_id)
+
+    def cell(self, cell_id: str) -> dict:
+        for c in self.cells:
+            if c["cell_id"] == cell_id:
+                return c
+        raise KeyError(f"plan has no cell {cell_id!r}")
+
+    def pair_cells(self) -> list[str]:
+        return [c["cell_id"] for c in self.cells if c["kind"] == "pair"]
+
+    def pairs_of(self, cell_id: str, reps: Iterable[int]) -> list[tuple[str, str]]:
+        """(first, second) branch ids of the cell's pairs at the given repetitions."""
+        return [(f"{cell_id}:rep{k}/0", f"{cell_id}:rep{k}/1") for k in reps]
+
+    def branch_specs(self, repetitions: Sequence[int] = (1, 2),
+                     cells: Iterable[str] | None = None) -> list[BranchSpec]:
+        """Branches of the given repetitions (all cells, or ``cells``), in submission order."""
+        keep = None if cells is None else set(cells)
+        out = []
+        for c in self.cells:
+            if keep is not None and c["cell_id"] not in keep:
+                continue
+            for k in repetitions:
+                if c["kind"] == "pair" and k == 3 and not self.third_repetition:
+                    continue
+                if c["kind"] == "table" and k > self.repetitions:
+                    continue
+                seed = int(c["seeds"][k - 1])
+                if c["kind"] == "table":
+                    out.append(BranchSpec(
+                        branch_id=f"{c['cell_id']}:rep{k}", task_id=c["task_id"], role="table",
+                        restore_point=c["restore_point"], failure=c["failure"],
+                        drive_from=c["drive_from"], repetition=k, seed=seed,
+                        cell_id=c["cell_id"]))
+                    continue
+                pair_id = f"{c['cell_id']}:rep{k}"
+                roles = ["cp", "skip"] if c["cp_first"][k - 1] else ["skip", "cp"]
+                for pos, role in enumerate(roles):
+                    out.append(BranchSpec(
+                        branch_id=f"{pair_id}/{pos}", task_id=c["task_id"], role=role,
+                        restore_point=c["candidate"] if role == "cp" else c["fallback"],
+                        failure=c["failure"], drive_from=c["candidate"], repetition=k,
+                        seed=seed, pair_id=pair_id, cell_id=c["cell_id"],
+                        candidate=c["candidate"], fallback=c["fallback"], order=pos))
+        return out
+
+    def check_nominal(self, task_id: str, rec: dict) -> None:
+        """Refuse a nominal record that does not match what the plan was frozen against."""
+        b = self.n_boundaries.get(task_id)
+        if b is not None and int(rec["n_boundaries"]) != b:
+            raise PlanError(f"task {task_id}: nominal run has {rec['n_boundaries']} boundaries, "
+                            f"the plan was frozen with {b}")
+        want = (self.nominal.get(task_id) or {}).get("trajectory_sha256")
+        if want and want != rec.get("trajectory_sha256"):
+            raise PlanError(f"task {task_id}: nominal trajectory differs from the one the plan "
+                            "was frozen against (run it in the plan's study directory)")
+
+    def context(self, study_dir: Path) -> StudyContext:
+        return StudyContext(self.agent, dict(self.agent_options),
+                            {t.task_id: t for t in self.tasks}, self.config, Path(study_dir),
+                            self.hash or self.compute_hash())
+
+    def provenance(self) -> dict:
+        return {"plan_hash": self.hash or self.compute_hash(), "design": self.design,
+                "study_seed": self.study_seed, "agent": self.agent,
+                "agent_options": self.agent_options, "granularity": self.config.granularity,
+                "clock": self.config.clock}
+
+    def n_branches(self, with_third: bool = False) -> int:
+        """Branches of the first ``repetitions`` (plus every third repetition if asked)."""
+        reps = (1, 2, 3) if with_third else tuple(range(1, min(self.repetitions, 2) + 1))
+        return len(self.branch_specs(reps))
+
+
+# ---------------------------------------------------------------------------------------
+# designs
+# ---------------------------------------------------------------------------------------
+
+
+def _pair_cell(task_id: str, t: int, c: int, f: int, seed: int, reps: int) -> dict:
+    if not 0 <= c < t < f:
+        raise PlanError(f"task {task_id}: need c- < t < f, got c-={c}, t={t}, f={f}")
+    cid = cell_id(task_id, t, c, f)
+    seeds = [pair_seed(seed, cid, k) for k in range(1, max(reps, 3) + 1)]
+    return {"cell_id": cid, "task_id": task_id, "kind": "pair", "candidate": t, "fallback": c,
+            "failure": f, "drive_from": t, "restore_point": None,
+            "stratum": stratum(c), "seeds": seeds,
+            "cp_first": [cp_first(s) for s in seeds]}
+
+
+def _table_cell(task_id: str, r: int, f: int, seed: int, reps: int) -> dict:
+    cid = table_cell_id(task_id, r, f)
+    seeds = [pair_seed(seed, cid, k) for k in range(1, reps + 1)]
+    return {"cell_id": cid, "task_id": task_id, "kind": "table", "candidate": None,
+            "fallback": None, "failure": f, "drive_from": f - 1, "restore_point": r,
+            "stratum": None, "seeds": seeds, "cp_first": None}
+
+
+def _check_inputs(tasks: Sequence[TaskSpec], n_boundaries: Mapping[str, int]) -> None:
+    ids = [t.task_id for t in tasks]
+    if len(set(ids)) != len(ids):
+        raise PlanError(f"duplicate task ids: {sorted({i for i in ids if ids.count(i) > 1})}")
+    missing = [i for i in ids if i not in n_boundaries]
+    if missing:
+        raise PlanError(f"n_boundaries lacks tasks {missing}")
+
+
+def _make(design: str, tasks: Sequence[TaskSpec], n_boundaries: Mapping[str, int], cells: list[dict],
+          seed: int, agent: str, agent_options: Mapping[str, Any] | None,
+          config: HarnessConfig | None, nominal: Mapping[str, dict] | None, repetitions: int,
+          third: bool, granularity: str) -> Plan:
+    cfg = config or HarnessConfig(granularity=granularity)
+    if cfg.granularity != granularity:
+        raise PlanError(f"{design} plan needs granularity {granularity!r}, config has {cfg.granularity!r}")
+    if repetitions < 1:
+        raise PlanError(f"repetitions must be >= 1, got {repetitions}")
+    plan = Plan(design, int(seed), agent, dict(agent_options or {}), cfg, list(tasks),
+                {t.task_id: int(n_boundaries[t.task_id]) for t in tasks}, cells, repetitions,
+                third, dict(nominal or {}))
+    plan.hash = plan.compute_hash()
+    return plan
+
+
+def pilot_plan(
+    tasks: Sequence[TaskSpec], n_boundaries: Mapping[str, int], *, seed: int,
+    agent: str = "scripted", agent_options: Mapping[str, Any] | None = None,
+    config: HarnessConfig | None = None, nominal: Mapping[str, dict] | None = None,
+    repetitions: int = 2, third_repetition: bool = True, granularity: str = "turn",
+) -> Plan:
+    """One early (t=1, c-=0, f=2) and one late (t=B-1, c-=t-1, f=B) cell per task."""
+    _check_inputs(tasks, n_boundaries)
+    cells = [_pair_cell(t.task_id, cand, fall, fail, seed, repetitions)
+             for t in tasks for cand, fall, fail in pilot_cells(n_boundaries[t.task_id])]
+    return _make("pilot", tasks, n_boundaries, cells, seed, agent, agent_options, config,
+                 nominal, repetitions, third_repetition, granularity)
+
+
+def tool_call_plan(
+    tasks: Sequence[TaskSpec], n_boundaries: Mapping[str, int], *, seed: int,
+    agent: str = "scripted", agent_options: Mapping[str, Any] | None = None,
+    config: HarnessConfig | None = None, nominal: Mapping[str, dict] | None = None,
+    repetitions: int = 2, third_repetition: bool = True, mode: str = "adjacent", stride: int = 1,
+) -> Plan:
+    """Cells over tool-call boundaries: every adjacent (t, t-1, t+1), or the pilot pair."""
+    _check_inputs(tasks, n_boundaries)
+    if mode not in ("adjacent", "pilot"):
+        raise PlanError(f"tool_call_plan mode must be 'adjacent' or 'pilot', got {mode!r}")
+    if stride < 1:
+        raise PlanError(f"stride must be >= 1, got {stride}")
+    if mode == "pilot":
+        p = pilot_plan(tasks, n_boundaries, seed=seed, agent=agent,
+                       agent_options=agent_options, config=config, nominal=nominal,
+                       repetitions=repetitions, third_repetition=third_repetition,
+                       granularity="tool_call")
+        p.design = "tool_call"
+        p.hash = p.compute_hash()
+        return p
+    cells = []
+    for t in tasks:
+        b = int(n_boundaries[t.task_id])
+        for cand in range(1, b, stride):
+            cells.append(_pair_cell(t.task_id, cand, cand - 1, cand + 1, seed, repetitions))
+    return _make("tool_call", tasks, n_boundaries, cells, seed, agent, agent_options, config,
+                 nominal, repetitions, third_repetition, "tool_call")
+
+
+def full_table_plan(
+    tasks: Sequence[TaskSpec], n_boundaries: Mapping[str, int], *, seed: int,
+    agent: str = "scripted", agent_options: Mapping[str, Any] | None = None,
+    config: HarnessConfig | None = None, nominal: Mapping[str, dict] | None = None,
+    repetitions: int = 2, include_final: bool = False, granularity: str = "turn",
+) -> Plan:
+    """Every restore point r = 0..f-1 for every failure f = 1..B (B+1 with include_final)."""
+    _check_inputs(tasks, n_boundaries)
+    cells = []
+    for t in tasks:
+        b = int(n_boundaries[t.task_id])
+        for f in range(1, b + (2 if include_final else 1)):
+            for r in range(f):
+                cells.append(_table_cell(t.task_id, r, f, seed, repetitions))
+    return _make("full", tasks, n_boundaries, cells, seed, agent, agent_options, config, nominal,
+                 repetitions, False, granularity)

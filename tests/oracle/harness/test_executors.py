@@ -1,0 +1,58 @@
+"""Branches through any concurrent.futures.Executor: inline, local process pool, Dask."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oracle.agents.scripted import make_scripted_tasks
+from oracle.harness.branch import HarnessConfig
+from oracle.harness.executors import InlineExecutor, close_executor, local_executor, make_executor
+from oracle.harness.plan import full_table_plan
+from oracle.harness.study import run_study
+
+
+def _plan(tmp_path: Path, b: int = 2):
+    tasks = make_scripted_tasks(1, 9, tmp_path / "tasks", n_steps=2, n_files=2, time_scale=0.1)
+    return full_table_plan(tasks, {tasks[0].task_id: b}, seed=4, agent="scripted",
+                           config=HarnessConfig(), repetitions=1)
+
+
+def test_inline_executor_delivers_results_and_errors() -> None:
+    ex = InlineExecutor()
+    assert ex.submit(lambda x: x + 1, 1).result() == 2
+    fut = ex.submit(lambda: 1 / 0)
+    assert isinstance(fut.exception(), ZeroDivisionError)
+    with pytest.raises(ValueError):
+        make_executor("ray")
+    with pytest.raises(ValueError):
+        local_executor(-1)
+
+
+def test_process_pool_runs_every_branch(tmp_path: Path) -> None:
+    plan = _plan(tmp_path)
+    ex = local_executor(2)
+    try:
+        pooled = run_study(plan, tmp_path / "pool", executor=ex)
+    finally:
+        close_executor(ex)
+    want = {(s.branch_id, s.restore_point, s.failure, s.seed) for s in plan.branch_specs((1,))}
+    got = {(r.branch_id, r.restore_point, r.failure, r.seed) for r in pooled.recovery.itertuples()}
+    assert got == want and pooled.recovery["verified"].all()
+    assert not pooled.recovery["quarantined"].any()
+
+
+def test_dask_local_cluster(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    from oracle.harness.executors import dask_executor
+
+    plan = _plan(tmp_path)
+    ex = dask_executor(n_workers=1, processes=False, threads_per_worker=1,
+                       dashboard_address=None)
+    try:
+        ls = run_study(plan, tmp_path / "dask", executor=ex)
+    finally:
+        close_executor(ex)
+    assert len(ls.recovery) == 3 and ls.recovery["verified"].all()
+    assert not ls.recovery["quarantined"].any()
