@@ -325,7 +325,7 @@ def run_study(args: Args, family: str | None = None, data: LabelSet | None = Non
             info = log_policy_model(final, budget, policy_example(final, data, setting), name="policy",
                                     default_checkpoint_cost=default_checkpoint_cost(data, budget),
                                     seed=args.seed, params=policy_params(final),
-                                    ranges=training_feature_ranges(data, setting))
+                                    ranges=training_feature_ranges(data, setting), data=data)
             model_uri = info.model_uri
             mlflow.log_params({"exported_kind": best_kind, "exported_policy": final.name})
         train_s = time.perf_counter() - t_start
