@@ -65,7 +65,7 @@ def model_uri(text: str) -> None:
 
 def budget_spec(text: str) -> None:
     """``check=``: a budget spec (``count:2``, ``seconds:30``, ``bytes:1e6``, ``seconds:2x``)."""
-    from ripplecp_policy.policy import BudgetSpec
+    from ripplecp_policy.budget import BudgetSpec
 
     BudgetSpec.parse(text)
 
@@ -141,7 +141,7 @@ def _check_modes(args: Args, command: Sequence[str]) -> None:
 def _load(args: Args, *, loud: bool = False) -> tuple[Any, str | None, Any]:
     """The model (fail-open: None and why; ``loud``: raise) and the budget to follow under."""
     from ripplecp_policy.advisor import load_model, resolve_budget
-    from ripplecp_policy.policy import Budget, BudgetSpec
+    from ripplecp_policy.budget import Budget, BudgetSpec
 
     spec = BudgetSpec.parse(args.budget) if args.budget else None
     try:

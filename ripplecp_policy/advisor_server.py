@@ -69,8 +69,8 @@ from ripplecp_policy.advisor import (
     store_for,
 )
 from ripplecp_policy.advisor_state import ServerConfig, token_of
+from ripplecp_policy.budget import BudgetSpec
 from ripplecp_policy.hook_client import socket_path
-from ripplecp_policy.policy import BudgetSpec
 
 __all__ = ["HOOK_RUNTIMES", "AdvisorServer", "ServerConfig", "serve", "socket_path"]
 
