@@ -90,6 +90,8 @@ MAX_BODY = 32 * 2**20
 CALL_BYTES = 8 * 2**20
 CALL_SECONDS = 5.0
 REQUEST_TIMEOUT_S = 10.0
+#: a session without a call for this long is ended (memory stays bounded by the live ones)
+SESSION_IDLE_S = 3600.0
 
 
 def _safe_name(session: str) -> str:
@@ -259,6 +261,20 @@ class AdvisorServer:
                 "requests": self.requests, "ood_flag": self.config.ood_flag,
                 "sessions": ended + [dict(self._summary(s), ended=False) for s in sessions]}
 
+    def evict_idle(self, max_idle_s: float) -> int:
+        """End the sessions without a call for ``max_idle_s`` (their state is in their logs: a
+        later call rebuilds it); how many ended."""
+        now = time.time()
+        with self._lock:
+            idle = [s for s in self.sessions.values() if now - s.last_seen > max_idle_s]
+        for sess in idle:
+            if sess.lock.acquire(blocking=False):
+                try:
+                    self._end(sess)
+                finally:
+                    sess.lock.release()
+        return len(idle)
+
     def close(self) -> None:
         with self._lock:
             sessions = list(self.sessions.values())
@@ -424,6 +440,7 @@ def serve(state: Path, config: ServerConfig, *, ready: threading.Event | None = 
             while not stop.wait(1.0):
                 if time.monotonic() - app.last_request > config.idle_s:
                     break
+                app.evict_idle(SESSION_IDLE_S)
         except KeyboardInterrupt:
             pass
         for srv in servers:

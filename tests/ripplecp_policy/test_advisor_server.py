@@ -329,3 +329,27 @@ def test_status_from_the_logs_flags_out_of_range(tmp_path: Path, capsys) -> None
     assert code == 0 and "no server up" in out
     rows = {line.split()[0]: line for line in out.splitlines()[2:]}
     assert "FLAGGED" in rows["far"] and "FLAGGED" not in rows["near"]
+
+
+def test_idle_sessions_end_and_stay_in_the_status(model: Path, tmp_path: Path) -> None:
+    """A session without calls for the idle time is ended (memory bounded by live sessions);
+    a later call rebuilds it from its log, deciding no boundary twice."""
+    from ripplecp_policy.advisor import load_model
+    from ripplecp_policy.advisor_server import AdvisorServer
+
+    app = AdvisorServer(tmp_path / "state", ServerConfig(model=str(model)), load_model(model))
+    lines = SESSION.read_bytes().splitlines(keepends=True)
+    transcript = tmp_path / "t.jsonl"
+    payload = {"session_id": "idle", "transcript_path": str(transcript), "cwd": str(tmp_path),
+               "hook_event_name": "PostToolUse"}
+    transcript.write_bytes(b"".join(lines[: len(lines) // 2]))
+    app.hook("claude-code", payload, {})
+    assert app.evict_idle(3600) == 0
+    app.sessions["claude-code:idle"].last_seen -= 7200
+    assert app.evict_idle(3600) == 1 and not app.sessions
+    assert [s["ended"] for s in app.status()["sessions"]] == [True]
+    transcript.write_bytes(b"".join(lines))
+    app.hook("claude-code", payload, {})
+    recs = read_decisions(tmp_path / "state" / "sessions" / "idle.jsonl")
+    bounds = [r["boundary"] for r in recs]
+    assert bounds == sorted(set(bounds)) and sum(r["decision"] == CP for r in recs) <= 2
