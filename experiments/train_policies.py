@@ -44,6 +44,7 @@ from ripplecp_cli import (
     progress,
     run,
 )
+from ripplecp_policy.budget import BUDGET_KINDS
 from ripplecp_policy.evaluation import Evaluator
 from ripplecp_policy.export import (
     default_checkpoint_cost,
@@ -53,7 +54,6 @@ from ripplecp_policy.export import (
 )
 from ripplecp_policy.learned import DEVICES, LEARNED, check_device
 from ripplecp_policy.policy import (
-    BUDGET_KINDS,
     Budget,
     BudgetSpec,
     PlacementPolicy,
