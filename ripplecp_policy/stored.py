@@ -39,6 +39,7 @@ import numpy as np
 from features.online import FeatureConfig
 from ripplecp_policy.datasets import observation_vector
 from ripplecp_policy.learned.advantage import PackedTrees, scorer_from_data
+from ripplecp_policy.learned.stopping import checkpoints_left
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting
 
 __all__ = ["ARRAYS", "DIGESTS", "FORMATS", "PICKLE", "XGBOOST_JSON", "ModelRefused", "StoredPolicy", "StoredQPolicy",
@@ -93,7 +94,7 @@ class StoredPolicy(PlacementPolicy):
         """The policy of a stored model: its scorer and ``config.json`` (the rule picks the
         class); the scorer's width is checked against the feature names."""
         rule = str(config.get("rule", "advantage"))
-        kinds = {c.rule: c for c in (StoredPolicy, StoredQPolicy)}
+        kinds = {c.rule: c for c in (StoredPolicy, StoredQPolicy, StoredStoppingPolicy)}
         if rule not in kinds:
             raise ValueError(f"unknown decision rule {rule!r}")
         cls = kinds[rule]
@@ -150,6 +151,20 @@ class StoredQPolicy(StoredPolicy):
         return g_cp < g_skip
 
 
+class StoredStoppingPolicy(StoredPolicy):
+    """A stopping policy rebuilt from its stored trees: checkpoint when affordable and the
+    predicted value of checkpointing now over waiting exceeds the threshold; the last input
+    is the checkpoints the budget still buys, as :class:`ripplecp_policy.learned.StoppingPolicy`
+    sees it."""
+
+    rule = "stopping"
+
+    def score(self, obs: BoundaryObservation) -> float:
+        x = observation_vector(obs, self.feature_names_)
+        x[-1] = float(checkpoints_left(obs))
+        return float(self.scorer_(x[None, :])[0])
+
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -180,8 +195,9 @@ def write_policy(policy: PlacementPolicy, config: dict[str, Any], folder: Path,
             raise ValueError(f"{policy.name}: no stored form (a policy needs scorer_data() to be "
                              "exported without a pickle)")
         kind, params, arrays = to_data()
-        config.update(format=ARRAYS, rule="fitted-q" if hasattr(policy, "q_values") else "advantage",
-                      scorer={"kind": kind, **params})
+        rule = getattr(policy, "stored_rule",
+                       "fitted-q" if hasattr(policy, "q_values") else "advantage")
+        config.update(format=ARRAYS, rule=rule, scorer={"kind": kind, **params})
         buf = io.BytesIO()
         np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
         data = buf.getvalue()

@@ -44,8 +44,9 @@ from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy,
 from ripplecp_policy.pricing import stopping_values
 from ripplecp_policy.splits import SplitAudit, inner_splits
 
-#: the budget-state feature the stopping learner adds to the online features
-K_FEATURE = "stop__k_left"
+#: the budget-state input the stopping learner adds (a policy__ name: derived from the
+#: observation, never a column of the boundary-features frame an exported model reads)
+K_FEATURE = "policy__k_left"
 #: the most checkpoints ``k`` counts (beyond it waiting costs nothing the model could tell)
 K_MAX = 8
 
@@ -194,6 +195,14 @@ class StoppingPolicy(PlacementPolicy):
         best = vc["mean_cost"].min()
         tied = vc[np.isclose(vc["mean_cost"], best, rtol=0, atol=1e-9)]
         self.threshold_ = float(tied["threshold"].max()) if np.isfinite(best) else 0.0
+
+    #: the decision rule an exported model stores (``ripplecp_policy.stored``)
+    stored_rule = "stopping"
+
+    def scorer_data(self) -> tuple[str, dict[str, Any], dict[str, np.ndarray]]:
+        """The fitted value model as data (``PackedTrees.to_data``): what an exported model
+        stores, without a pickle."""
+        return self.model_.to_data()
 
     # -- inference ------------------------------------------------------------------------
     def score(self, obs: BoundaryObservation) -> float:
