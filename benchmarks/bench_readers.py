@@ -54,7 +54,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from features.fixtures import trajectories
 from features.gc_pause import gc_paused
 from features.readers import READERS, clear_caches, detect_format, read_trajectory
 from ripplecp_cli import opt, run
@@ -63,7 +62,6 @@ CLOCK = time.process_time
 REPO = Path(__file__).resolve().parents[1]
 
 
-FIXTURES = trajectories(REPO)
 TARGET_MBPS = 50.0
 
 
@@ -778,14 +776,18 @@ def _measure_in(checkout: Path, label: str, path: Path, layout: str, repeats: in
     """:func:`measure`'s row for ``path`` read by the readers of ``checkout``, in a fresh
     process (this script's measuring code, that checkout's ``features`` first on the path):
     a read of a 50 MB log leaves the heap slowing the next reads of its process."""
-    code = ("import sys; sys.path.insert(1, sys.argv[1]); import bench_readers as b; "
+    code = ("import sys; sys.path.insert(1, sys.argv[1]); import bench_readers as b, features; "
             "from pathlib import Path; "
+            "assert Path(features.__file__).resolve().parents[1] == Path(sys.argv[6]), "
+            "features.__file__; "
             "print(b.measure(sys.argv[2], Path(sys.argv[3]), sys.argv[4], int(sys.argv[5])))")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(checkout), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    # that checkout alone on the path, and its folder the working directory (``python -c``
+    # puts the working directory first on the path)
+    checkout = checkout.resolve()
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
     done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent),
-                           label, str(path), layout, str(repeats)], env=env,
-                          capture_output=True, text=True)
+                           label, str(path), layout, str(repeats), str(checkout)], env=env,
+                          cwd=checkout, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{checkout}: measuring {label} failed: {done.stderr[-2000:]}")
     return done.stdout.strip().splitlines()[-1]
@@ -817,7 +819,7 @@ def bench(args: Args) -> int:
     # state that slows the next one down (user time of a 10 MB rollout read 160 -> 280 ms
     # after a 50 MB exec log was read and freed in the same process), reader and json alike
     here = REPO
-    pairs: list[tuple[str, tuple[float, float], tuple[float, float]]] = []
+    pairs: list[tuple[str, tuple[float, float] | None, tuple[float, float]]] = []
     for k, (label, fmt) in enumerate(jobs):
         if (GENERATORS.get(fmt) if label == fmt else FORMS[label][1]) is None:
             print(f"{label:<34}no generator")
@@ -832,12 +834,22 @@ def bench(args: Args) -> int:
                 continue
             # before and after take turns (which goes first alternates by form)
             order = [(here, "after"), (args.baseline, "before")][:: 1 if k % 2 else -1]
-            rows = {name: _measure_in(tree, label, path, layouts[fmt], args.repeats)
-                    for tree, name in order}
-            below += rows["after"].endswith("below")
-            for name in ("before", "after"):
-                print(f"{rows[name]}   ({name})", flush=True)
-            pairs.append((label, _figures(rows["before"]), _figures(rows["after"])))
+            rows: dict[str, str | None] = {}
+            for tree, name in order:
+                try:
+                    rows[name] = _measure_in(tree, label, path, layouts[fmt], args.repeats)
+                except RuntimeError:
+                    if name == "after":
+                        raise
+                    rows[name] = None  # a format the baseline has no reader for
+            after, before = rows["after"], rows["before"]
+            assert after is not None
+            below += after.endswith("below")
+            print(f"{before}   (before)" if before is not None
+                  else f"{label:<34}not read by the baseline   (before)")
+            print(f"{after}   (after)", flush=True)
+            pairs.append((label, _figures(before) if before is not None else None,
+                          _figures(after)))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     if pairs:
@@ -846,7 +858,11 @@ def bench(args: Args) -> int:
               "the load)")
         print(f"{'log':<34}{'MB/s before':>12}{'after':>8}{'after/before':>14}"
               f"{'ratio before':>14}{'after':>7}")
-        for label, (b, rb), (a, ra) in pairs:
+        for label, before_fig, (a, ra) in pairs:
+            if before_fig is None:
+                print(f"{label:<34}{'-':>12}{a:>8.1f}{'-':>14}{'-':>14}{ra:>6.2f}x")
+                continue
+            b, rb = before_fig
             print(f"{label:<34}{b:>12.1f}{a:>8.1f}{a / b:>13.2f}x{rb:>13.2f}x{ra:>6.2f}x")
     if args.fixtures:
         print("\nfixtures and hand-made logs (each read for >= 0.2 CPU s per repeat)")
@@ -854,11 +870,15 @@ def bench(args: Args) -> int:
         logs = sorted(p for p in (REPO / "tests" / "data" / "readers").glob("*/*")
                       if p.parent.name != "adversarial" and p.name != "README.md"
                       and (p.is_file() or _is_log_dir(p)))  # not a session's subagents/
-        if FIXTURES.is_dir():
-            logs = sorted(p for p in FIXTURES.glob("*/*") if p.is_file() and p.suffix in (
+        # imported here: the measuring code above also runs in an older --baseline checkout
+        from features.fixtures import trajectories
+
+        fixtures = trajectories(REPO)
+        if fixtures.is_dir():
+            logs = sorted(p for p in fixtures.glob("*/*") if p.is_file() and p.suffix in (
                 ".json", ".jsonl", ".traj") and not p.name.endswith(".report.json")) + logs
         else:
-            print(f"(public fixtures absent: {FIXTURES})")
+            print(f"(public fixtures absent: {fixtures})")
         for p in logs:
             fmt = detect_format(p)
             print(measure(f"{p.parent.name}/{p.name}"[:33], p, layouts[fmt], args.repeats, 0.2))

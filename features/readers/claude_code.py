@@ -100,7 +100,7 @@ from features.readers.events import (
     new_step_on_user_input,
     utf8_len,
 )
-from features.readers.fields import Loc, get, int_field, parse_iso
+from features.readers.fields import INT_TEXT, Loc, Shape, get, int_field, parse_iso
 from features.readers.files import strip_compression
 from features.readers.stream import StreamParser, read_with
 from features.readers.strict_json import jsonl_records, looks_like_placeholder
@@ -827,6 +827,10 @@ def _block_loc(loc: Loc, j: int) -> Loc:
     return loc / "message" / "content" / j
 
 
+_PROMPT_USAGE = Shape(("input_tokens", INT_TEXT), ("cache_creation_input_tokens", INT_TEXT),
+                      ("cache_read_input_tokens", INT_TEXT))
+
+
 def _usage(msg: dict[str, Any], loc: Loc, later: bool = False
            ) -> tuple[dict[str, Any] | None, int | None, int | None, int | None, bool]:
     """A response's usage (None when it has none), its prompt, cached and output tokens (see
@@ -838,11 +842,7 @@ def _usage(msg: dict[str, Any], loc: Loc, later: bool = False
     final = msg.get("stop_reason") is not None
     if not usage:
         return None, None, None, None, final
-    i = int_field(usage.get("input_tokens"), loc, "message", "usage", "input_tokens")
-    w = int_field(usage.get("cache_creation_input_tokens"), loc, "message", "usage",
-                  "cache_creation_input_tokens")
-    r = int_field(usage.get("cache_read_input_tokens"), loc, "message", "usage",
-                  "cache_read_input_tokens")
+    i, w, r = _PROMPT_USAGE.read(usage, loc, "message", "usage")
     out = None
     if final or later:
         out = int_field(usage.get("output_tokens"), loc, "message", "usage", "output_tokens")

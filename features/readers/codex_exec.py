@@ -51,7 +51,7 @@ from typing import Any
 
 from features.readers.errors import warn_unknown
 from features.readers.events import apply_test_counts, classify_command, mark_tool_return, utf8_len
-from features.readers.fields import Loc, get, int_field, to_int
+from features.readers.fields import INT_TEXT, Loc, Shape, get, to_int
 from features.readers.stream import StreamParser, read_with
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
@@ -118,7 +118,8 @@ class CodexExecParser(StreamParser):
         return self._turn if self._in_turn else self._turn + 1
 
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
-        loc = Loc(self.source, lineno)
+        loc = self._line_loc  # the parser's one Loc, its line moved (see line_loc)
+        loc.line = lineno
         t = get(obj, "type", str, loc, required=True)
         handler = _HANDLERS.get(t)  # one look-up per line, not a chain of comparisons
         if handler is not None:
@@ -211,34 +212,35 @@ class CodexExecParser(StreamParser):
     def _usage_delta(self, usage: dict[str, Any], loc: Loc) -> dict[str, int | None]:
         """The per-turn counts of a ``turn.completed`` usage (None for a key not reported),
         checked, and the running total moved on."""
-        # the usage keys reported (as ints), missing ones left out: never 0
-        total: dict[str, int] = {}
-        for k in _USAGE_KEYS:
-            v = int_field(usage.get(k), loc, "usage", k)
-            if v is not None:
-                total[k] = v
+        counts = _USAGE.read(usage, loc, "usage")
         prev = self._prev_total
         delta: dict[str, int | None] = dict.fromkeys(_USAGE_KEYS)
-        for k, v in total.items():
+        moved = dict(prev)
+        for k, v in zip(_USAGE_KEYS, counts, strict=True):
+            if v is None:
+                continue  # a count not reported: None, never 0
             d = v - prev[k]
             if d < 0:
+                total = {k: v for k, v in zip(_USAGE_KEYS, counts, strict=True)
+                         if v is not None}
                 raise (loc / "usage").error(
                     f"running token total decreased ({prev} -> {total}); "
                     "turn.completed.usage must be a running total")
             delta[k] = d
-        self._prev_total = {**prev, **total}
+            moved[k] = v
+        self._prev_total = moved
         return delta
 
     def _item(self, t: str, obj: dict[str, Any], loc: Loc, arrival: float | None) -> None:
         lineno = loc.line
         item = get(obj, "item", dict, loc, required=True)
         if "type" in item:
-            itype = get(item, "type", str, loc, "item")
+            itype, iid = _ITEM.read(item, loc, "item")
             self._spellings.add("type")
         else:
             itype = get(item, "item_type", str, loc, "item", required=True)
+            iid = get(item, "id", (str, int), loc, "item")
             self._spellings.add("item_type")
-        iid = get(item, "id", (str, int), loc, "item")
         key = iid if iid.__class__ is str else str(iid) if iid is not None else f"line{lineno}"
         step = self._turn if self._in_turn else self._turn + 1
         done = t == "item.completed"
@@ -264,7 +266,7 @@ class CodexExecParser(StreamParser):
             extra["last_line"] = lineno
         # fold this line into the event (the last line wins)
         if itype == "command_execution":
-            cmd = get(item, "command", str, loc, "item")
+            cmd, code, out, status = _COMMAND.read(item, loc, "item")
             if cmd is not None and cmd != ev.command:
                 ev.command = cmd
                 # argv and kind are functions of the command alone: worked out once per
@@ -276,11 +278,9 @@ class CodexExecParser(StreamParser):
                         None if argv is None else tuple(argv), classify_command(cmd, argv))
                 words, ev.kind = known
                 ev.argv = None if words is None else list(words)
-            ev.exit_code = int_field(item.get("exit_code"), loc, "item", "exit_code")
-            out = get(item, "aggregated_output", str, loc, "item")
+            ev.exit_code = code
             if out is not None:
                 extra["output"] = out
-            status = get(item, "status", str, loc, "item")
             ev.is_error = status == "declined"
             if ev.kind is EventKind.TEST:
                 if out:
@@ -354,6 +354,11 @@ def read_codex_exec(
                      arrival_times=arrival_times)
 
 
+# the typed fields of a turn's usage, of an item (its type and id), and of a command item
+_USAGE = Shape(*((k, INT_TEXT) for k in _USAGE_KEYS))
+_ITEM = Shape(("type", str), ("id", (str, int)))
+_COMMAND = Shape(("command", str), ("exit_code", INT_TEXT), ("aggregated_output", str),
+                 ("status", str))
 _SKIP_TYPE = frozenset({"type", "item_type"})
 # the item keys an event holds in its own fields, not again in extra
 _SKIP_COMMAND = _SKIP_TYPE | {"command", "exit_code", "aggregated_output"}

@@ -100,7 +100,9 @@ from features.readers.events import (
     new_step_on_user_input,
 )
 from features.readers.fields import (
+    INT_TEXT,
     Loc,
+    Shape,
     float_field,
     get,
     int_field,
@@ -240,13 +242,14 @@ class CodexRolloutParser(StreamParser):
         self._cell_mirrors: dict[str, int] = {}  # exec cell call id -> _n_nested at its call
 
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
-        loc = Loc(self.source, lineno)
+        loc = self._line_loc  # the parser's one Loc, its line moved (see line_loc)
+        loc.line = lineno
         ltype = get(obj, "type", str, loc, required=True)
         raw = obj.get("timestamp")
         if raw.__class__ is str and raw == self._ts_text:  # lines of one write share a stamp
             ts = self._ts
         else:
-            ts = parse_iso(raw, Loc(self.source, lineno, "timestamp"))
+            ts = parse_iso(raw, loc, "timestamp")
             self._ts_text, self._ts = raw, ts
         payload = get(obj, "payload", (dict, type(None)), loc) or {}
         extra: dict[str, Any] = {"line": lineno, "line_type": ltype}
@@ -857,9 +860,12 @@ def _duration(d: Any) -> float | None:
     return None
 
 
-def _tokens(usage: dict[str, Any], loc: Loc, *at: str) -> list[int | None]:
+def _tokens(usage: dict[str, Any], loc: Loc, *at: str) -> tuple[int | None, ...]:
     """The input, cached and output counts of a usage object at ``loc / at...``."""
-    return [int_field(usage.get(k), loc, *at, k) for k in _TOKEN_KEYS]
+    return _TOKENS.read(usage, loc, *at)
+
+
+_TOKENS = Shape(*((k, INT_TEXT) for k in _TOKEN_KEYS))
 
 
 def _content_text(content: Any, loc: Loc, field: str) -> str | None:

@@ -131,6 +131,68 @@ def _under(loc: Loc, at: tuple[str | int, ...]) -> Loc:
     return loc
 
 
+#: a :class:`Shape` field read as :func:`int_field` reads it (an integer, or one written as
+#: text; null or missing is None)
+INT_TEXT: Any = "int-text"
+_NONE = type(None)
+
+
+class Shape:
+    """The typed fields of one kind of record, read in one call, as :func:`get` reads each.
+
+    ``Shape(("command", str), ("exit_code", INT_TEXT), ("id", (str, int)), ...)`` declares
+    them once, per record kind (as a msgspec Struct would); ``shape.read(obj, loc, *at)``
+    returns their values in that order: what ``get(obj, key, type, loc, *at)`` returns for
+    each (``required=True`` for the keys named in ``required``; :data:`INT_TEXT`: what
+    :func:`int_field` returns). A record whose every field has its type (the usual one) is
+    checked by one generated expression, without a call per field; any other is read field
+    by field by :func:`get`, so a bad field raises the same words at the same field, first
+    bad field first.
+    """
+
+    __slots__ = ("fields", "read")
+
+    def __init__(self, *fields: tuple[str, Any], required: tuple[str, ...] = ()) -> None:
+        self.fields = fields
+        checks, slow = [], []
+        env: dict[str, Any] = {"get": get, "int_field": int_field, "_M": _MISSING,
+                               "LO": _INT64[0], "HI": _INT64[1]}
+        for i, (key, typ) in enumerate(fields):
+            env[f"K{i}"], env[f"T{i}"] = key, typ
+            v = f"v{i}"
+            req = key in required
+            if typ is INT_TEXT:
+                checks.append(f"({v} is _M or {v} is None or ({v}.__class__ is int and "
+                              f"LO <= {v} <= HI))")
+                slow.append(f"int_field(obj.get(K{i}), loc, *at, K{i})")
+                continue
+            ts = typ if isinstance(typ, tuple) else (typ,)
+            alts = ["" if req else f"{v} is _M"]
+            for t in ts:
+                if t is _NONE:
+                    alts.append(f"{v} is None")
+                elif t is int:
+                    alts.append(f"({v}.__class__ is int and LO <= {v} <= HI)")
+                elif t is float:
+                    alts.append(f"({v}.__class__ is float and {v} - {v} == 0.0)")
+                else:
+                    env[f"C{i}_{t.__name__}"] = t
+                    alts.append(f"{v}.__class__ is C{i}_{t.__name__}")
+            checks.append("(" + " or ".join(a for a in alts if a) + ")")
+            slow.append(f"get(obj, K{i}, T{i}, loc, *at, required={req})")
+        n = len(fields)
+        values = ", ".join(
+            f"v{i}" if fields[i][1] is not INT_TEXT and fields[i][0] in required
+            else f"(None if v{i} is _M else v{i})" for i in range(n))
+        src = ("def read(obj, loc, *at):\n"
+               + "".join(f"    v{i} = obj.get(K{i}, _M)\n" for i in range(n))
+               + f"    if {' and '.join(checks)}:\n"
+               + f"        return ({values},)\n"
+               + f"    return ({', '.join(slow)},)\n")
+        exec(src, env)  # noqa: S102 - the reader of this shape, generated once
+        self.read = env["read"]
+
+
 def _json_type(v: Any) -> str:
     if v is None:
         return "null"
@@ -243,13 +305,7 @@ def iso_field(obj: dict[str, Any], key: str, loc: Loc) -> float | None:
     :class:`Loc` is made only for an error, which then names it (readers read a timestamp
     per event)."""
     ts = obj.get(key, _MISSING)
-    if ts is _MISSING:
-        return None
-    try:
-        return parse_iso(ts, loc)
-    except TrajectoryFormatError:
-        pass  # worded again below, at the field, outside this handler (no chained context)
-    return parse_iso(ts, loc / key)
+    return None if ts is _MISSING else parse_iso(ts, loc, key)
 
 
 _FROM_ISO = datetime.fromisoformat
@@ -259,8 +315,9 @@ _FROM_ISO = datetime.fromisoformat
 _NAIVE_EPOCH = datetime(1970, 1, 1)
 
 
-def parse_iso(ts: Any, loc: Loc) -> float:
-    """Epoch seconds from an ISO-8601 timestamp; naive times are taken as UTC."""
+def parse_iso(ts: Any, loc: Loc, *at: str | int) -> float:
+    """Epoch seconds from an ISO-8601 timestamp (sitting at ``loc / at...``, spelled out
+    only for an error); naive times are taken as UTC."""
     if ts.__class__ is str:  # the usual text parses as is ("Z" included, Python >= 3.11)
         try:
             dt = _FROM_ISO(ts)
@@ -270,14 +327,14 @@ def parse_iso(ts: Any, loc: Loc) -> float:
             return dt.timestamp() if dt.tzinfo is not None else (
                 dt - _NAIVE_EPOCH).total_seconds()
     if not isinstance(ts, str):
-        raise loc.error(f"expected ISO-8601 timestamp string, got {_json_type(ts)}")
+        raise _under(loc, at).error(f"expected ISO-8601 timestamp string, got {_json_type(ts)}")
     s = ts.strip()
     if s.endswith("Z"):
         s = s[:-1] + "+00:00"
     try:
         dt = datetime.fromisoformat(s)
     except ValueError as exc:
-        raise loc.error(f"invalid ISO-8601 timestamp {ts!r}") from exc
+        raise _under(loc, at).error(f"invalid ISO-8601 timestamp {ts!r}") from exc
     return dt.timestamp() if dt.tzinfo is not None else (dt - _NAIVE_EPOCH).total_seconds()
 
 
