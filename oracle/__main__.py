@@ -103,15 +103,24 @@ class PlanArgs:
     """who answers a real runtime's model calls (codex, claude-code, mini-swe-agent; default
     repair): an LLM-free agent's decisions (repair; depres, cbuild, migrate: the family's
     step program), a scripted plan, or a proxy to a real endpoint"""
-    design: Literal["pilot", "tool_call", "full"] = opt("pilot", choices=DESIGNS)
+    design: Literal["pilot", "tool_call", "full", "sparse"] = opt("pilot", choices=DESIGNS)
     """pilot: an early and a late cell per task; tool_call: every adjacent cell; full: every
-    restore point x failure"""
+    restore point x failure; sparse: --branches (or --branches-per-task) of them, priced by
+    the recovery model"""
+    branches: int | None = opt(None, min=1)
+    """sparse design: the branch budget in total"""
+    branches_per_task: int | None = opt(None, min=1)
+    """sparse design: the branch budget per task (times the number of tasks)"""
+    shares: tuple[float, ...] = opt((0.5, 0.25, 0.25), metavar="S")
+    """sparse design: the budget's shares of pristine (r=0), adjacent (r=f-1) and longer
+    cells"""
     study: Path | None = None
     """study directory (default: <out without .json>.study)"""
     granularity: Literal["turn", "tool_call"] | None = None
     """candidate boundaries (default: the agent's own, else turn; tool_call for that design)"""
-    repetitions: int = opt(2, min=1)
-    """repetitions per cell (pair cells: plus the predeclared third when signs differ)"""
+    repetitions: int | None = opt(None, min=1)
+    """repetitions per cell (default 2, sparse 1; pair cells: plus the predeclared third when
+    signs differ)"""
     cap: float = opt(1800.0, min=0.001)
     """per-branch cap, seconds"""
     stride: int = opt(1, min=1)
@@ -134,6 +143,17 @@ class PlanArgs:
     """dask scheduler address (default: a local cluster)"""
     progress: bool = True
     """show progress (a bar on a terminal, else one line per nominal run)"""
+
+    def __post_init__(self) -> None:
+        sized = (self.branches is not None) + (self.branches_per_task is not None)
+        if self.design == "sparse" and sized != 1:
+            raise ValueError("argument --design sparse: give exactly one of --branches and "
+                             "--branches-per-task")
+        if self.design != "sparse" and sized:
+            raise ValueError(f"argument --branches/--branches-per-task: only for --design sparse, "
+                             f"not {self.design}")
+        if len(self.shares) != 3 or any(x < 0 for x in self.shares) or sum(self.shares) <= 0:
+            raise ValueError(f"argument --shares: three numbers >= 0, not all 0, got {list(self.shares)}")
 
 
 def cmd_plan(a: PlanArgs) -> int:
@@ -171,9 +191,12 @@ def cmd_plan(a: PlanArgs) -> int:
     ctx = StudyContext(a.agent, agent_opts, {t.task_id: t for t in tasks}, config, study)
     ex = make_executor(a.executor, a.jobs, a.scheduler)
     try:
-        plan = freeze_plan(ctx, tasks, a.design, seed=a.seed, repetitions=a.repetitions,
+        reps = a.repetitions if a.repetitions is not None else (1 if a.design == "sparse" else 2)
+        plan = freeze_plan(ctx, tasks, a.design, seed=a.seed, repetitions=reps,
                            executor=ex, stride=a.stride, include_final=a.include_final,
-                           progress=a.progress)
+                           progress=a.progress, branches=a.branches,
+                           branches_per_task=a.branches_per_task,
+                           shares=tuple(a.shares))  # type: ignore[arg-type]
     finally:
         close_executor(ex)
     plan.save(out)

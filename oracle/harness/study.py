@@ -29,10 +29,11 @@ from features.schema import Trajectory
 from features.schema import read_parquet as read_trajectories
 from features.schema import write_parquet as write_trajectories
 from labelsets.definitions import DESIGNS, advantage, charged_cp, nominal_seed, sign_unstable
+from labelsets.recovery_model import SparseDesign
 from labelsets.tables import RECOVERY_COLUMNS, LabelSet, conform, empty, labels_from_recovery
 from oracle.harness.branch import BranchSpec, StudyContext, finish_discards, run_branch, run_nominal
 from oracle.harness.executors import InlineExecutor
-from oracle.harness.plan import Plan, full_table_plan, pilot_plan, tool_call_plan
+from oracle.harness.plan import Plan, full_table_plan, pilot_plan, sparse_plan, tool_call_plan
 from oracle.protocol import TaskSpec
 from oracle.store.audit import AuditLog
 
@@ -163,12 +164,18 @@ def collect_nominal(ctx: StudyContext, tasks: Iterable[TaskSpec], study_seed: in
 def freeze_plan(ctx: StudyContext, tasks: list[TaskSpec], design: str, *, seed: int,
                 repetitions: int = 2, executor: Executor | None = None, stride: int = 1,
                 include_final: bool = False,
-                progress: bool | Callable[[dict], None] = False) -> Plan:
+                progress: bool | Callable[[dict], None] = False,
+                branches: int | None = None, branches_per_task: int | None = None,
+                shares: tuple[float, float, float] | None = None) -> Plan:
     """Run (or reuse) the nominal runs of ``tasks``, then freeze a plan of ``design``.
 
-    ``design``: ``pilot`` (one early and one late cell per task), ``tool_call`` or ``full``.
+    ``design``: ``pilot`` (one early and one late cell per task), ``tool_call``, ``full`` or
+    ``sparse`` (sized by ``branches`` in total or ``branches_per_task``; ``shares`` of the
+    pristine, adjacent and long strata, :class:`labelsets.recovery_model.SparseDesign`).
     The plan records each nominal trajectory's hash, so a later run refuses a changed one.
     """
+    if design == "sparse" and (branches is None) == (branches_per_task is None):
+        raise ValueError("design sparse: give exactly one of branches and branches_per_task")
     noms = collect_nominal(ctx, tasks, seed, executor, progress)
     nb = {tid: int(r["n_boundaries"]) for tid, r in noms.items()}
     frozen = {tid: {"trajectory_sha256": r["trajectory_sha256"], "n_boundaries": nb[tid],
@@ -182,6 +189,12 @@ def freeze_plan(ctx: StudyContext, tasks: list[TaskSpec], design: str, *, seed: 
         return tool_call_plan(tasks, nb, stride=stride, **common)
     if design == "full":
         return full_table_plan(tasks, nb, include_final=include_final, granularity=gran, **common)
+    if design == "sparse":
+        sd = SparseDesign(**({"shares": tuple(shares)} if shares is not None else {}),
+                          repetitions=repetitions, include_final=include_final)
+        common.pop("repetitions")
+        return sparse_plan(tasks, nb, branches=branches, branches_per_task=branches_per_task,
+                           design=sd, granularity=gran, **common)
     raise ValueError(f"design must be one of {', '.join(DESIGNS)}, got {design!r}")
 
 
