@@ -57,7 +57,7 @@ from labelsets.definitions import table_cell_id
 from labelsets.tables import LabelSet, empty
 
 __all__ = [
-    "PRISTINE", "ADJACENT", "LONG", "CELL_STRATA", "SPARSE", "RecoveryModel", "SparseDesign",
+    "ADAPTIVE_CRITERION", "PRISTINE", "ADJACENT", "LONG", "CELL_STRATA", "SPARSE", "RecoveryModel", "SparseDesign",
     "cell_features", "cell_stratum", "complete", "inclusion", "is_sparse", "next_cells",
     "sparse_provenance", "subsample", "table_cells",
 ]
@@ -527,6 +527,15 @@ def subsample(label_set: LabelSet, n_cells: int, seed: int,
                      empty("labels"), dict(label_set.trajectories), prov)
 
 
+#: the adaptive choice's criterion, as recorded with every round
+ADAPTIVE_CRITERION = (
+    "next_cells: per task, the unexecuted cells of the contrast cheapest single checkpoint other "
+    "than the first boundary minus the first boundary (uniform failures, current doubly-robust "
+    "prices), ranked by "
+    "coef^2 * (stratum's cross-fitted residual variance - repetition variance)"
+)
+
+
 def next_cells(label_set: LabelSet, n: int, completion: Completion | None = None,
                exclude: Iterable[tuple[str, int, int]] = ()) -> list[tuple[str, int, int]]:
     """The ``n`` unexecuted cells that most reduce the variance of the study's confirmatory
@@ -535,7 +544,8 @@ def next_cells(label_set: LabelSet, n: int, completion: Completion | None = None
     within) - priced on the current completion.
 
     Per task, the comparison is sum_f w_f (cost of {b*} at f - cost of {1} at f), uniform
-    w_f, b* the best single checkpoint on the current prices: its coefficient on cell
+    w_f, b* the cheapest single checkpoint other than the first boundary on the current
+    prices (its strongest challenger; the limit itself unless that is 1): its coefficient on cell
     (r, f) is +-w_f where one of the two placements restores r at f. Executing an
     unexecuted cell replaces its model price (variance s2_model of its stratum, estimated
     from the executed cells' cross-fitted residuals) by its measurement (variance s2_rep,
@@ -567,7 +577,8 @@ def next_cells(label_set: LabelSet, n: int, completion: Completion | None = None
 
         if b_max < 2:
             continue
-        best = min(range(1, b_max + 1), key=lambda b: (price(b), b))
+        # the strongest challenger to the first boundary (the limit itself when it is not 1)
+        best = min(range(2, b_max + 1), key=lambda b: (price(b), b))
         coef: dict[tuple[int, int], float] = {}
         for b, sign in ((best, 1.0), (1, -1.0)):
             for f in fs:

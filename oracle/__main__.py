@@ -229,6 +229,12 @@ class RunArgs:
     """dask scheduler address (default: a local cluster)"""
     progress: bool = True
     """show progress (a bar on a terminal, else one line per branch)"""
+    adaptive_branches: int = opt(0, min=0)
+    """sparse plans: after the plan's branches, spend up to this many more on the cells that
+    most reduce the uncertainty of the confirmatory comparison (each round's choice is
+    recorded in the audit log; a resumed run reruns it, never re-chooses)"""
+    adaptive_batch: int | None = opt(None, min=1)
+    """branches per adaptive round (default: the whole adaptive budget in one round)"""
 
 
 def cmd_run(a: RunArgs) -> int:
@@ -241,7 +247,8 @@ def cmd_run(a: RunArgs) -> int:
     study = a.study.resolve() if a.study else default_study_dir(plan_path)
     ex = make_executor(a.executor, a.jobs, a.scheduler)
     try:
-        ls = run_study(plan, study, executor=ex, out=a.out, progress=a.progress)
+        ls = run_study(plan, study, executor=ex, out=a.out, progress=a.progress,
+                       adaptive_branches=a.adaptive_branches, adaptive_batch=a.adaptive_batch)
     finally:
         close_executor(ex)
     n_q = int(ls.recovery["quarantined"].fillna(False).sum())

@@ -242,6 +242,27 @@ class Plan:
                         candidate=c["candidate"], fallback=c["fallback"], order=pos))
         return out
 
+    def adaptive_specs(self, cells: Iterable[Sequence[Any]]) -> list[BranchSpec]:
+        """Branches of table cells (task, r, f) chosen after the plan was frozen (adaptive
+        collection), with the seeds a table cell of this plan would have: ``repetitions``
+        each. A cell the plan already holds, or one out of range, is a PlanError."""
+        held = {c["cell_id"] for c in self.cells}
+        out = []
+        for task_id, r, f in cells:
+            r, f = int(r), int(f)
+            b = self.n_boundaries.get(str(task_id))
+            if b is None or not 0 <= r < f <= b + 1:
+                raise PlanError(f"adaptive cell ({task_id}, r={r}, f={f}) is not a table cell of the plan")
+            c = _table_cell(str(task_id), r, f, self.study_seed, self.repetitions)
+            if c["cell_id"] in held:
+                raise PlanError(f"adaptive cell {c['cell_id']} is already in the plan")
+            for k in range(1, self.repetitions + 1):
+                out.append(BranchSpec(
+                    branch_id=f"{c['cell_id']}:rep{k}", task_id=c["task_id"], role="table",
+                    restore_point=r, failure=f, drive_from=f - 1, repetition=k,
+                    seed=int(c["seeds"][k - 1]), cell_id=c["cell_id"]))
+        return out
+
     def check_nominal(self, task_id: str, rec: dict) -> None:
         """Refuse a nominal record that does not match what the plan was frozen against."""
         b = self.n_boundaries.get(task_id)
