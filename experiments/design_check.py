@@ -92,6 +92,8 @@ class Args:
     """bootstrap resamples of every interval"""
     quick: bool = False
     """CI-sized: one small family, one fraction and draw, no shipped set, no learned policies"""
+    jobs: int = opt(1, min=1)
+    """worker processes for the folds (results do not depend on it)"""
     out: str = opt("out/design_check", metavar="PATH")
     """where the table (CSV, text) goes"""
 
@@ -133,13 +135,17 @@ def study(data: dict[str, LabelSet], args: Args, mb_args: mb.Args, desc: str) ->
     """The matched-budget study's per-task rows (every family, every fold), best-simple rows
     included (``experiments.matched_budget.run_fold``)."""
     protos, _ = mb.policies_for(mb_args)
-    rows = []
     jobs = [(fam, fold) for fam, ls in data.items() for fold in leave_one_repo_out(ls)]
-    for fam, fold in progress(jobs, desc=desc, leave=False):
-        ls = data[fam]
-        settings = fold_settings(args.budgets, ls.subset(fold.train_tasks), mb_args.hazard)
-        res, _ = mb.run_fold(fam, ls, fold, protos, settings, mb_args)
-        rows.append(res)
+    calls = [(fam, data[fam], fold, protos,
+              fold_settings(args.budgets, data[fam].subset(fold.train_tasks), mb_args.hazard), mb_args)
+             for fam, fold in jobs]
+    if args.jobs <= 1:
+        results = (mb.run_fold(*c) for c in calls)
+    else:
+        from joblib import Parallel, delayed
+
+        results = Parallel(n_jobs=args.jobs, return_as="generator")(delayed(mb.run_fold)(*c) for c in calls)
+    rows = [res for res, _ in progress(results, total=len(calls), desc=desc, leave=False)]
     return pd.concat(rows, ignore_index=True)
 
 
