@@ -302,6 +302,10 @@ def audit_summary(records: list[dict]) -> dict[str, Any]:
         "capped_branches": sum(1 for r in br if r["capped"]),
         "plan_hashes": sorted({str(r.get("plan_hash")) for r in br}),
         "pairs_without_creation_cost": no_creation,
+        "adaptive_rounds": [{"round": r["round"], "cells": len(r["cells"]),
+                             "budget_branches": r["budget_branches"]}
+                            for r in sorted((r for r in records if r.get("kind") == "adaptive"),
+                                            key=lambda r: r["round"])],
     }
 
 
@@ -342,6 +346,10 @@ def cmd_audit(a: AuditArgs) -> int:
         advs = ", ".join(f"{x:+.3f}" for x in u["advantages"])
         print(f"    {u['cell_id']}: advantages [{advs}] third repetition "
               f"{'run' if u['third_repetition'] else 'MISSING'}")
+    if s["adaptive_rounds"]:
+        rounds = s["adaptive_rounds"]
+        print(f"  adaptive rounds: {len(rounds)} ({sum(r['cells'] for r in rounds)} cells chosen, "
+              f"budget {rounds[-1]['budget_branches']} branches)")
     return 0
 
 

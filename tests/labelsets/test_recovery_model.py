@@ -141,3 +141,22 @@ def test_next_cells_are_unexecuted_deterministic_and_respect_exclusions(full) ->
     assert not set(first) & executed
     again = next_cells(sp, 5, comp, exclude=first[:2])
     assert not set(first[:2]) & set(again) and set(first[2:]) <= set(again)
+
+
+def test_adaptive_cells_are_measured_with_certainty_and_shift_their_strata(full) -> None:
+    sp = subsample(full, 30, seed=6)
+    rec = sp.provenance["sparse"]
+    pi0 = inclusion(sp)
+    nb = dict(zip(sp.tasks["task_id"], sp.tasks["n_boundaries"], strict=True))
+    pop = SparseDesign().population(nb)
+    drawn = set(zip(sp.recovery["task_id"], sp.recovery["restore_point"], sp.recovery["failure"], strict=True))
+    extra = [c for c in pop["long"] if c not in drawn][:2]
+    prov = {**sp.provenance, "sparse": {**rec, "adaptive": [f"{t}:r{r}:f{f}" for t, r, f in extra]}}
+    sp2 = type(sp)(sp.tasks, sp.checkpoints, sp.recovery, sp.labels, sp.trajectories, prov)
+    pi = inclusion(sp2)
+    assert [pi(*c) for c in extra] == [1.0, 1.0]
+    k = rec["inclusion"]["long"] * len(pop["long"])
+    other = next(c for c in pop["long"] if c not in extra)
+    assert pi(*other) == pytest.approx(k / (len(pop["long"]) - 2)) and pi(*other) > pi0(*other)
+    first = next(c for c in pop["pristine"])
+    assert pi(*first) == pi0(*first)

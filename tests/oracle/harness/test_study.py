@@ -315,6 +315,9 @@ def test_adaptive_sparse_study_killed_at_random_moments_loses_and_duplicates_not
     pos = {k: i for i, k in enumerate(keys)}
     for r in rounds:
         assert all(pos[s.branch_id] > pos[r["key"]] for s in plan.adaptive_specs(r["cells"]))
+    from oracle.__main__ import audit_summary
+
+    assert [r["round"] for r in audit_summary(recs)["adaptive_rounds"]] == [r["round"] for r in rounds]
     ls = LabelSet.load(study / "labelset")
     assert len(ls.recovery) == len(want)
     assert ls.provenance["sparse"]["adaptive"] == sorted(f"{t}:r{r}:f{f}" for t, r, f in chosen)
