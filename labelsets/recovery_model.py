@@ -32,6 +32,12 @@ Adaptive cells (chosen after a first pass, :func:`next_cells`) are executed with
 given the data seen, so they keep their measurement, and the random sample of their stratum
 is then read as a sample of the stratum's other cells (pi_s = k_s / (N_s - a_s)).
 
+A quarantined branch is not a measurement: its cell counts as not executed (its stratum's
+inclusion probability then overstates the share measured; ``oracle audit`` names them).
+With one repository (a training fold of a two-repository family) tasks are the groups.
+Executed cells with pi < 1 can be priced below zero (the correction of a cell measured below
+its prediction, scaled by 1/pi): an unbiased price, not a plausible single recovery.
+
 Uncertainty: the model is cross-fitted and the price doubly robust, so a per-task price is
 a sum of a cross-fitted prediction and an unbiased correction; the task (two-stage) bootstrap
 of the per-task prices is the usual cross-fitted (double machine learning) interval.
