@@ -37,7 +37,8 @@ import pandas as pd
 
 from experiments import matched_budget as mb
 from features.files import write_text_atomic
-from labelsets.recovery_model import SparseDesign, subsample
+from labelsets.definitions import table_cell_id
+from labelsets.recovery_model import SparseDesign, next_cells, subsample
 from labelsets.tables import LabelSet
 from oracle.simulator import simulate_label_set
 from oracle.simulator.workloads import family_names
@@ -92,6 +93,9 @@ class Args:
     """bootstrap resamples of every interval"""
     quick: bool = False
     """CI-sized: one small family, one fraction and draw, no shipped set, no learned policies"""
+    adaptive_share: float = opt(0.0, min=0.0, max=0.9)
+    """share of each budget spent in one adaptive round after the first pass (the cells
+    labelsets.recovery_model.next_cells chooses, their measurement read from the full table)"""
     jobs: int = opt(1, min=1)
     """worker processes for the folds (results do not depend on it)"""
     out: str = opt("out/design_check", metavar="PATH")
@@ -176,6 +180,21 @@ def truth_prices(res: pd.DataFrame, full: dict[str, LabelSet]) -> pd.DataFrame:
     return res.assign(true_objective_s=obj, true_total_failure_cost=tfc)
 
 
+def adaptive_round(sparse: LabelSet, full: LabelSet, n_cells: int) -> LabelSet:
+    """One adaptive round replayed on an executed full table: ``next_cells`` chooses
+    ``n_cells`` cells on the sparse set, each adds its first executed repetition."""
+    cells = next_cells(sparse, n_cells)
+    keep = pd.DataFrame(cells, columns=["task_id", "restore_point", "failure"])
+    rec = full.recovery[full.recovery["role"] == "table"].merge(keep)
+    rec = rec.sort_values(["task_id", "restore_point", "failure", "repetition"], kind="stable")
+    rec = rec[rec.groupby(["task_id", "restore_point", "failure"]).cumcount() < 1]
+    prov = {**sparse.provenance, "sparse": {**sparse.provenance["sparse"], "adaptive": sorted(
+        table_cell_id(t, r, f) for t, r, f in cells)}}
+    return LabelSet(sparse.tasks, sparse.checkpoints,
+                    pd.concat([sparse.recovery, rec], ignore_index=True), sparse.labels,
+                    sparse.trajectories, prov)
+
+
 def main(argv: list[str] | None = None) -> int:
     return run(check, Args, argv, prog=PROG)
 
@@ -193,16 +212,24 @@ def check(args: Args) -> int:
     full = label_sets(args)
     res_full = study(full, args, mb_args, "full design")
     words_full = verdict_words(res_full, learned, args.n_resamples)
-    rows = []
+    rows: list[dict] = []
+    verdict_rows: list[dict] = []
     # 2. Sparse draws at every fraction, each studied the same way.
     for frac in args.fractions:
         for draw in range(args.draws):
             sparse = {}
             for i, (fam, ls) in enumerate(full.items()):
                 n_cells = max(1, round(frac * len(ls.recovery)))
-                sparse[fam] = subsample(ls, n_cells, seed=args.seed + 1000 * draw + i, design=design)
+                n_adaptive = round(args.adaptive_share * n_cells)
+                sparse[fam] = subsample(ls, n_cells - n_adaptive, seed=args.seed + 1000 * draw + i,
+                                        design=design)
+                if n_adaptive:
+                    sparse[fam] = adaptive_round(sparse[fam], ls, n_adaptive)
             res = truth_prices(study(sparse, args, mb_args, f"sparse {frac:.0%} draw {draw}"), full)
             words = verdict_words(res, learned, args.n_resamples)
+            verdict_rows += [dict(kind=k[0], family=k[1], policy=k[2], budget=k[3], bar=k[4],
+                                  fraction=frac, draw=draw, sparse=w[0], full=words_full[k][0])
+                             for k, w in words.items() if k in words_full]
             plain = res[res["policy"] != BEST_SIMPLE]
             for fam in full:
                 r = plain[plain["family"] == fam]
@@ -237,10 +264,19 @@ def check(args: Args) -> int:
                 ))
             out.mkdir(parents=True, exist_ok=True)  # every finished draw is kept
             write_text_atomic(out / "design_check_draws.csv", pd.DataFrame(rows).to_csv(index=False))
+            write_text_atomic(out / "design_check_verdicts.csv",
+                              pd.DataFrame(verdict_rows).to_csv(index=False))
     table = pd.DataFrame(rows)
     report = summarise(table)
     write_text_atomic(out / "design_check.csv", report.to_csv(index=False))
     text = format_report(report, table)
+    v = pd.DataFrame(verdict_rows)
+    if len(v):
+        differ = v[v["sparse"] != v["full"]]
+        text += (f"\nverdicts that differ: {len(differ)} of {len(v)}; full 'yes' -> sparse 'no': "
+                 f"{int(((differ['full'] == 'yes') & (differ['sparse'] == 'no')).sum())}, full 'no' -> "
+                 f"sparse 'yes': {int(((differ['full'] == 'no') & (differ['sparse'] == 'yes')).sum())}, "
+                 f"other (refused): {int((~differ['full'].isin(['yes', 'no']) | ~differ['sparse'].isin(['yes', 'no'])).sum())}")
     write_text_atomic(out / "design_check.txt", text + "\n")
     print(text)
     print(f"outputs in {out}/ ; took {time.perf_counter() - t0:.1f} s wall")
