@@ -57,6 +57,11 @@ class Args:
     """repositories in all (llm-free: at least one per family)"""
     seed: int = opt(0, min=0)
     """study seed"""
+    design: str = opt("full", choices=("full", "sparse"))
+    """full (the shipped set: every restore point x failure) or sparse (--branches of them,
+    one repetition each, priced by the recovery model)"""
+    branches: int | None = opt(None, min=1)
+    """sparse design: the branch budget in total"""
     out: str = "runs/llm-free"
     """study directory of the collection (resumed when it exists)"""
     jobs: int = opt(2, min=1)
@@ -76,14 +81,21 @@ class Args:
     keeping the tasks whose recovery tables are full (every cell, >= 2 repetitions)"""
 
 
+def check_args(a: Args) -> None:
+    """``--branches`` goes with ``--design sparse`` and only with it."""
+    if (a.design == "sparse") != (a.branches is not None):
+        raise ValueError("argument --branches: needed by --design sparse, and only by it")
+
+
 def collect_command(a: Args) -> list[str]:
     """The collection command (flags as ``experiments.collect_labels`` spells them)."""
     helptext = subprocess.run([sys.executable, "-m", "experiments.collect_labels", "--help"],
                               cwd=ROOT, capture_output=True, text=True).stdout
     jobs = "--jobs" if "--jobs" in helptext else "--workers"
     quiet = ["--no-progress"] if "--no-progress" in helptext else []
+    sparse = ["--branches", str(a.branches), "--repetitions", "1"] if a.design == "sparse" else []
     return [sys.executable, "-m", "experiments.collect_labels", "--agent", a.agent,
-            "--tasks", str(a.tasks), "--repos", str(a.repos), "--design", "full",
+            "--tasks", str(a.tasks), "--repos", str(a.repos), "--design", a.design, *sparse,
             "--seed", str(a.seed), "--out", a.out, jobs, str(a.jobs), "--cap", f"{a.cap:g}",
             *quiet]
 
@@ -246,7 +258,10 @@ def completed_label_set(out: Path, dest: Path | None = None) -> Path:
     for spec in plan.branch_specs(repetitions=(1, 2)):
         planned[spec.task_id].add(spec.branch_id)
     done = set(full.recovery["branch_id"])
-    keep = [t for t in full.task_ids if planned[t] and planned[t] <= done]
+    # a sparse plan may leave a task no cell (the design's draw): it is complete when its
+    # planned branches, if any, are in
+    keep = [t for t in full.task_ids
+            if (planned[t] or plan.design == "sparse") and planned[t] <= done]
     ls = full.subset(keep)
     ls.provenance.update(planned_tasks=len(plan.task_ids), completed_tasks=len(keep),
                          stopped_early=len(keep) < len(plan.task_ids))
@@ -269,6 +284,7 @@ def interrupt(signum: int, frame: object) -> None:
 
 
 def main(a: Args) -> int:
+    check_args(a)
     out = Path(a.out)
     wall = None
     load: list[float] = []

@@ -68,7 +68,13 @@ class Args:
     repos: int = opt(4, min=1)
     """number of repositories (module families for the repair agent)"""
     design: str = opt("pilot", choices=DESIGNS)
-    """pilot (one early and one late cell per task), tool_call, or full (every r x f)"""
+    """pilot (one early and one late cell per task), tool_call, full (every r x f), or sparse
+    (--branches of the full table's cells, priced by the recovery model)"""
+    branches: int | None = opt(None, min=1)
+    """sparse design: the branch budget in total"""
+    adaptive_branches: int = opt(0, min=0)
+    """sparse design: branches spent afterwards, round by round, where they most reduce the
+    uncertainty of the confirmatory comparison (oracle run --adaptive-branches)"""
     granularity: str = opt("turn", choices=get_args(Granularity))
     """candidate boundaries"""
     repetitions: int = opt(2, min=1)
@@ -94,6 +100,10 @@ class Args:
     """show the progress of every step (tasks, nominal runs, branches)"""
 
     def __post_init__(self) -> None:
+        if (self.design == "sparse") != (self.branches is not None):
+            raise ValueError("argument --branches: needed by --design sparse, and only by it")
+        if self.adaptive_branches and self.design != "sparse":
+            raise ValueError("argument --adaptive-branches: only for --design sparse")
         if self.scheduler is not None and self.executor != "dask":
             raise ValueError(f"argument --scheduler: needs --executor dask, not {self.executor}")
         if self.runtime is not None and self.agent not in BRAIN_AGENTS:
@@ -165,6 +175,8 @@ def collect(args: Args) -> int:
                                              "repetitions", "seed", "cap", "require_determinism")}
     if args.runtime is not None:  # absent otherwise: a study made before the option resumes
         request["runtime"] = args.runtime
+    if args.design == "sparse":  # likewise
+        request["branches"] = args.branches
     req_path = out / "request.json"
     if req_path.exists() and json.loads(req_path.read_text()) != request:
         raise ValueError(f"argument --out: {out} holds a study made with other arguments "
@@ -203,13 +215,15 @@ def collect(args: Args) -> int:
             with progress(desc="nominal runs (a checkpoint at every boundary)", total=len(tasks),
                           unit="run", enabled=args.progress) as step:
                 plan = freeze_plan(ctx, tasks, args.design, seed=args.seed,
-                                   repetitions=args.repetitions, executor=ex)
+                                   repetitions=args.repetitions, executor=ex,
+                                   branches=args.branches)
                 step.update(len(tasks))
             plan.save(plan_path)
             print(f"plan {plan_path} (sha256 {plan.hash[:16]}): {len(tasks)} tasks, "
                   f"{len(plan.cells)} cells, {plan.n_branches()} branches before third repetitions")
         # --- phase 3: paired branches (resumable from the audit log)
-        ls = run_study(plan, study, executor=ex, out=out / "labelset", progress=bar)
+        ls = run_study(plan, study, executor=ex, out=out / "labelset", progress=bar,
+                       adaptive_branches=args.adaptive_branches)
     finally:
         bar.close()
         close_executor(ex)

@@ -41,8 +41,9 @@ ADDITIONAL = "additional"
 STRATA: tuple[str, str] = (FIRST, ADDITIONAL)
 #: both strata together (Table 1's last row)
 POOLED = "pooled"
-#: the plan designs: the pilot's stratification, adjacent tool-call cells, every (r, f)
-DESIGNS: tuple[str, str, str] = ("pilot", "tool_call", "full")
+#: the plan designs: the pilot's stratification, adjacent tool-call cells, every (r, f), and
+#: a stated number of (r, f) priced by the recovery model (labelsets.recovery_model)
+DESIGNS: tuple[str, str, str, str] = ("pilot", "tool_call", "full", "sparse")
 CP_FIRST = "cp_first"
 SKIP_FIRST = "skip_first"
 

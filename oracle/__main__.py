@@ -104,15 +104,24 @@ class PlanArgs:
     """who answers a real runtime's model calls (codex, claude-code, mini-swe-agent; default
     repair): an LLM-free agent's decisions (repair; depres, cbuild, migrate: the family's
     step program), a scripted plan, or a proxy to a real endpoint"""
-    design: Literal["pilot", "tool_call", "full"] = opt("pilot", choices=DESIGNS)
+    design: Literal["pilot", "tool_call", "full", "sparse"] = opt("pilot", choices=DESIGNS)
     """pilot: an early and a late cell per task; tool_call: every adjacent cell; full: every
-    restore point x failure"""
+    restore point x failure; sparse: --branches (or --branches-per-task) of them, priced by
+    the recovery model"""
+    branches: int | None = opt(None, min=1)
+    """sparse design: the branch budget in total"""
+    branches_per_task: int | None = opt(None, min=1)
+    """sparse design: the branch budget per task (times the number of tasks)"""
+    shares: tuple[float, ...] = opt((0.5, 0.25, 0.25), metavar="S")
+    """sparse design: the budget's shares of pristine (r=0), adjacent (r=f-1) and longer
+    cells"""
     study: Path | None = None
     """study directory (default: <out without .json>.study)"""
     granularity: Literal["turn", "tool_call"] | None = None
     """candidate boundaries (default: the agent's own, else turn; tool_call for that design)"""
-    repetitions: int = opt(2, min=1)
-    """repetitions per cell (pair cells: plus the predeclared third when signs differ)"""
+    repetitions: int | None = opt(None, min=1)
+    """repetitions per cell (default 2, sparse 1; pair cells: plus the predeclared third when
+    signs differ)"""
     cap: float = opt(1800.0, min=0.001)
     """per-branch cap, seconds"""
     stride: int = opt(1, min=1)
@@ -135,6 +144,17 @@ class PlanArgs:
     """dask scheduler address (default: a local cluster)"""
     progress: bool = True
     """show progress (a bar on a terminal, else one line per nominal run)"""
+
+    def __post_init__(self) -> None:
+        sized = (self.branches is not None) + (self.branches_per_task is not None)
+        if self.design == "sparse" and sized != 1:
+            raise ValueError("argument --design sparse: give exactly one of --branches and "
+                             "--branches-per-task")
+        if self.design != "sparse" and sized:
+            raise ValueError(f"argument --branches/--branches-per-task: only for --design sparse, "
+                             f"not {self.design}")
+        if len(self.shares) != 3 or any(x < 0 for x in self.shares) or sum(self.shares) <= 0:
+            raise ValueError(f"argument --shares: three numbers >= 0, not all 0, got {list(self.shares)}")
 
 
 def cmd_plan(a: PlanArgs) -> int:
@@ -172,9 +192,12 @@ def cmd_plan(a: PlanArgs) -> int:
     ctx = StudyContext(a.agent, agent_opts, {t.task_id: t for t in tasks}, config, study)
     ex = make_executor(a.executor, a.jobs, a.scheduler)
     try:
-        plan = freeze_plan(ctx, tasks, a.design, seed=a.seed, repetitions=a.repetitions,
+        reps = a.repetitions if a.repetitions is not None else (1 if a.design == "sparse" else 2)
+        plan = freeze_plan(ctx, tasks, a.design, seed=a.seed, repetitions=reps,
                            executor=ex, stride=a.stride, include_final=a.include_final,
-                           progress=a.progress)
+                           progress=a.progress, branches=a.branches,
+                           branches_per_task=a.branches_per_task,
+                           shares=tuple(a.shares))  # type: ignore[arg-type]
     finally:
         close_executor(ex)
     plan.save(out)
@@ -206,6 +229,12 @@ class RunArgs:
     """dask scheduler address (default: a local cluster)"""
     progress: bool = True
     """show progress (a bar on a terminal, else one line per branch)"""
+    adaptive_branches: int = opt(0, min=0)
+    """sparse plans: after the plan's branches, spend up to this many more on the cells that
+    most reduce the uncertainty of the confirmatory comparison (each round's choice is
+    recorded in the audit log; a resumed run reruns it, never re-chooses)"""
+    adaptive_batch: int | None = opt(None, min=1)
+    """branches per adaptive round (default: the whole adaptive budget in one round)"""
 
 
 def cmd_run(a: RunArgs) -> int:
@@ -218,7 +247,8 @@ def cmd_run(a: RunArgs) -> int:
     study = a.study.resolve() if a.study else default_study_dir(plan_path)
     ex = make_executor(a.executor, a.jobs, a.scheduler)
     try:
-        ls = run_study(plan, study, executor=ex, out=a.out, progress=a.progress)
+        ls = run_study(plan, study, executor=ex, out=a.out, progress=a.progress,
+                       adaptive_branches=a.adaptive_branches, adaptive_batch=a.adaptive_batch)
     finally:
         close_executor(ex)
     n_q = int(ls.recovery["quarantined"].fillna(False).sum())
@@ -272,6 +302,10 @@ def audit_summary(records: list[dict]) -> dict[str, Any]:
         "capped_branches": sum(1 for r in br if r["capped"]),
         "plan_hashes": sorted({str(r.get("plan_hash")) for r in br}),
         "pairs_without_creation_cost": no_creation,
+        "adaptive_rounds": [{"round": r["round"], "cells": len(r["cells"]),
+                             "budget_branches": r["budget_branches"]}
+                            for r in sorted((r for r in records if r.get("kind") == "adaptive"),
+                                            key=lambda r: r["round"])],
     }
 
 
@@ -312,6 +346,10 @@ def cmd_audit(a: AuditArgs) -> int:
         advs = ", ".join(f"{x:+.3f}" for x in u["advantages"])
         print(f"    {u['cell_id']}: advantages [{advs}] third repetition "
               f"{'run' if u['third_repetition'] else 'MISSING'}")
+    if s["adaptive_rounds"]:
+        rounds = s["adaptive_rounds"]
+        print(f"  adaptive rounds: {len(rounds)} ({sum(r['cells'] for r in rounds)} cells chosen, "
+              f"budget {rounds[-1]['budget_branches']} branches)")
     return 0
 
 

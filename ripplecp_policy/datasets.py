@@ -31,7 +31,8 @@ import pandas as pd
 
 from features.online import FEATURE_NAMES, FeatureConfig
 from features.schema import Trajectory
-from labelsets.definitions import stratum
+from labelsets.definitions import advantage, charged_cp, stratum
+from labelsets.recovery_model import is_sparse
 from labelsets.tables import LabelSet
 from ripplecp_policy.episode import Episode, charge_estimate, observation, prefix_features
 from ripplecp_policy.evaluation import evaluator_for
@@ -427,8 +428,13 @@ def table_labels(data: LabelSet, *, verified_only: bool = False,
     With ``tasks`` the mean over failures is weighted by their cost arrays' failure weights."""
     rows = []
     verified = data.tasks.set_index("task_id")["verified"]
+    sparse = is_sparse(data)
     for tid in data.task_ids:
         if verified_only and not bool(verified.get(tid, False)):
+            continue
+        if sparse:  # every cell priced by the completed table (labelsets.recovery_model)
+            costs = tasks[tid].costs if tasks is not None else evaluator_for(data).costs(tid)
+            rows += _completed_targets(data.repo_of(tid), costs, weighted=tasks is not None)
             continue
         rt = data.recovery_table(tid)
         if not rt.is_full() or not rt.failures:
@@ -448,3 +454,24 @@ def table_labels(data: LabelSet, *, verified_only: bool = False,
                     creation_s=rt.creation_s(t), protected_work_s=rt.nominal_t(t) - rt.nominal_t(c),
                 ))
     return pd.DataFrame(rows)
+
+
+def _completed_targets(repo: str, costs: TaskCosts, *, weighted: bool) -> list[dict[str, Any]]:
+    """:func:`table_labels`' rows of one task of a sparse set, from its completed cost arrays:
+    for every c- < t, the mean over failures f > t of J(c-, f) - J(t, f) - C(t)."""
+    rows = []
+    fs = costs.failures
+    for t in range(1, costs.n_boundaries + 1):
+        ks = np.flatnonzero(fs > t)
+        if not ks.size:
+            continue
+        w = costs.weights[ks] if weighted else np.ones(ks.size)
+        for c in range(t):
+            adv = advantage(costs.J[c, ks], charged_cp(costs.J[t, ks], costs.creation_s[t]))
+            rows.append(dict(
+                task_id=costs.task_id, candidate=t, fallback=c, repo=repo, stratum=stratum(c),
+                advantage=float(np.mean(adv)) if w.sum() <= 0 else float(np.dot(w, adv) / w.sum()),
+                creation_s=float(costs.creation_s[t]),
+                protected_work_s=float(costs.nominal_t[t] - costs.nominal_t[c]),
+            ))
+    return rows

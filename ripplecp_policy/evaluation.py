@@ -19,6 +19,11 @@ LostWork, RecoveryEfficiency, TotalFailureCost, task completion, repeated tokens
 calls, bytes written, checkpoint and restore latency, plus regret against the clairvoyant
 optimum (:func:`ripplecp_policy.pricing.optimal_placement`, an exact dynamic program).
 Verdicts over these results are :mod:`ripplecp_policy.verdicts`.
+
+A sparse label set (:mod:`labelsets.recovery_model`) is priced the same way once its cells
+are completed: the cells it did not execute by the recovery model fitted on its other
+repositories, every executed cell with the doubly-robust correction; the optimum, the
+cross-fitted limit and the training replays read the completed arrays.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from features.online import FeatureConfig
+from labelsets.recovery_model import Completion, complete, is_sparse
 from ripplecp_policy.episode import Episode, FeatureSource, LiveFeatures, Placement, prefix_features
 from ripplecp_policy.policy import (
     Budget,
@@ -79,6 +85,15 @@ class Evaluator:
         self._xfit: dict[tuple[str, HazardSpec, Budget], tuple[float, bool]] = {}
         self._prior: dict[tuple[str, str], float] = {}
         self._halves: dict[tuple[str, HazardSpec], tuple[TaskCosts, TaskCosts] | None] = {}
+        self.sparse = is_sparse(label_set)
+        self._completion: Completion | None = None
+
+    def completion(self) -> Completion:
+        """A sparse set's cells priced by the cross-fitted recovery model with the
+        doubly-robust correction (:func:`labelsets.recovery_model.complete`), computed once."""
+        if self._completion is None:
+            self._completion = complete(self.label_set)
+        return self._completion
 
     def _rows(self, name: str, task_id: str) -> pd.DataFrame:
         """The rows of table ``name`` (recovery | checkpoints) for one task."""
@@ -97,9 +112,11 @@ class Evaluator:
         if key not in self._costs:
             if task_id not in self._nominal:
                 raise KeyError(f"task {task_id!r} is not in the label set")
+            # a sparse set: every cell priced (measured where executed, doubly robust)
+            rows = (self.completion().task(task_id) if self.sparse
+                    else self._rows("recovery", task_id))
             self._costs[key] = TaskCosts.build(
-                task_id, self._rows("recovery", task_id), self._rows("checkpoints", task_id),
-                key[1], self._nominal[task_id],
+                task_id, rows, self._rows("checkpoints", task_id), key[1], self._nominal[task_id],
             )
         return self._costs[key]
 
@@ -165,8 +182,15 @@ class Evaluator:
     def _half_costs(self, task_id: str, hazard: HazardSpec) -> tuple[TaskCosts, TaskCosts] | None:
         """The task's cost arrays with J and restore latency from each half of its
         repetitions (alternate repetitions of every recovery cell, in repetition order);
-        None unless every measured cell has >= 2 repetitions."""
+        None unless every measured cell has >= 2 repetitions. A sparse set's halves are
+        its completion's, each half's measurements corrected doubly robustly."""
         key = (task_id, canonical_hazard(hazard))
+        if key not in self._halves and self.sparse:
+            tc = self.costs(task_id, hazard)
+            h = self.completion().halves(task_id)
+            cps = self._rows("checkpoints", task_id)
+            self._halves[key] = None if h is None else tuple(  # type: ignore[assignment]
+                dataclasses.replace(tc, J=TaskCosts.build(task_id, rows, cps, key[1]).J) for rows in h)
         if key not in self._halves:
             tc = self.costs(task_id, hazard)
             rec = self._rows("recovery", task_id)

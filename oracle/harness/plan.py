@@ -24,6 +24,10 @@ Ready designs:
 ``full_table_plan`` (every restore point x every failure)
     table cells r = 0..f-1 for f = 1..B (and f = B+1, the segment after the last boundary,
     with ``include_final=True``), so any placement can be priced exactly.
+``sparse_plan`` (a stated number of table cells, :mod:`labelsets.recovery_model`)
+    the study's table cells drawn by stratum (pristine r=0, adjacent r=f-1, longer jumps)
+    with known inclusion probabilities, recorded with each cell and in ``design_params``; a
+    placement is priced from them by the recovery model with a doubly-robust correction.
 
 Repetitions: ``repetitions`` (default 2) per cell, plus - for pair cells - a predeclared
 third repetition for cells whose first two advantages differ in sign (the rule is recorded
@@ -52,6 +56,7 @@ from labelsets.definitions import (
     stratum,
     table_cell_id,
 )
+from labelsets.recovery_model import SPARSE, SparseDesign, cell_stratum, sparse_provenance
 from oracle.harness.branch import BranchSpec, HarnessConfig, StudyContext
 from oracle.protocol import TaskSpec
 
@@ -60,6 +65,7 @@ __all__ = [
     "PlanError",
     "full_table_plan",
     "pilot_plan",
+    "sparse_plan",
     "task_from_dict",
     "task_to_dict",
     "tool_call_plan",
@@ -110,6 +116,9 @@ class Plan:
     third_repetition: bool = True
     nominal: dict[str, dict] = field(default_factory=dict)
     hash: str = ""
+    #: what a design needs beyond its cells (sparse: its rule and inclusion probabilities);
+    #: hashed with the plan, and absent from the content of designs that have none
+    design_params: dict[str, Any] = field(default_factory=dict)
 
     # -- serialisation -----------------------------------------------------------------
     def content(self) -> dict:
@@ -123,7 +132,7 @@ class Plan:
             "third_repetition": {"rule": THIRD_RULE} if self.third_repetition else None,
             "nominal": self.nominal,
             "nominal_seeds": {t.task_id: self.nominal_seed(t.task_id) for t in self.tasks},
-        }
+        } | ({"design_params": self.design_params} if self.design_params else {})
 
     def compute_hash(self) -> str:
         return hashlib.sha256(_canonical(self.content())).hexdigest()
@@ -162,6 +171,7 @@ class Plan:
                 cells=list(doc["cells"]), repetitions=int(doc["repetitions"]),
                 third_repetition=doc.get("third_repetition") is not None,
                 nominal=dict(doc.get("nominal") or {}),
+                design_params=dict(doc.get("design_params") or {}),
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, PlanError):
@@ -232,6 +242,27 @@ class Plan:
                         candidate=c["candidate"], fallback=c["fallback"], order=pos))
         return out
 
+    def adaptive_specs(self, cells: Iterable[Sequence[Any]]) -> list[BranchSpec]:
+        """Branches of table cells (task, r, f) chosen after the plan was frozen (adaptive
+        collection), with the seeds a table cell of this plan would have: ``repetitions``
+        each. A cell the plan already holds, or one out of range, is a PlanError."""
+        held = {c["cell_id"] for c in self.cells}
+        out = []
+        for task_id, r, f in cells:
+            r, f = int(r), int(f)
+            b = self.n_boundaries.get(str(task_id))
+            if b is None or not 0 <= r < f <= b + 1:
+                raise PlanError(f"adaptive cell ({task_id}, r={r}, f={f}) is not a table cell of the plan")
+            c = _table_cell(str(task_id), r, f, self.study_seed, self.repetitions)
+            if c["cell_id"] in held:
+                raise PlanError(f"adaptive cell {c['cell_id']} is already in the plan")
+            for k in range(1, self.repetitions + 1):
+                out.append(BranchSpec(
+                    branch_id=f"{c['cell_id']}:rep{k}", task_id=c["task_id"], role="table",
+                    restore_point=r, failure=f, drive_from=f - 1, repetition=k,
+                    seed=int(c["seeds"][k - 1]), cell_id=c["cell_id"]))
+        return out
+
     def check_nominal(self, task_id: str, rec: dict) -> None:
         """Refuse a nominal record that does not match what the plan was frozen against."""
         b = self.n_boundaries.get(task_id)
@@ -252,7 +283,8 @@ class Plan:
         return {"plan_hash": self.hash or self.compute_hash(), "design": self.design,
                 "study_seed": self.study_seed, "agent": self.agent,
                 "agent_options": self.agent_options, "granularity": self.config.granularity,
-                "clock": self.config.clock}
+                "clock": self.config.clock} | (
+                    {"sparse": self.design_params} if self.design == SPARSE else {})
 
     def n_branches(self, with_third: bool = False) -> int:
         """Branches of the first ``repetitions`` (plus every third repetition if asked)."""
@@ -368,3 +400,40 @@ def full_table_plan(
                 cells.append(_table_cell(t.task_id, r, f, seed, repetitions))
     return _make("full", tasks, n_boundaries, cells, seed, agent, agent_options, config, nominal,
                  repetitions, False, granularity)
+
+
+def sparse_plan(
+    tasks: Sequence[TaskSpec], n_boundaries: Mapping[str, int], *, seed: int,
+    branches: int | None = None, branches_per_task: int | None = None,
+    design: SparseDesign | None = None,
+    agent: str = "scripted", agent_options: Mapping[str, Any] | None = None,
+    config: HarnessConfig | None = None, nominal: Mapping[str, dict] | None = None,
+    granularity: str = "turn",
+) -> Plan:
+    """Table cells drawn by the sparse design's rule (:class:`labelsets.recovery_model.
+    SparseDesign`) within a budget of ``branches`` in total or ``branches_per_task`` times
+    the number of tasks (exactly one of them); each cell records its stratum and inclusion
+    probability."""
+    _check_inputs(tasks, n_boundaries)
+    design = design or SparseDesign()
+    if (branches is None) == (branches_per_task is None):
+        raise PlanError("sparse plan: give exactly one of branches (in total) and branches_per_task")
+    total = branches if branches is not None else int(branches_per_task) * len(tasks)  # type: ignore[arg-type]
+    if total < 1:
+        raise PlanError(f"sparse plan: the branch budget must be >= 1, got {total}")
+    n_cells = design.cells_for_branches(total)
+    if n_cells < 1:
+        raise PlanError(f"sparse plan: {total} branches buy no cell of {design.repetitions} repetitions")
+    nb = {t.task_id: int(n_boundaries[t.task_id]) for t in tasks}
+    chosen, probs = design.choose(nb, n_cells, seed)
+    cells = []
+    for tid, r, f in chosen:
+        c = _table_cell(tid, r, f, seed, design.repetitions)
+        c["stratum"] = cell_stratum(r, f)
+        c["inclusion"] = probs[c["stratum"]]
+        cells.append(c)
+    plan = _make(SPARSE, tasks, n_boundaries, cells, seed, agent, agent_options, config, nominal,
+                 design.repetitions, False, granularity)
+    plan.design_params = sparse_provenance(design, probs, n_cells)
+    plan.hash = plan.compute_hash()
+    return plan

@@ -28,11 +28,19 @@ import pandas as pd
 from features.schema import Trajectory
 from features.schema import read_parquet as read_trajectories
 from features.schema import write_parquet as write_trajectories
-from labelsets.definitions import DESIGNS, advantage, charged_cp, nominal_seed, sign_unstable
+from labelsets.definitions import (
+    DESIGNS,
+    advantage,
+    charged_cp,
+    nominal_seed,
+    sign_unstable,
+    table_cell_id,
+)
+from labelsets.recovery_model import ADAPTIVE_CRITERION, SparseDesign, next_cells
 from labelsets.tables import RECOVERY_COLUMNS, LabelSet, conform, empty, labels_from_recovery
 from oracle.harness.branch import BranchSpec, StudyContext, finish_discards, run_branch, run_nominal
 from oracle.harness.executors import InlineExecutor
-from oracle.harness.plan import Plan, full_table_plan, pilot_plan, tool_call_plan
+from oracle.harness.plan import Plan, full_table_plan, pilot_plan, sparse_plan, tool_call_plan
 from oracle.protocol import TaskSpec
 from oracle.store.audit import AuditLog
 
@@ -163,12 +171,18 @@ def collect_nominal(ctx: StudyContext, tasks: Iterable[TaskSpec], study_seed: in
 def freeze_plan(ctx: StudyContext, tasks: list[TaskSpec], design: str, *, seed: int,
                 repetitions: int = 2, executor: Executor | None = None, stride: int = 1,
                 include_final: bool = False,
-                progress: bool | Callable[[dict], None] = False) -> Plan:
+                progress: bool | Callable[[dict], None] = False,
+                branches: int | None = None, branches_per_task: int | None = None,
+                shares: tuple[float, float, float] | None = None) -> Plan:
     """Run (or reuse) the nominal runs of ``tasks``, then freeze a plan of ``design``.
 
-    ``design``: ``pilot`` (one early and one late cell per task), ``tool_call`` or ``full``.
+    ``design``: ``pilot`` (one early and one late cell per task), ``tool_call``, ``full`` or
+    ``sparse`` (sized by ``branches`` in total or ``branches_per_task``; ``shares`` of the
+    pristine, adjacent and long strata, :class:`labelsets.recovery_model.SparseDesign`).
     The plan records each nominal trajectory's hash, so a later run refuses a changed one.
     """
+    if design == "sparse" and (branches is None) == (branches_per_task is None):
+        raise ValueError("design sparse: give exactly one of branches and branches_per_task")
     noms = collect_nominal(ctx, tasks, seed, executor, progress)
     nb = {tid: int(r["n_boundaries"]) for tid, r in noms.items()}
     frozen = {tid: {"trajectory_sha256": r["trajectory_sha256"], "n_boundaries": nb[tid],
@@ -182,6 +196,12 @@ def freeze_plan(ctx: StudyContext, tasks: list[TaskSpec], design: str, *, seed: 
         return tool_call_plan(tasks, nb, stride=stride, **common)
     if design == "full":
         return full_table_plan(tasks, nb, include_final=include_final, granularity=gran, **common)
+    if design == "sparse":
+        sd = SparseDesign(**({"shares": tuple(shares)} if shares is not None else {}),
+                          repetitions=repetitions, include_final=include_final)
+        common.pop("repetitions")
+        return sparse_plan(tasks, nb, branches=branches, branches_per_task=branches_per_task,
+                           design=sd, granularity=gran, **common)
     raise ValueError(f"design must be one of {', '.join(DESIGNS)}, got {design!r}")
 
 
@@ -192,6 +212,8 @@ def run_study(
     executor: Executor | None = None,
     out: str | Path | None = None,
     progress: bool | Callable[[dict], None] = False,
+    adaptive_branches: int = 0,
+    adaptive_batch: int | None = None,
 ) -> LabelSet:
     """Execute a frozen plan (resumable: branches already in the audit log are skipped).
 
@@ -200,13 +222,29 @@ def run_study(
     predeclared third repetition. Records are appended by this (parent) process as futures
     complete. The label set is built from the audit log and saved to ``out`` (default
     ``<study_dir>/labelset``).
+
+    Adaptive collection (sparse plans): once the plan's branches are in, up to
+    ``adaptive_branches`` more are spent in rounds of ``adaptive_batch`` (default: all at
+    once) on the table cells that most reduce the variance of the study's confirmatory
+    comparison (:func:`labelsets.recovery_model.next_cells`, on the label set so far). Each
+    round's choice is one audit record (``adaptive/<round>``: its cells, the criterion,
+    the budget) appended *before* its branches run, so a resumed study reruns the same
+    round's missing branches and never chooses again what it chose; a round once recorded
+    is run whatever budget a later call states. The label set names the adaptive cells in
+    its provenance (``sparse.adaptive``).
     """
+    if adaptive_branches < 0:
+        raise ValueError(f"adaptive_branches must be >= 0, got {adaptive_branches}")
+    if adaptive_branches and plan.design != "sparse":
+        raise ValueError(f"adaptive collection needs a sparse plan, this one is {plan.design!r}")
+    if adaptive_batch is not None and adaptive_batch < 1:
+        raise ValueError(f"adaptive_batch must be >= 1, got {adaptive_batch}")
     if not isinstance(plan, Plan):
         raise TypeError(f"run_study needs an oracle.harness.plan.Plan, got {type(plan).__name__}")
     study_dir = Path(study_dir).resolve()
     audit = AuditLog(study_dir / "audit.jsonl")
     for r in audit.records():
-        if r.get("kind") == "branch" and r.get("plan_hash") != plan.hash:
+        if r.get("kind") in ("branch", "adaptive") and r.get("plan_hash") != plan.hash:
             raise ValueError(f"{audit.path}: record {r['key']!r} belongs to plan "
                              f"{str(r.get('plan_hash'))[:12]}, not {plan.hash[:12]}; use a new study dir")
     ctx = plan.context(study_dir)
@@ -255,13 +293,13 @@ def run_study(
     todo = [s for k, s in specs.items() if k not in records]
     bar.start(total=len(specs), done=len(specs) - len(todo),
               quarantined=sum(1 for k in specs if records.get(k, {}).get("quarantined")))
-    # An executor that runs calls at submit time (inline) gets one call in flight, so each
-    # finished branch is recorded before the next starts; pools get everything at once.
-    queue = list(todo)
-    in_flight = 1 if isinstance(ex, InlineExecutor) else max(1, len(queue))
-    futs: dict[Future, BranchSpec] = {}
     errors: list[tuple[str, BaseException]] = []
-    try:
+
+    def drain(queue: list[BranchSpec]) -> None:
+        # An executor that runs calls at submit time (inline) gets one call in flight, so
+        # each finished branch is recorded before the next starts; pools get everything.
+        in_flight = 1 if isinstance(ex, InlineExecutor) else max(1, len(queue))
+        futs: dict[Future, BranchSpec] = {}
         while futs or queue:
             while queue and len(futs) < in_flight:
                 s = queue.pop(0)
@@ -284,14 +322,25 @@ def run_study(
                             bar.grow(1)
                             if extra.branch_id not in records:
                                 queue.append(extra)
+
+    def raise_errors() -> None:
+        if errors:
+            bid, exc = errors[0]
+            raise RuntimeError(f"{len(errors)} branch(es) failed (not recorded; a rerun retries "
+                               f"them); first: {bid}: {exc!r}") from exc
+
+    prov = plan.provenance()
+    try:
+        drain(list(todo))
+        raise_errors()
+        # phase 3: adaptive rounds (sparse plans), each chosen once and recorded first
+        adaptive = _adaptive_rounds(plan, study_dir, audit, records, prov, adaptive_branches,
+                                    adaptive_batch, bar, drain, raise_errors)
     finally:
         bar.close()
         finish_discards(study_dir / "branches")
-    if errors:
-        bid, exc = errors[0]
-        raise RuntimeError(f"{len(errors)} branch(es) failed (not recorded; a rerun retries "
-                           f"them); first: {bid}: {exc!r}") from exc
-    prov = plan.provenance()
+    if adaptive:
+        prov["sparse"] = {**prov["sparse"], "adaptive": adaptive}
     describe = getattr(ctx.agent(), "describe", None)
     runtime = describe() if describe is not None else None
     if runtime is not None:  # a real runtime: which program and version made the labels
@@ -299,6 +348,54 @@ def run_study(
     ls = build_label_set(audit.records(), study_dir, provenance=prov)
     ls.save(Path(out) if out is not None else study_dir / "labelset")
     return ls
+
+
+def _adaptive_rounds(plan: Plan, study_dir: Path, audit: AuditLog, records: dict[str, dict],
+                     prov: dict, budget: int, batch: int | None, bar: _Progress,
+                     drain: Callable[[list[BranchSpec]], None],
+                     raise_errors: Callable[[], None]) -> list[str]:
+    """Run the recorded adaptive rounds' missing branches, then choose and run new rounds
+    while the stated budget lasts (see :func:`run_study`). Returns every adaptive cell id."""
+    reps = plan.repetitions
+    chosen: list[str] = []
+    spent = 0
+    planned = {(c["task_id"], int(c["restore_point"]), int(c["failure"])) for c in plan.cells
+               if c["kind"] == "table"}
+    k = 0
+    while True:
+        key = f"adaptive/{k}"
+        rec = records.get(key)
+        if rec is None:
+            n_cells = min(batch or budget, budget - spent) // reps
+            if n_cells < 1:
+                break
+            so_far = {**prov, "sparse": {**prov["sparse"], "adaptive": sorted(chosen)}}
+            ls = build_label_set(audit.records(), study_dir, provenance=so_far)
+            taken = planned | {_cell_key(c) for c in chosen}
+            cells = next_cells(ls, n_cells, exclude=taken)
+            rec = {"key": key, "kind": "adaptive", "plan_hash": plan.hash, "round": k,
+                   "budget_branches": int(budget), "spent_before": int(spent),
+                   "criterion": ADAPTIVE_CRITERION,
+                   "cells": [[t, int(r), int(f)] for t, r, f in cells]}
+            audit.append(rec)
+            records[key] = rec
+        specs = plan.adaptive_specs(rec["cells"])
+        chosen += [table_cell_id(t, r, f) for t, r, f in rec["cells"]]
+        spent += len(specs)
+        todo = [s for s in specs if s.branch_id not in records]
+        bar.grow(len(specs))
+        bar.done += len(specs) - len(todo)
+        drain(todo)
+        raise_errors()
+        if not rec["cells"]:
+            break
+        k += 1
+    return sorted(chosen)
+
+
+def _cell_key(cid: str) -> tuple[str, int, int]:
+    tid, r, f = cid.rsplit(":", 2)
+    return tid, int(r[1:]), int(f[1:])
 
 
 class _Progress:

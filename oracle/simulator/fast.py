@@ -82,6 +82,9 @@ def simulate_label_set(
     label, its CP branch's seed as ``pair_seed``, and the order in which that plan submits
     its two branches: ``skip_first`` (the fallback's cell (c-, f) precedes (t, f)).
     """
+    if design == "sparse":
+        raise ValueError("design 'sparse': simulate design 'full' and draw the sparse cells from it "
+                         "(labelsets.recovery_model.subsample)")
     if design not in DESIGNS:
         raise ValueError(f"design must be one of {', '.join(map(repr, DESIGNS))}, got {design!r}")
     if repetitions < 1:

@@ -89,3 +89,19 @@ def test_the_script_resumes_and_reports(stopped: Path) -> None:
     assert len(runs) == 1 and runs[0]["exit_status"] == 0
     again = _bench_run("--report-only", "--completed-only", "--out", str(stopped))
     assert again.returncode == 0 and "3 of 3 planned tasks" in again.stdout, again.stderr
+
+
+def test_a_sparse_collection_runs_and_reports(tmp_path: Path) -> None:
+    """The collection path of a sparse re-collection (issue 29, item 5) small: the budget in
+    branches, one repetition per cell, a sparse label set, the same report."""
+    from labelsets.recovery_model import is_sparse
+
+    out = tmp_path / "sparse"
+    p = _bench_run("--agent", "sim:long-horizon", "--tasks", "3", "--repos", "3", "--jobs", "1",
+                   "--design", "sparse", "--branches", "8", "--out", str(out))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "collection wall time" in p.stdout and "--design sparse --branches 8" in p.stdout
+    ls = LabelSet.load(out / "labelset")
+    assert is_sparse(ls) and len(ls.recovery) == 8
+    bad = _bench_run("--design", "sparse", "--out", str(tmp_path / "x"))
+    assert bad.returncode == 2 and "needed by --design sparse" in bad.stderr

@@ -42,3 +42,24 @@ def test_collect_labels_repair_one_task_and_resume(tmp_path):
     assert other.returncode == 2 and "other arguments" in other.stderr
     assert other.stderr.count("\n") == 1 and "argument --out: " in other.stderr
     assert json.loads((out / "request.json").read_text())["tasks"] == 1
+
+
+def test_collect_labels_sparse_design_with_adaptive_round(tmp_path):
+    """The collection path of a sparse design (simulated agent under the real harness):
+    the branch budget, then the adaptive round, a sparse label set, and a resume that adds
+    nothing."""
+    from labelsets.recovery_model import is_sparse
+
+    out = tmp_path / "sparse"
+    cmd = [sys.executable, "-m", "experiments.collect_labels", "--agent", "sim:long-horizon",
+           "--tasks", "2", "--repos", "2", "--design", "sparse", "--branches", "5",
+           "--repetitions", "1", "--adaptive-branches", "2", "--seed", "0", "--out", str(out),
+           "--executor", "inline", "--no-progress"]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    ls = LabelSet.load(out / "labelset")
+    assert is_sparse(ls) and len(ls.recovery) == 7 and ls.recovery["role"].eq("table").all()
+    assert len(ls.provenance["sparse"]["adaptive"]) == 2
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert LabelSet.load(out / "labelset").content_hash() == ls.content_hash()

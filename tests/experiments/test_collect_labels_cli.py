@@ -16,7 +16,7 @@ MODULE = "experiments.collect_labels"
 
 def test_help_lists_every_option(check_help) -> None:
     out = check_help(MODULE, Args)
-    for text in ("{pilot, tool_call, full}", "{inline, local, dask}", "--scheduler ADDR", "--jobs N"):
+    for text in ("{pilot, tool_call, full, sparse}", "{inline, local, dask}", "--scheduler ADDR", "--jobs N"):
         assert text in out, text
 
 
@@ -42,6 +42,9 @@ def test_wrong_arguments_for_real(tmp_path: Path, run_command, failed_in_one_lin
     (["--workers", "2"], "unrecognized arguments: --workers 2"),
     (["--no-progres"], "(did you mean '--no-progress'?)"),
     (["--runtime", "codx"], "argument --runtime: invalid choice 'codx' (did you mean 'codex'?)"),
+    (["--design", "sparse"], "argument --branches: needed by --design sparse, and only by it"),
+    (["--branches", "4"], "argument --branches: needed by --design sparse, and only by it"),
+    (["--adaptive-branches", "2"], "argument --adaptive-branches: only for --design sparse"),
     (["--runtime", "codex"], "argument --runtime: agent 'simulator' is no brain; choose --agent "
                              "llm-free, repair, depres, cbuild, migrate"),
 ])

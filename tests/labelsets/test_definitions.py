@@ -33,7 +33,7 @@ def test_stratum_is_what_skip_falls_back_to() -> None:
 
 
 def test_designs_and_third_rule_are_named_once() -> None:
-    assert labels.DESIGNS == ("pilot", "tool_call", "full")
+    assert labels.DESIGNS == ("pilot", "tool_call", "full", "sparse")
     assert "sign" in labels.THIRD_RULE and "exactly one more pair" in labels.THIRD_RULE
 
 

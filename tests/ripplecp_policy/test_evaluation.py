@@ -207,3 +207,32 @@ def test_checkpoint_cost_is_an_estimate_known_before_the_checkpoint(label_set):
     rec1 = Recorder()
     ev.run(rec1, t, Setting(Budget("count", 2)))
     assert all(o.checkpoint_cost == 1.0 for o in rec1.seen)
+
+
+def test_a_sparse_label_set_is_priced_from_its_completion_everywhere() -> None:
+    """A sparse set: every placement priced (the completed table), executed cells of
+    certainty keep their measurement, the optimum, the cross-fitted limit (with two
+    repetitions) and the table-derived training targets all read the completion."""
+    from labelsets.recovery_model import SparseDesign, subsample
+    from oracle.simulator import simulate_label_set
+    from ripplecp_policy.datasets import advantage_table
+
+    full = simulate_label_set("dependency-resolution", n_repos=3, tasks_per_repo=2, seed=1)
+    sp = subsample(full, 40, seed=0, design=SparseDesign(repetitions=2, shares=(1.0, 0.0, 0.0)))
+    ev = Evaluator(sp)
+    assert ev.sparse and not Evaluator(full).sparse
+    budget = Budget("count", 1)
+    comp = ev.completion().cells
+    for tid in sp.task_ids:
+        tc = ev.costs(tid)
+        assert tc.is_full() and list(tc.failures) == list(range(1, tc.n_boundaries + 1))
+        place, value = ev.optimum(tid, budget)
+        assert len(place) <= 1 and np.isfinite(value)
+        limit, cross = ev.crossfit_optimum(tid, budget)
+        assert cross and np.isfinite(limit)
+        # pristine cells were drawn with certainty here: their price is the measurement
+        c = comp[(comp["task_id"] == tid) & comp["executed"] & (comp["r"] == 0)]
+        assert len(c) == tc.n_boundaries and (c["pi"] == 1.0).all()
+        assert np.allclose(tc.J[c["r"].to_numpy(), c["f"].to_numpy() - 1], c["y"].to_numpy())
+    table = advantage_table(sp)
+    assert len(table.frame) and set(table.frame["target_source"]) == {"recovery_table"}

@@ -56,3 +56,30 @@ def test_dask_local_cluster(tmp_path: Path) -> None:
         close_executor(ex)
     assert len(ls.recovery) == 3 and ls.recovery["verified"].all()
     assert not ls.recovery["quarantined"].any()
+
+
+@pytest.mark.parametrize("kind", ["local", "dask"])
+def test_sparse_plan_and_an_adaptive_round_on_a_pool(tmp_path: Path, kind: str) -> None:
+    """The sparse design's branches (table cells) and an adaptive round run on a process pool
+    and on Dask, and a rerun on the same study adds nothing."""
+    from oracle.harness.plan import sparse_plan
+
+    tasks = make_scripted_tasks(2, 9, tmp_path / "tasks", n_steps=3, n_files=2, time_scale=0.1)
+    plan = sparse_plan(tasks, {t.task_id: 3 for t in tasks}, seed=4, branches=4, agent="scripted",
+                       config=HarnessConfig())
+    if kind == "dask":
+        pytest.importorskip("distributed")
+        from oracle.harness.executors import dask_executor
+
+        ex = dask_executor(n_workers=1, processes=False, threads_per_worker=1, dashboard_address=None)
+    else:
+        ex = local_executor(2)
+    try:
+        ls = run_study(plan, tmp_path / kind, executor=ex, adaptive_branches=2)
+        again = run_study(plan, tmp_path / kind, executor=ex, adaptive_branches=2)
+    finally:
+        close_executor(ex)
+    planned = {s.branch_id for s in plan.branch_specs((1,))}
+    adaptive = ls.provenance["sparse"]["adaptive"]
+    assert len(adaptive) == 2 and set(ls.recovery["branch_id"]) == planned | {f"{c}:rep1" for c in adaptive}
+    assert again.content_hash() == ls.content_hash()

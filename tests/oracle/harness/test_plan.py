@@ -107,3 +107,54 @@ def test_bad_inputs_are_named() -> None:
         pilot_plan(_tasks(1) * 2, {"t0": 3}, seed=1)
     with pytest.raises(PlanError, match="mode"):
         tool_call_plan(_tasks(1), {"t0": 3}, seed=1, mode="every")
+
+
+def test_sparse_design_draws_cells_by_stratum_within_the_budget(tmp_path: Path) -> None:
+    from labelsets.recovery_model import SparseDesign, cell_stratum
+    from oracle.harness.plan import sparse_plan
+
+    tasks = _tasks(4)
+    nb = {"t0": 3, "t1": 4, "t2": 5, "t3": 3}
+    plan = sparse_plan(tasks, nb, seed=3, branches=12)
+    assert plan.design == "sparse" and len(plan.cells) == 12 and plan.n_branches() == 12
+    assert all(c["kind"] == "table" and c["stratum"] == cell_stratum(c["restore_point"], c["failure"])
+               for c in plan.cells)
+    pop = SparseDesign().population(nb)
+    for s, pi in plan.design_params["inclusion"].items():  # pi_s = k_s / N_s, recorded per cell
+        k = sum(c["stratum"] == s for c in plan.cells)
+        assert pi == pytest.approx(k / len(pop[s])) and k > 0
+        assert all(c["inclusion"] == pi for c in plan.cells if c["stratum"] == s)
+    assert [c["cell_id"] for c in sparse_plan(tasks, nb, seed=3, branches=12).cells] == \
+        [c["cell_id"] for c in plan.cells]  # one seed, one draw
+    assert [c["cell_id"] for c in sparse_plan(tasks, nb, seed=4, branches=12).cells] != \
+        [c["cell_id"] for c in plan.cells]
+    per_task = sparse_plan(tasks, nb, seed=3, branches_per_task=3,
+                           design=SparseDesign(repetitions=1))
+    assert [c["cell_id"] for c in per_task.cells] == [c["cell_id"] for c in plan.cells]
+    # frozen and hashed like every design: the design's parameters too
+    path = plan.save(tmp_path / "sparse.json")
+    again = Plan.load(path)
+    assert again.hash == plan.hash and again.design_params == plan.design_params
+    assert again.provenance()["sparse"]["inclusion"] == plan.design_params["inclusion"]
+    doc = json.loads(path.read_text())
+    doc["design_params"]["inclusion"]["long"] = 1.0
+    path.write_text(json.dumps(doc))
+    with pytest.raises(PlanError, match="hash"):
+        Plan.load(path)
+    # a design with no parameters hashes as before (older plans stay valid)
+    assert "design_params" not in full_table_plan(tasks, nb, seed=3).content()
+    with pytest.raises(PlanError, match="exactly one"):
+        sparse_plan(tasks, nb, seed=3, branches=12, branches_per_task=3)
+    with pytest.raises(PlanError, match="exactly one"):
+        sparse_plan(tasks, nb, seed=3)
+    # adaptive cells: table cells of the plan's tasks not already held, the plan's seeds
+    free = next((t, r, f) for t in nb for (r, f) in [(r, f) for f in range(1, nb[t] + 1)
+                                                     for r in range(f)]
+                if f"{t}:r{r}:f{f}" not in {c["cell_id"] for c in plan.cells})
+    (spec,) = plan.adaptive_specs([free])
+    assert spec.seed == pair_seed(3, f"{free[0]}:r{free[1]}:f{free[2]}", 1)
+    with pytest.raises(PlanError, match="already in the plan"):
+        plan.adaptive_specs([(plan.cells[0]["task_id"], plan.cells[0]["restore_point"],
+                              plan.cells[0]["failure"])])
+    with pytest.raises(PlanError, match="not a table cell"):
+        plan.adaptive_specs([("t0", 3, 9)])

@@ -31,11 +31,11 @@ DETERMINISTIC = ("role", "restore_point", "failure", "repetition", "seed", "pair
                  "drive_boundary", "quarantined", "plan_hash", "order")
 
 
-def _run(plan: Path, study: Path) -> subprocess.Popen:
+def _run(plan: Path, study: Path, extra: list[str] | None = None) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.Popen(
         [sys.executable, "-m", "oracle", "run", str(plan), "--study", str(study),
-         "--executor", "inline", "--no-progress"],
+         "--executor", "inline", "--no-progress", *(extra or [])],
         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         start_new_session=True,
     )
@@ -256,3 +256,68 @@ def test_a_killed_study_runner_leaves_no_process_and_no_worker_starts_a_branch(
     assert not _marked(marker)
     ls = LabelSet.load(study / "labelset")
     assert {s.branch_id for s in Plan.load(plan).branch_specs((1, 2))} <= set(ls.recovery["branch_id"])
+
+
+def _sparse_plan(tmp_path: Path, branches: int = 6) -> Path:
+    from oracle.__main__ import main
+
+    path = tmp_path / "sparse.json"
+    assert main(["plan", "--agent", "scripted", "--tasks", "2", "--design", "sparse",
+                 "--branches", str(branches), "--seed", "5", "--out", str(path), "--no-progress",
+                 "--task-opt", "time_scale=0.1", "--task-opt", "n_files=2",
+                 "--task-opt", "n_steps=3"]) == 0
+    return path
+
+
+def test_adaptive_sparse_study_killed_at_random_moments_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    """``oracle run --adaptive-branches`` SIGKILLed at seeded random moments, then resumed:
+    each round is chosen once (its record precedes its branches), every planned and every
+    chosen branch is in the audit log exactly once, nothing else is, and the budget holds."""
+    plan_path = _sparse_plan(tmp_path)
+    plan = Plan.load(plan_path)
+    study = plan_path.with_name("sparse.study")
+    audit_path = study / "audit.jsonl"
+    extra = ["--adaptive-branches", "4", "--adaptive-batch", "2"]
+    rng = random.Random(29)
+    kills = 0
+    while kills < 3:
+        before = _lines(audit_path)
+        p = _run(plan_path, study, extra)
+        if not _wait_for_progress(p, audit_path, before, limit_s=PROGRESS_LIMIT_S):
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            raise AssertionError(f"runner made no progress: {p.stderr.read().decode()[-3000:]}")
+        if p.poll() is not None:
+            _, err = p.communicate()
+            assert p.returncode == 0, err.decode()[-3000:]
+            break
+        time.sleep(rng.uniform(0.0, 0.3))
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        kills += 1
+    p = _run(plan_path, study, extra)
+    _, err = p.communicate(timeout=PROGRESS_LIMIT_S)
+    assert p.returncode == 0, err.decode()[-2000:]
+    assert kills >= 1, "the study finished before it could be interrupted"
+
+    recs = AuditLog(audit_path).records()
+    keys = [r["key"] for r in recs]
+    assert len(keys) == len(set(keys)) == _lines(audit_path)  # no duplicate, no torn line
+    rounds = sorted((r for r in recs if r["kind"] == "adaptive"), key=lambda r: r["round"])
+    assert [r["round"] for r in rounds] == list(range(len(rounds))) and rounds
+    chosen = [tuple(c) for r in rounds for c in r["cells"]]
+    assert len(chosen) == len(set(chosen)) and 0 < len(chosen) * plan.repetitions <= 4
+    want = {s.branch_id for s in plan.branch_specs((1,))}
+    want |= {s.branch_id for s in plan.adaptive_specs(chosen)}
+    got = {r["key"] for r in recs if r["kind"] == "branch"}
+    assert got == want
+    # each round was recorded before any of its branches
+    pos = {k: i for i, k in enumerate(keys)}
+    for r in rounds:
+        assert all(pos[s.branch_id] > pos[r["key"]] for s in plan.adaptive_specs(r["cells"]))
+    from oracle.__main__ import audit_summary
+
+    assert [r["round"] for r in audit_summary(recs)["adaptive_rounds"]] == [r["round"] for r in rounds]
+    ls = LabelSet.load(study / "labelset")
+    assert len(ls.recovery) == len(want)
+    assert ls.provenance["sparse"]["adaptive"] == sorted(f"{t}:r{r}:f{f}" for t, r, f in chosen)
