@@ -133,6 +133,9 @@ class PlanArgs:
     """parallel processes (local and dask executors)"""
     scheduler: str | None = None
     """dask scheduler address (default: a local cluster)"""
+    dashboard: str | None = opt(None, metavar="HOST:PORT")
+    """where a local Dask cluster serves its dashboard (default: 127.0.0.1, a free port;
+    name another address to reach it from elsewhere)"""
     progress: bool = True
     """show progress (a bar on a terminal, else one line per nominal run)"""
 
@@ -170,7 +173,7 @@ def cmd_plan(a: PlanArgs) -> int:
     config = HarnessConfig(granularity=gran, branch_cap_s=a.cap,
                            require_obs_determinism=a.determinism, clock=clock_kind(agent))
     ctx = StudyContext(a.agent, agent_opts, {t.task_id: t for t in tasks}, config, study)
-    ex = make_executor(a.executor, a.jobs, a.scheduler)
+    ex = make_executor(a.executor, a.jobs, a.scheduler, a.dashboard)
     try:
         plan = freeze_plan(ctx, tasks, a.design, seed=a.seed, repetitions=a.repetitions,
                            executor=ex, stride=a.stride, include_final=a.include_final,
@@ -204,6 +207,9 @@ class RunArgs:
     """parallel processes (local and dask executors)"""
     scheduler: str | None = None
     """dask scheduler address (default: a local cluster)"""
+    dashboard: str | None = opt(None, metavar="HOST:PORT")
+    """where a local Dask cluster serves its dashboard (default: 127.0.0.1, a free port;
+    name another address to reach it from elsewhere)"""
     progress: bool = True
     """show progress (a bar on a terminal, else one line per branch)"""
 
@@ -216,7 +222,7 @@ def cmd_run(a: RunArgs) -> int:
     plan_path = a.plan.resolve()
     plan = Plan.load(plan_path)
     study = a.study.resolve() if a.study else default_study_dir(plan_path)
-    ex = make_executor(a.executor, a.jobs, a.scheduler)
+    ex = make_executor(a.executor, a.jobs, a.scheduler, a.dashboard)
     try:
         ls = run_study(plan, study, executor=ex, out=a.out, progress=a.progress)
     finally:
