@@ -141,12 +141,14 @@ class PlanArgs:
 
 
 def cmd_plan(a: PlanArgs) -> int:
+    from labelsets.integrity import signing_key
     from oracle.agents import get_agent
     from oracle.harness.branch import HarnessConfig, StudyContext
     from oracle.harness.executors import close_executor, make_executor
     from oracle.harness.study import freeze_plan
     from oracle.protocol import clock_kind, make_tasks
 
+    signing_key()  # a bad key is refused before any nominal run, not at the end
     out = a.out.resolve()
     study = a.study.resolve() if a.study else default_study_dir(out)
     agent_opts = _kv(a.agent_opt)

@@ -32,7 +32,7 @@ from labelsets.definitions import DESIGNS, advantage, charged_cp, nominal_seed, 
 from labelsets.tables import RECOVERY_COLUMNS, LabelSet, conform, empty, labels_from_recovery
 from oracle.harness.branch import BranchSpec, StudyContext, finish_discards, run_branch, run_nominal
 from oracle.harness.executors import InlineExecutor
-from oracle.harness.plan import Plan, full_table_plan, pilot_plan, tool_call_plan
+from oracle.harness.plan import Plan, full_table_plan, pilot_plan, task_to_dict, tool_call_plan
 from oracle.protocol import TaskSpec
 from oracle.store.audit import AuditLog
 
@@ -55,7 +55,7 @@ def run_nominal_job(task_id: str, ctx: StudyContext, seed: int) -> dict:
     shutil.rmtree(ndir / "workspace", ignore_errors=True)
     rec = res.record()
     rec.update(key=f"nominal/{task_id}", kind="nominal", seed=seed,
-               repo=task.repo, family=task.family,
+               repo=task.repo, family=task.family, task=task_to_dict(task),
                trajectory_file=str(traj_path.relative_to(ctx.study_dir)),
                trajectory_sha256=hashlib.sha256(traj_path.read_bytes()).hexdigest())
     for cp in rec["checkpoints"]:  # audit records are strict JSON: no NaN
@@ -209,6 +209,9 @@ def run_study(
         if r.get("kind") == "branch" and r.get("plan_hash") != plan.hash:
             raise ValueError(f"{audit.path}: record {r['key']!r} belongs to plan "
                              f"{str(r.get('plan_hash'))[:12]}, not {plan.hash[:12]}; use a new study dir")
+    for r in audit.records():  # before anything runs: the plan still is what was frozen
+        if r.get("kind") == "nominal" and r.get("task_id") in plan.n_boundaries:
+            plan.check_nominal(r["task_id"], r)
     ctx = plan.context(study_dir)
     ex = executor or InlineExecutor()
     bar = _Progress(progress)
