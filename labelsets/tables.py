@@ -675,8 +675,8 @@ def _check_derived_labels(ls: LabelSet) -> None:
         off = ~(np.isclose(a, b, rtol=1e-9, atol=1e-9) | (np.isnan(a) & np.isnan(b)))
         if off.any():
             row = int(np.flatnonzero(off)[0])
-            raise LabelSetError(f"labels: column {k!r}: {a[row]!r} is not what the recovery "
-                                f"table's pair derives ({b[row]!r}) (row {row}, cell "
+            raise LabelSetError(f"labels: column {k!r}: {float(a[row])!r} is not what the recovery "
+                                f"table's pair derives ({float(b[row])!r}) (row {row}, cell "
                                 f"{got['cell_id'].iloc[row]!r}, {int(off.sum())} row(s) in all)")
 
 
