@@ -55,13 +55,19 @@ def _kv_pairs(items: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _kv(items: Sequence[str]) -> dict[str, Any]:
+def _kv(items: Sequence[str], flag: str = "--agent-opt") -> dict[str, Any]:
+    """``KEY=VALUE`` words as a dict, each value read as JSON where it parses; a value that
+    starts like a JSON list, object or string must parse (one-line error naming it)."""
     out: dict[str, Any] = {}
     for it in items:
         k, v = it.split("=", 1)
         try:
             out[k] = json.loads(v)
-        except json.JSONDecodeError:
+        except RecursionError:
+            raise ValueError(f"{flag} {k}: value nested too deeply") from None
+        except json.JSONDecodeError as exc:
+            if v.lstrip()[:1] in ("{", "[", '"'):
+                raise ValueError(f"{flag} {k}={v[:60]}: not valid JSON ({exc})") from None
             out[k] = v
     return out
 
@@ -168,8 +174,12 @@ def cmd_plan(a: PlanArgs) -> int:
     check = getattr(agent, "check_installed", None)
     if check is not None:
         check()
+    task_opts = _kv(a.task_opt, "--task-opt")
     try:
-        tasks = make_tasks(agent, a.tasks, a.seed, study / "tasks", **_kv(a.task_opt))
+        tasks = make_tasks(agent, a.tasks, a.seed, study / "tasks", **task_opts)
+    except TypeError as exc:  # an option the task maker does not take, or a value of a wrong type
+        raise ValueError(f"--task-opt {' '.join(a.task_opt)}: the {a.agent} task maker "
+                         f"refused it: {exc}") from None
     except ValueError as exc:
         raise ValueError(f"--tasks {a.tasks}: {exc}") from None
     config = HarnessConfig(granularity=gran, branch_cap_s=a.cap,
@@ -180,8 +190,10 @@ def cmd_plan(a: PlanArgs) -> int:
         plan = freeze_plan(ctx, tasks, a.design, seed=a.seed, repetitions=a.repetitions,
                            executor=ex, stride=a.stride, include_final=a.include_final,
                            progress=a.progress)
-    finally:
-        close_executor(ex)
+    except BaseException:
+        close_executor(ex, wait=False)  # Ctrl-C or an error: do not wait for running work
+        raise
+    close_executor(ex)
     plan.save(out)
     print(f"plan {out} (sha256 {plan.hash[:16]}): {len(tasks)} tasks, {len(plan.cells)} cells, "
           f"{plan.n_branches()} branches before third repetitions; study dir {study}")
@@ -227,8 +239,10 @@ def cmd_run(a: RunArgs) -> int:
     ex = make_executor(a.executor, a.jobs, a.scheduler, a.dashboard)
     try:
         ls = run_study(plan, study, executor=ex, out=a.out, progress=a.progress)
-    finally:
-        close_executor(ex)
+    except BaseException:
+        close_executor(ex, wait=False)  # Ctrl-C or an error: finished branches are in the
+        raise  # audit log; running ones are stopped, not waited for (a rerun resumes)
+    close_executor(ex)
     n_q = int(ls.recovery["quarantined"].fillna(False).sum())
     print(f"label set: {len(ls.tasks)} tasks, {len(ls.recovery)} branches ({n_q} quarantined), "
           f"{len(ls.labels)} pairs -> {a.out if a.out else study / 'labelset'}")

@@ -90,8 +90,18 @@ def dask_executor(address: str | None = None, *, client: Any = None, **cluster_k
     return ex
 
 
-def close_executor(ex: Executor) -> None:
-    """Shut an executor down (and a Dask client/cluster this module created)."""
+def close_executor(ex: Executor, *, wait: bool = True) -> None:
+    """Shut an executor down (and a Dask client/cluster this module created).
+
+    ``wait=False`` (after Ctrl-C or an error): queued calls are cancelled and a local
+    pool's workers are terminated at once (the branches they run end with them, by their
+    fail-stop), instead of waiting for the running calls to finish.
+    """
+    if not wait:
+        ex.shutdown(wait=False, cancel_futures=True)
+        if isinstance(ex, ProcessPoolExecutor):
+            for proc in multiprocessing.active_children():  # this process's pool workers
+                proc.terminate()
     ex.shutdown(wait=True)
     client = getattr(ex, "client", None)
     if client is not None:
