@@ -135,10 +135,11 @@ def _read_json(path: Path, what: str) -> Any:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise PlanError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise PlanError(f"{path}: cannot read {what}: not a regular file")
     with open(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise PlanError(f"{path}: cannot read {what}: not a regular file")
         if st.st_size > MAX_PLAN_BYTES:
             raise PlanError(f"{path}: {what} of {st.st_size} bytes, more than the "
                             f"{MAX_PLAN_BYTES} read")
