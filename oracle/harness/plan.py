@@ -371,7 +371,9 @@ class Plan:
         parameter edited in the plan since is refused before any branch runs)."""
         ran = rec.get("task")
         if isinstance(ran, dict):
-            now = task_to_dict(next(t for t in self.tasks if t.task_id == task_id))
+            # as the audit log holds it: through JSON (tuples are lists there)
+            now = json.loads(json.dumps(task_to_dict(next(t for t in self.tasks
+                                                          if t.task_id == task_id)), default=str))
             for k in sorted(set(ran) | set(now)):
                 if ran.get(k) != now.get(k):
                     raise PlanError(f"task {task_id}: field {k!r} of the plan differs from the "

@@ -13,6 +13,7 @@ checkpoint at every boundary, one branch) are :mod:`oracle.harness.branch`'s.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import shutil
 import sys
@@ -55,7 +56,8 @@ def run_nominal_job(task_id: str, ctx: StudyContext, seed: int) -> dict:
     shutil.rmtree(ndir / "workspace", ignore_errors=True)
     rec = res.record()
     rec.update(key=f"nominal/{task_id}", kind="nominal", seed=seed,
-               repo=task.repo, family=task.family, task=task_to_dict(task),
+               repo=task.repo, family=task.family,
+               task=json.loads(json.dumps(task_to_dict(task), default=str)),  # the task it ran
                trajectory_file=str(traj_path.relative_to(ctx.study_dir)),
                trajectory_sha256=hashlib.sha256(traj_path.read_bytes()).hexdigest())
     for cp in rec["checkpoints"]:  # audit records are strict JSON: no NaN
