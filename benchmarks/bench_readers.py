@@ -11,8 +11,8 @@ directory). Each log is read with ``read_trajectory`` and, as the floor, parsed 
 ``json.loads`` (the whole document, or line by line for JSONL); then the public fixtures
 (``shared/fixtures``) and the hand-made logs of ``tests/data/readers`` the same way.
 
-Each form is generated and measured in a fresh process (a spawned worker per form) from a
-seed of its own, so its figures and its log do not depend on which forms ran before it: a
+Each form is generated from a seed of its own and measured in a fresh process, so its
+figures and its log do not depend on which forms ran before it: a
 50 MB read leaves the heap slowing the next reads of the same process by up to 40 %
 (reader and floor alike; user time, not the kernel's), which made every form after the
 first look slower than it is.
@@ -27,8 +27,13 @@ its result is in hand: freeing the result afterwards is not counted, for the rea
 floor alike; the floor keeps its documents to the end under the same paused collector as the
 reader (``features.gc_pause``).
 
-Run: ``python benchmarks/bench_readers.py [--mb 50] [--repeats 3] [--formats NAME ...]``
-(from a checkout other than the installed one, put it first: ``PYTHONPATH=.``)
+Before and after a change: ``--baseline PATH`` names a second checkout (e.g. ``git worktree
+add ../base main``); each generated log is then read by both, in turn, in the same window of
+time, and a before/after table closes the run.
+
+Run: ``python benchmarks/bench_readers.py [--mb 50] [--repeats 3] [--formats NAME ...]
+[--baseline PATH]`` (from a checkout other than the installed one, put it first:
+``PYTHONPATH=.``)
 """
 
 from __future__ import annotations
@@ -38,15 +43,14 @@ import os
 import random
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -58,19 +62,6 @@ CLOCK = time.process_time
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _fixtures() -> Path:
-    """``$RIPPLECP_FIXTURES/trajectories``, else the first ``shared/fixtures/trajectories``
-    above the checkout (as the tests find it)."""
-    env = os.environ.get("RIPPLECP_FIXTURES")
-    if env:
-        return Path(env) / "trajectories"
-    for up in REPO.parents:
-        if (cand := up / "shared" / "fixtures" / "trajectories").is_dir():
-            return cand
-    return REPO.parent / "shared" / "fixtures" / "trajectories"
-
-
-FIXTURES = _fixtures()
 TARGET_MBPS = 50.0
 
 
@@ -89,6 +80,9 @@ class Args:
     """also read the public fixtures and the hand-made logs"""
     seed: int = opt(0, min=0)
     """one seed for the generated sessions"""
+    baseline: Path | None = None
+    """another checkout (e.g. a worktree of main) whose readers read the same generated
+    logs in the same window of time: a before/after table (MB/s of each, after / before)"""
 
 
 # ---------------------------------------------------------------------------------------
@@ -748,7 +742,7 @@ def measure(label: str, path: Path, layout: str, repeats: int, min_s: float = 0.
     mbps = size / read_s / 1e6
     flag = "ok" if mbps >= TARGET_MBPS else "below"
     return (f"{label:<34}{size / 1e6:>8.2f}{n_events:>9}{mbps:>9.1f}"
-            f"{size / json_s / 1e6:>9.1f}{read_s / json_s:>7.1f}x"
+            f"{size / json_s / 1e6:>9.1f}{read_s / json_s:>7.2f}x"
             f"{n_events / read_s / 1e3:>9.1f}  {flag}")
 
 
@@ -768,20 +762,41 @@ HEADER = (f"{'log':<34}{'MB':>8}{'events':>9}{'MB/s':>9}{'json':>9}{'ratio':>8}"
           f"{'kev/s':>9}  target {TARGET_MBPS:g} MB/s")
 
 
-def _measure_form(label: str, fmt: str, layout: str, size: int, seed: int, repeats: int
-                  ) -> tuple[str, float]:
-    """One form's row (in a fresh process): its log generated from a seed of its own (the
-    same log whichever forms are measured with it), measured, removed."""
+def _generate(label: str, fmt: str, folder: Path, size: int, seed: int) -> tuple[Path, float]:
+    """One form's log, generated from a seed of its own (the same log whichever forms are
+    measured with it), and the seconds that took."""
     gen = GENERATORS[fmt] if label == fmt else FORMS[label][1]
-    folder = Path(tempfile.mkdtemp(prefix="bench_readers_"))
-    try:
-        t0 = time.perf_counter()
-        path = gen(folder / label.replace(" ", "_").strip("()"), size,
-                   random.Random(f"{seed}:{label}"))
-        gen_s = time.perf_counter() - t0
-        return measure(label, path, layout, repeats), gen_s
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    t0 = time.perf_counter()
+    path = gen(folder / label.replace(" ", "_").strip("()"), size,
+               random.Random(f"{seed}:{label}"))
+    return path, time.perf_counter() - t0
+
+
+def _measure_in(checkout: Path, label: str, path: Path, layout: str, repeats: int) -> str:
+    """:func:`measure`'s row for ``path`` read by the readers of ``checkout``, in a fresh
+    process (this script's measuring code, that checkout's ``features`` first on the path):
+    a read of a 50 MB log leaves the heap slowing the next reads of its process."""
+    code = ("import sys; sys.path.insert(1, sys.argv[1]); import bench_readers as b, features; "
+            "from pathlib import Path; "
+            "assert Path(features.__file__).resolve().parents[1] == Path(sys.argv[6]), "
+            "features.__file__; "
+            "print(b.measure(sys.argv[2], Path(sys.argv[3]), sys.argv[4], int(sys.argv[5])))")
+    # that checkout alone on the path, and its folder the working directory (``python -c``
+    # puts the working directory first on the path)
+    checkout = checkout.resolve()
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent),
+                           label, str(path), layout, str(repeats), str(checkout)], env=env,
+                          cwd=checkout, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{checkout}: measuring {label} failed: {done.stderr[-2000:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def _figures(row: str) -> tuple[float, float]:
+    """(MB/s, reader time over json.loads time) of a :func:`measure` row."""
+    cols = row[34:].split()
+    return float(cols[2]), float(cols[4].rstrip("x"))
 
 
 def bench(args: Args) -> int:
@@ -800,30 +815,70 @@ def bench(args: Args) -> int:
     below = 0
     jobs = [(r.name, r.name) for r in READERS if not wanted or r.name in wanted]
     jobs += [(label, fmt) for label, (fmt, _) in FORMS.items() if not wanted or fmt in wanted]
-    # each form in a process of its own: a read of a 50 MB log leaves the heap in a state
-    # that slows the next one down (user time of a 10 MB rollout read 160 -> 280 ms after
-    # a 50 MB exec log was read and freed in the same process), reader and json.loads alike
-    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"),
-                             max_tasks_per_child=1) as pool:
-        for label, fmt in jobs:
-            if (GENERATORS.get(fmt) if label == fmt else FORMS[label][1]) is None:
-                print(f"{label:<34}no generator")
+    # each form read in a process of its own: a read of a 50 MB log leaves the heap in a
+    # state that slows the next one down (user time of a 10 MB rollout read 160 -> 280 ms
+    # after a 50 MB exec log was read and freed in the same process), reader and json alike
+    here = REPO
+    pairs: list[tuple[str, tuple[float, float] | None, tuple[float, float]]] = []
+    for k, (label, fmt) in enumerate(jobs):
+        if (GENERATORS.get(fmt) if label == fmt else FORMS[label][1]) is None:
+            print(f"{label:<34}no generator")
+            continue
+        folder = Path(tempfile.mkdtemp(prefix="bench_readers_"))
+        try:
+            path, gen_s = _generate(label, fmt, folder, size, args.seed)
+            if args.baseline is None:
+                row = _measure_in(here, label, path, layouts[fmt], args.repeats)
+                below += row.endswith("below")
+                print(f"{row}   (generated in {gen_s:.0f} s)", flush=True)
                 continue
-            row, gen_s = pool.submit(_measure_form, label, fmt, layouts[fmt], size, args.seed,
-                                     args.repeats).result()
-            below += row.endswith("below")
-            print(f"{row}   (generated in {gen_s:.0f} s)", flush=True)
+            # before and after take turns (which goes first alternates by form)
+            order = [(here, "after"), (args.baseline, "before")][:: 1 if k % 2 else -1]
+            rows: dict[str, str | None] = {}
+            for tree, name in order:
+                try:
+                    rows[name] = _measure_in(tree, label, path, layouts[fmt], args.repeats)
+                except RuntimeError:
+                    if name == "after":
+                        raise
+                    rows[name] = None  # a format the baseline has no reader for
+            after, before = rows["after"], rows["before"]
+            assert after is not None
+            below += after.endswith("below")
+            print(f"{before}   (before)" if before is not None
+                  else f"{label:<34}not read by the baseline   (before)")
+            print(f"{after}   (after)", flush=True)
+            pairs.append((label, _figures(before) if before is not None else None,
+                          _figures(after)))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    if pairs:
+        print(f"\nbefore: {args.baseline}\nafter:  {here}")
+        print("(ratio: the reader's time over json.loads' time, the figure least moved by "
+              "the load)")
+        print(f"{'log':<34}{'MB/s before':>12}{'after':>8}{'after/before':>14}"
+              f"{'ratio before':>14}{'after':>7}")
+        for label, before_fig, (a, ra) in pairs:
+            if before_fig is None:
+                print(f"{label:<34}{'-':>12}{a:>8.1f}{'-':>14}{'-':>14}{ra:>6.2f}x")
+                continue
+            b, rb = before_fig
+            print(f"{label:<34}{b:>12.1f}{a:>8.1f}{a / b:>13.2f}x{rb:>13.2f}x{ra:>6.2f}x")
     if args.fixtures:
         print("\nfixtures and hand-made logs (each read for >= 0.2 CPU s per repeat)")
         print(HEADER)
         logs = sorted(p for p in (REPO / "tests" / "data" / "readers").glob("*/*")
                       if p.parent.name != "adversarial" and p.name != "README.md"
                       and (p.is_file() or _is_log_dir(p)))  # not a session's subagents/
-        if FIXTURES.is_dir():
-            logs = sorted(p for p in FIXTURES.glob("*/*") if p.is_file() and p.suffix in (
+        # imported here: the measuring code above also runs in an older --baseline checkout
+        from features.fixtures import trajectories
+
+        fixtures = trajectories(REPO)
+        if fixtures.is_dir():
+            logs = sorted(p for p in fixtures.glob("*/*") if p.is_file() and p.suffix in (
                 ".json", ".jsonl", ".traj") and not p.name.endswith(".report.json")) + logs
         else:
-            print(f"(public fixtures absent: {FIXTURES})")
+            print(f"(public fixtures absent: {fixtures})")
         for p in logs:
             fmt = detect_format(p)
             print(measure(f"{p.parent.name}/{p.name}"[:33], p, layouts[fmt], args.repeats, 0.2))

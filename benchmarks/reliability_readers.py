@@ -20,7 +20,12 @@ Cases, each with the outcome it must have:
 * for every seed log of a line-oriented format (one with a streaming parser in the reader
   table: Codex exec/rollout, Claude Code stream/session), each plain mutated copy again,
   fed line by line to the format's parser as a live harness would (group "fed lines"):
-  the same strictness must hold there.
+  the same strictness must hold there;
+* memory (group "memory", issue 32 item 9): compressed logs of a few KB whose decompressed
+  bytes are within a 256 MiB ``--max-mb`` but whose objects would take several GB (tiny
+  records of each format, a JSON document of tiny messages, large lines), generated afresh
+  at random sizes and read by a worker under a 1.25 GiB address-space limit: each must be
+  read, or refused in one line naming the file, never a MemoryError, a crash or a hang.
 
 Every format of the reader table (``features.readers.READERS``) is listed with its number
 of seed logs; a format with none is printed as "no seed log", never skipped silently.
@@ -55,13 +60,13 @@ from typing import Any
 
 import zstandard
 
+from features.fixtures import trajectories
 from features.readers import READERS
 from ripplecp_cli import opt, run
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "readers"
-FIXTURES = Path(os.environ.get("RIPPLECP_FIXTURES", REPO.parent.parent / "shared" / "fixtures")
-                ) / "trajectories"
+FIXTURES = trajectories(REPO)  # the tests' lookup (tests/features/conftest.py)
 # must: "read", "refuse", "either" (refuse cleanly or read and round-trip), "same" (read,
 # equal to the seed's trajectory), "flag" (read, with times flagged)
 STATIC = {
@@ -74,6 +79,9 @@ STATIC = {
     "paired_surrogates_ok.jsonl": "read",
 }
 LIMIT = 4 << 20  # the workers' size limit (small, so over-limit and bomb cases stay cheap)
+AS_LIMIT = 3 << 30  # the workers' address-space limit
+MEMORY_LIMIT = 256 << 20  # the memory cases' size limit ...
+MEMORY_AS_LIMIT = 1280 << 20  # ... and address-space limit: their objects would not fit
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,8 @@ class Args:
     checkout: Path = REPO
     """the checkout whose readers are tried (another one, e.g. main, to compare; the cases
     and seeds are this checkout's)"""
+    memory_cases: int = opt(8, min=0)
+    """memory cases (bombs within --max-mb whose objects exceed the worker's memory)"""
 
 
 @dataclass(frozen=True)
@@ -103,6 +113,7 @@ class Case:
     seed: Path | None = None  # for "same": the log whose trajectory it must equal
     group: str = "mutated log"
     feed: str | None = None  # fed line by line to this format's streaming parser
+    memory: bool = False  # a memory case: read by the memory worker, no round trip
 
 
 # ---------------------------------------------------------------------------------------
@@ -327,19 +338,67 @@ def _special(out: Path) -> Iterator[Case]:
         yield Case(name, f, "refuse")
 
 
+def memory_cases(out: Path, rng: random.Random, n: int) -> Iterator[Case]:
+    """``n`` logs of a few KB (zstandard or gzip) whose decompressed size is within the
+    memory worker's size limit but whose objects would take several GB: tiny records of
+    every kind of format, at random sizes (see the module docstring)."""
+    shapes = list(_MEMORY_SHAPES)
+    for k in range(n):
+        name, ext, head, record, sep, tail = shapes[k % len(shapes)]
+        mib = rng.randint(6, MEMORY_LIMIT >> 20 >> 1)
+        count = (mib << 20) // (len(record) + len(sep))
+        path = out / f"memory{k}_{name}_{mib}MiB{ext}"
+        compress = ext.endswith(".gz")
+        with open(path, "wb") as raw:
+            sink = (gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) if compress
+                    else zstandard.ZstdCompressor(level=3).stream_writer(raw))
+            with sink:
+                sink.write(head)
+                per_chunk = max(1, (1 << 20) // len(record))
+                for _ in range(count // per_chunk):
+                    sink.write((record + sep) * per_chunk)
+                sink.write((record + sep) * (count % per_chunk) + record + tail)
+        yield Case(f"{name}, {mib} MiB decompressed from {path.stat().st_size // 1024} KB",
+                   path, "either", group="memory", memory=True)
+
+
+# (name, suffix, head, one record, separator, tail): a log of many copies of the record
+_MEMORY_SHAPES = (
+    ("codex-exec tiny lines", ".jsonl.zst", b'{"type":"thread.started","thread_id":"t"}\n',
+     b'{"type":"item.plan.delta"}', b"\n", b"\n"),
+    ("claude stream tiny lines", ".jsonl.zst",
+     b'{"type":"system","subtype":"init","session_id":"s"}\n',
+     b'{"type":"system","subtype":"x","session_id":"s"}', b"\n", b"\n"),
+    ("rollout tiny lines", ".jsonl.gz",
+     b'{"timestamp":"2025-01-01T00:00:00Z","type":"session_meta","payload":{"id":"r"}}\n',
+     b'{"timestamp":"2025-01-01T00:00:01Z","type":"compacted","payload":{"x":1}}', b"\n", b"\n"),
+    ("mini-swe-agent tiny messages", ".traj.json.zst",
+     b'{"trajectory_format":"mini-swe-agent-1","info":{},"messages":[',
+     b'{"role":"system","content":""}', b",", b"]}"),
+    ("openhands-v1 tiny events", ".json.zst", b"[",
+     b'{"kind":"PauseEvent","id":"e","source":"user"}', b",", b"]"),
+    ("swe-agent tiny steps", ".traj.zst", b'{"trajectory":[', b'{"action":"ls"}', b",",
+     b'],"history":[],"info":{}}'),
+    ("codex-exec large outputs", ".jsonl.zst", b'{"type":"thread.started","thread_id":"t"}\n',
+     b'{"type":"item.completed","item":{"id":"i","type":"command_execution","command":"cat x",'
+     b'"aggregated_output":"' + b"y" * 60000 + b'","exit_code":0,"status":"completed"}}',
+     b"\n", b"\n"),
+)
+
+
 # ---------------------------------------------------------------------------------------
 # the worker: reads cases one by one, answers one JSON line each
 # ---------------------------------------------------------------------------------------
 
 WORKER = r"""
 import json, sys, warnings, resource
-resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]), int(sys.argv[2])))
 from pathlib import Path
 from features.readers import TrajectoryFormatError, read_trajectory
 from features.schema import read_parquet, write_parquet
 try:  # the readers of a checkout from before the hardening have neither (to compare)
     from features.readers import ReadLimits, TimeOrderWarning
-    from features.readers.common import read_limits
+    from features.readers.files import read_limits
     KW = {"limits": ReadLimits(max_bytes=int(sys.argv[1]))}
 except ImportError:
     TimeOrderWarning, KW = (), {}
@@ -371,6 +430,11 @@ for line in sys.stdin:
                 t = read_trajectory(path, **KW)
         res["outcome"] = "read"
         res["format"] = t.source_format
+        if req.get("memory"):  # the read is the test; its objects go now
+            res["round_trip"], res["flagged"] = True, False
+            del t
+            print(json.dumps(res), flush=True)
+            continue
         res["flagged"] = bool(TimeOrderWarning) and any(
             issubclass(w.category, TimeOrderWarning) for w in caught)
         out = Path(req["scratch"])
@@ -400,14 +464,17 @@ for line in sys.stdin:
 class Worker:
     """A reader process fed case paths; restarted after a hang or a crash."""
 
-    def __init__(self, timeout: float, checkout: Path) -> None:
+    def __init__(self, timeout: float, checkout: Path, limit: int = LIMIT,
+                 as_limit: int = AS_LIMIT) -> None:
         self.timeout = timeout
         self.checkout = checkout
+        self.limit, self.as_limit = limit, as_limit
         self.proc: subprocess.Popen[str] | None = None
 
     def _start(self) -> subprocess.Popen[str]:
         env = {**os.environ, "PYTHONPATH": str(self.checkout)}
-        return subprocess.Popen([sys.executable, "-c", WORKER, str(LIMIT)], cwd=self.checkout,
+        return subprocess.Popen([sys.executable, "-c", WORKER, str(self.limit),
+                                 str(self.as_limit)], cwd=self.checkout,
                                 env=env,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True, bufsize=1)
@@ -417,7 +484,8 @@ class Worker:
             self.proc = self._start()
         req = {"path": str(case.path), "scratch": str(scratch),
                **({"seed": str(case.seed)} if case.seed else {}),
-               **({"feed": case.feed} if case.feed else {})}
+               **({"feed": case.feed} if case.feed else {}),
+               **({"memory": True} if case.memory else {})}
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps(req) + "\n")
         self.proc.stdin.flush()
@@ -471,6 +539,7 @@ def reliability(args: Args) -> int:
     folder = Path(tempfile.mkdtemp(prefix="reliability_readers_")) if args.keep is None else args.keep
     folder.mkdir(parents=True, exist_ok=True)
     worker = Worker(args.timeout, args.checkout)
+    mem_worker = Worker(max(args.timeout, 180.0), args.checkout, MEMORY_LIMIT, MEMORY_AS_LIMIT)
     scratch = folder / "scratch.parquet"
     tally: Counter[tuple[str, str]] = Counter()
     wrong: list[tuple[str, str]] = []
@@ -493,8 +562,11 @@ def reliability(args: Args) -> int:
                 cases += [Case(f"{c.name} (fed)", c.path, c.must, group="fed lines", feed=fmt)
                           for c in mutated if c.must in ("refuse", "either")
                           and c.path.is_file() and c.path.suffix not in (".gz", ".zst")]
+        (folder / "memory").mkdir(exist_ok=True)
+        cases += list(memory_cases(folder / "memory", rng, args.memory_cases))
         for case in cases:
-            verdict, why = judge(case, worker.read(case, scratch))
+            verdict, why = judge(case, (mem_worker if case.memory else worker).read(
+                case, scratch))
             tally[(case.group, verdict)] += 1
             if verdict == "wrong":
                 wrong.append((case.name, why))
@@ -502,6 +574,7 @@ def reliability(args: Args) -> int:
                 print(f"refused {case.name}: {why}")
     finally:
         worker.close()
+        mem_worker.close()
         if args.keep is None:
             for p in folder.rglob("*"):  # a FIFO or a loop must not trip the removal
                 if p.is_symlink() or stat.S_ISFIFO(p.lstat().st_mode):

@@ -44,6 +44,7 @@ from ripplecp_cli import (
     progress,
     run,
 )
+from ripplecp_policy.budget import BUDGET_KINDS
 from ripplecp_policy.evaluation import Evaluator
 from ripplecp_policy.export import (
     default_checkpoint_cost,
@@ -53,7 +54,6 @@ from ripplecp_policy.export import (
 )
 from ripplecp_policy.learned import DEVICES, LEARNED, check_device
 from ripplecp_policy.policy import (
-    BUDGET_KINDS,
     Budget,
     BudgetSpec,
     PlacementPolicy,
@@ -325,7 +325,7 @@ def run_study(args: Args, family: str | None = None, data: LabelSet | None = Non
             info = log_policy_model(final, budget, policy_example(final, data, setting), name="policy",
                                     default_checkpoint_cost=default_checkpoint_cost(data, budget),
                                     seed=args.seed, params=policy_params(final),
-                                    ranges=training_feature_ranges(data, setting))
+                                    ranges=training_feature_ranges(data, setting), data=data)
             model_uri = info.model_uri
             mlflow.log_params({"exported_kind": best_kind, "exported_policy": final.name})
         train_s = time.perf_counter() - t_start

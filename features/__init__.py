@@ -1,40 +1,42 @@
 """features: canonical agent-event schema, readers for real agent logs, provenance graph,
-and prefix-causal online features (paper, Appendix C)."""
+and prefix-causal online features (paper, Appendix C).
 
-from features.graph import DEFAULT_FAMILIES, EdgeFamily, ProvenanceGraph, build_graph, event_effects
-from features.online import (
-    FEATURE_NAMES,
-    FeatureConfig,
-    OnlineFeatureExtractor,
-    boundary_features,
-    config_for,
-    hindsight_descendants,
-)
-from features.readers import (
-    FORMATS,
-    TrajectoryFormatError,
-    UnknownEventWarning,
-    detect_format,
-    read_trajectory,
-)
-from features.schema import (
-    BoundaryKind,
-    Event,
-    EventKind,
-    Trajectory,
-    from_frame,
-    read_parquet,
-    to_frame,
-    write_parquet,
-)
-from features.shell import ShellEffects, parse_command
-from features.synthetic import generate_trajectory
+The names below are imported on first use (PEP 562), so ``import features.readers`` or
+``python -m features --help`` does not pay for networkx and pandas.
+"""
 
-__all__ = [
-    "DEFAULT_FAMILIES", "FEATURE_NAMES", "FORMATS", "BoundaryKind", "EdgeFamily", "Event",
-    "EventKind", "FeatureConfig", "OnlineFeatureExtractor", "ProvenanceGraph", "ShellEffects",
-    "Trajectory", "TrajectoryFormatError", "UnknownEventWarning", "boundary_features",
-    "build_graph", "config_for", "detect_format", "event_effects", "from_frame",
-    "generate_trajectory", "hindsight_descendants", "parse_command",
-    "read_parquet", "read_trajectory", "to_frame", "write_parquet",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: each public name and the module that defines it
+_HOMES = {
+    "DEFAULT_FAMILIES": "features.graph", "EdgeFamily": "features.graph",
+    "ProvenanceGraph": "features.graph", "build_graph": "features.graph",
+    "event_effects": "features.graph",
+    "FEATURE_NAMES": "features.online", "FeatureConfig": "features.online",
+    "OnlineFeatureExtractor": "features.online", "boundary_features": "features.online",
+    "config_for": "features.online", "hindsight_descendants": "features.online",
+    "FORMATS": "features.readers", "TrajectoryFormatError": "features.readers",
+    "UnknownEventWarning": "features.readers", "detect_format": "features.readers",
+    "read_trajectory": "features.readers",
+    "BoundaryKind": "features.schema", "Event": "features.schema", "EventKind": "features.schema",
+    "Trajectory": "features.schema", "from_frame": "features.schema",
+    "read_parquet": "features.schema", "to_frame": "features.schema",
+    "write_parquet": "features.schema",
+    "ShellEffects": "features.shell", "parse_command": "features.shell",
+    "generate_trajectory": "features.synthetic",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'features' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = sorted(_HOMES)

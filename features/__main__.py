@@ -34,7 +34,7 @@ from features.files import write_atomic
 from features.graph import EdgeFamily
 from features.online import FeatureConfig, OnlineFeatureExtractor, boundary_features, config_for
 from features.readers import ReadLimits, TrajectoryFormatError, format_names, read_trajectory
-from features.readers.common import os_reason
+from features.readers.files import os_reason
 from features.schema import Trajectory, read_parquet
 from ripplecp_cli import opt, run
 
@@ -72,6 +72,9 @@ class Args:
     """edge families to drop (ablation)"""
     max_mb: int = opt(ReadLimits().max_bytes >> 20, min=1)
     """largest log read, in MiB after decompression (a larger one is refused)"""
+    max_memory_mb: int | None = opt(None, min=1)
+    """most memory one read may take, in MiB (default: 16 x --max-mb, and never more than the
+    process's memory limits leave; a log that needs more is refused)"""
     progress: bool = True
     """a progress bar while stderr is a terminal (else one line per file on stdout)"""
 
@@ -115,7 +118,8 @@ def terminating_on_sigterm() -> Iterator[None]:
 
 def extract(args: Args) -> int:
     """The command: read, extract, report, write (see the module docstring)."""
-    limits = ReadLimits(max_bytes=args.max_mb << 20)
+    limits = ReadLimits(max_bytes=args.max_mb << 20,
+                        max_memory=None if args.max_memory_mb is None else args.max_memory_mb << 20)
     config = FeatureConfig().without(*args.without_families)
     frames: list[pd.DataFrame] = []
     failed: list[tuple[Path, str]] = []
@@ -145,7 +149,8 @@ def extract(args: Args) -> int:
             for w in caught:
                 tqdm.write(f"{path}: warning: {w.message}", file=sys.stderr)
         except Exception as exc:  # noqa: BLE001 - any bad input is reported with its file
-            msg = " ".join((str(exc) if str(path) in str(exc) else f"{path}: {exc}").split())
+            text = str(exc) or type(exc).__name__  # never an empty reason
+            msg = " ".join((text if str(path) in text else f"{path}: {text}").split())
             if not args.keep_going:
                 bar.close()
                 print(f"python -m features: error: {msg}; nothing written (--keep-going "

@@ -56,6 +56,7 @@ from features.commands import (
     program_runs_tests,
     shell_script_option,
 )
+from features.patches import patch_paths
 
 if TYPE_CHECKING:
     import bashlex.ast
@@ -73,7 +74,7 @@ def _bashlex() -> ModuleType:
 
 __all__ = [
     "ShellEffects", "clear_cache", "is_git_commit", "is_test_command", "parse_command", "parse_with",
-    "patch_paths", "split_command",
+    "split_command",
 ]
 
 
@@ -178,49 +179,6 @@ def _no_files(is_test: bool, is_build: bool, interpreted: bool, is_commit: bool)
     one shared value per combination of flags (it is frozen), not a new one each time."""
     return ShellEffects(is_test=is_test, is_build=is_build, interpreted=interpreted,
                         is_commit=is_commit)
-
-
-# ---------------------------------------------------------------------------------------
-# Patches
-# ---------------------------------------------------------------------------------------
-
-_APPLY_PATCH_HDR = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$", re.M)
-_APPLY_PATCH_MOVE = re.compile(r"^\*\*\* Move to: (.+?)\s*$", re.M)
-_UNIFIED_OLD = re.compile(r"^--- (\S+)", re.M)
-_UNIFIED_NEW = re.compile(r"^\+\+\+ (\S+)", re.M)
-_GIT_DIFF_HDR = re.compile(r"^diff --git a/(\S+) b/(\S+)", re.M)
-
-
-def patch_paths(text: str) -> tuple[list[str], list[str]]:
-    """Paths a patch writes and deletes, from its headers (apply_patch or unified diff)."""
-    writes: list[str] = []
-    deletes: list[str] = []
-    for kind, path in _APPLY_PATCH_HDR.findall(text):
-        (deletes if kind == "Delete" else writes).append(path)
-    for m in _APPLY_PATCH_MOVE.finditer(text):
-        # the moved-from path is the Update header just before it
-        before = [p for k, p in _APPLY_PATCH_HDR.findall(text[: m.start()]) if k == "Update"]
-        if before and before[-1] in writes:
-            writes.remove(before[-1])
-            deletes.append(before[-1])
-        writes.append(m.group(1))
-    if writes or deletes:
-        return writes, deletes
-    olds = _UNIFIED_OLD.findall(text)
-    news = _UNIFIED_NEW.findall(text)
-    for old, new in zip(olds, news, strict=False):
-        if new == "/dev/null":
-            deletes.append(_strip_ab(old))
-        else:
-            writes.append(_strip_ab(new))
-    if not writes and not deletes:
-        for a, _b in _GIT_DIFF_HDR.findall(text):
-            writes.append(a)
-    return writes, deletes
-
-
-def _strip_ab(p: str) -> str:
-    return p[2:] if p.startswith(("a/", "b/")) else p
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,49 +1,58 @@
-"""``python -m ripplecp_policy.advise``: a learned placement policy following a live agent session.
+"""``python -m ripplecp_policy.advise``: a learned placement policy following live agent sessions.
 
-Three ways in, one advisor (:class:`ripplecp_policy.advisor.Advisor`), one decision log:
+One long-lived advisor server (:mod:`ripplecp_policy.advisor_server`) holds the model and
+every followed session; the hooks reach it for nothing:
 
-- a command: ``python -m ripplecp_policy.advise --model URI --budget count:2 --store DIR
-  --log decisions.jsonl -- codex exec --json …`` runs the command, copies its output to
-  stdout, follows it line by line as it arrives and checkpoints the workspace on CP; exits
-  with the command's status;
-- a recorded log: ``--input LOGFILE`` replays it as a stream;
-- a Claude Code hook: ``--hook claude-code`` reads the ``PostToolUse`` hook's JSON on stdin,
-  follows the session's transcript and checkpoints on CP (the boundaries earlier calls
-  decided are read back from the log); always exits 0.
+- ``advise install --runtime claude-code|codex [--scope project|user] --model URI …`` writes
+  the hooks (Claude Code: ``http`` hooks to 127.0.0.1; Codex: the standard-library command
+  client) and the server's configuration; ``advise uninstall`` removes exactly that;
+- ``advise serve`` runs the server (the hooks start it on demand; it exits when idle);
+- ``advise check`` refuses, in one line and exit 2, a model that does not load, a store that
+  does not exist, hooks that are not installed — and creates nothing;
+- ``advise status``: each session's decisions, budget left and out-of-range share;
+- ``advise … -- COMMAND`` (``codex exec --json …``): runs the command, copies its output,
+  streams it to the server (started and waited for when none runs) and exits with the
+  command's status;
+- ``advise --input LOGFILE``: replays a recorded log in this process;
+- ``advise --hook claude-code``: the older in-process command hook (loads the model on every
+  call; the server's hooks are the fast way).
 
-Fail-open: a model that does not load, a line that does not parse, a checkpoint that fails
-make the boundary SKIP with the reason in the log; the agent never stops because of the
-advisor. Arguments are checked before anything runs (wrong ones: one line, exit 2).
+Fail-open at run time: a model that does not load, a line that does not parse, a checkpoint
+that fails — the boundary is SKIP with the reason in the log; the agent never stops for the
+advisor. Loud at set-up: arguments, ``check``, ``serve`` and ``--input`` refuse bad input in
+one line (exit 2). Heavy imports (the policy stack, MLflow) happen only where used, so every
+``--help`` and the wrapper's start are fast.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from features.readers import READERS
-from ripplecp_cli import CommandLineError, existing_dir, existing_file, opt, progress, run
-from ripplecp_policy.advisor import (
-    Advisor,
-    AdvisorModel,
-    load_model,
-    read_decisions,
-    resolve_budget,
-    store_for,
+from ripplecp_cli import (
+    CommandLineError,
+    existing_dir,
+    existing_file,
+    opt,
+    progress,
+    run,
+    run_subcommands,
 )
-from ripplecp_policy.policy import Budget, BudgetSpec
+from ripplecp_policy.advisor_state import ServerConfig, default_state
+from ripplecp_policy.hook_client import ensure_server, request
 
 PROG = "python -m ripplecp_policy.advise"
-#: the line-oriented formats (and their aliases) a session can be followed in
-STREAM_FORMATS: tuple[str, ...] = tuple(
-    n for r in READERS if r.parser is not None for n in (r.name, *r.aliases))
 URI_SCHEMES = ("runs:/", "models:/", "file:", "s3:", "gs:", "http:", "https:", "dbfs:", "mlflow-artifacts:")
+SUBCOMMANDS = ("serve", "check", "status", "install", "uninstall")
 
 
 def model_uri(text: str) -> None:
@@ -54,17 +63,36 @@ def model_uri(text: str) -> None:
             raise ValueError(f"{text}: not an MLflow model folder (no MLmodel file)")
 
 
+def budget_spec(text: str) -> None:
+    """``check=``: a budget spec (``count:2``, ``seconds:30``, ``bytes:1e6``, ``seconds:2x``)."""
+    from ripplecp_policy.budget import BudgetSpec
+
+    BudgetSpec.parse(text)
+
+
+def stream_format(text: str) -> None:
+    """``check=``: a line-oriented log format of :data:`features.readers.READERS`."""
+    from features.readers import READERS
+
+    names = [n for r in READERS if r.parser is not None for n in (r.name, *r.aliases)]
+    if text not in names:
+        from ripplecp_cli import choice_error
+
+        raise choice_error(text, names)
+
+
 @dataclass(frozen=True)
 class Args:
     """Follow one agent session with a learned placement policy: CP or SKIP at every safe
     boundary under a budget, checkpoints taken with the toolkit's store, every decision
     logged. Give exactly one of: --input LOGFILE, --hook claude-code, or -- COMMAND ...
-    (the command to run and follow, after a lone --)."""
+    (the command to run and follow, after a lone --). Subcommands: serve, check, status,
+    install, uninstall (python -m ripplecp_policy.advise install --help)."""
 
     model: str = opt(check=model_uri, metavar="URI")
     """the policy: an MLflow model URI (runs:/RUN/policy, models:/NAME/VERSION) or a local
     model folder"""
-    budget: BudgetSpec | None = opt(None, check=BudgetSpec.parse, metavar="SPEC")
+    budget: str | None = opt(None, check=budget_spec, metavar="SPEC")
     """the budget per session: count:N, seconds:S, bytes:B, or seconds:Kx / bytes:Kx (K times
     the model's mean training checkpoint cost); default: the model's own budget"""
     log: Path = Path("decisions.jsonl")
@@ -73,8 +101,9 @@ class Args:
     """replay this recorded session as a stream"""
     hook: Literal["claude-code"] | None = None
     """run as this runtime's hook (reads the hook's JSON on stdin)"""
-    format: str | None = opt(None, choices=STREAM_FORMATS)
-    """the log's format (default: detected from its first line)"""
+    format: str | None = opt(None, check=stream_format)
+    """the log's format, a line-oriented format of features.readers (default: detected from
+    its first line)"""
     store: Path | None = opt(None, metavar="DIR")
     """the checkpoint store a CP writes to (created if absent); without it, decisions only"""
     workspace: Path | None = opt(None, check=existing_dir, metavar="DIR")
@@ -86,6 +115,14 @@ class Args:
     """the seed a stochastic policy is reset with"""
     echo: bool = True
     """with a command: copy its standard output to ours"""
+    state: Path | None = opt(None, metavar="DIR")
+    """with a command: the advisor server's state folder (default: one per model, under
+    ~/.cache/ripplecp/advisor)"""
+    wait: float = opt(60.0, min=0)
+    """with a command: seconds to wait for a server that is not up yet before starting the
+    command (0: start at once; boundaries before the server is up are logged SKIP, past)"""
+    allow_pickle_code_execution: bool = False
+    """load a pickled policy (format joblib) although loading it runs any code inside it"""
 
 
 def _check_modes(args: Args, command: Sequence[str]) -> None:
@@ -101,41 +138,46 @@ def _check_modes(args: Args, command: Sequence[str]) -> None:
                                f"file (claude-code-session), not {args.format}")
 
 
-def _load(args: Args) -> tuple[AdvisorModel | None, str | None, Budget]:
-    """The model (fail-open: None and why) and the budget to follow the session under."""
+def _load(args: Args, *, loud: bool = False) -> tuple[Any, str | None, Any]:
+    """The model (fail-open: None and why; ``loud``: raise) and the budget to follow under."""
+    from ripplecp_policy.advisor import load_model, resolve_budget
+    from ripplecp_policy.budget import Budget, BudgetSpec
+
+    spec = BudgetSpec.parse(args.budget) if args.budget else None
     try:
-        model = load_model(args.model, mlruns=args.mlruns)
+        model = load_model(args.model, mlruns=args.mlruns,
+                           allow_pickle=args.allow_pickle_code_execution)
     except Exception as exc:  # fail-open: the session runs, every boundary is SKIP
+        if loud:
+            raise ValueError(f"model {args.model} did not load: {' '.join(str(exc).split())[:300]}") from None
         reason = f"model {args.model} did not load: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         print(f"{PROG}: warning: {reason}; every boundary is SKIP", file=sys.stderr)
-        spec = args.budget
         budget = Budget(spec.kind, spec.amount) if spec is not None and not spec.relative \
             else Budget("count", 0)
         return None, reason, budget
-    return model, None, resolve_budget(args.budget, model.config)
+    return model, None, resolve_budget(spec, model.config)
 
 
-def _advisor(args: Args, workspace: Path, *, source: str | Path, session: str | None = None,
-             fmt: str | None = None, catch_up: bool = False) -> Advisor:
-    model, error, budget = _load(args)
-    store = store_for(args.store, workspace) if args.store is not None else None
-    prior = read_decisions(args.log, session) if catch_up and session else ()
-    return Advisor(model, budget, format=fmt or args.format, log=args.log, store=store,
-                   workspace=workspace, session=session, source=source, seed=args.seed,
-                   load_error=error, prior=prior, catch_up=catch_up)
-
-
-def _summary(adv: Advisor) -> None:
+def _summary(adv: Any) -> None:
     cps = adv.checkpoints
     ids = ", ".join(d.checkpoint_id or f"boundary {d.boundary}" for d in cps) or "none"
+    ood = [d.out_of_range for d in adv.decisions if d.out_of_range is not None]
+    share = sum(ood) / len(ood) if ood else 0.0
+    flag = " (FLAGGED: the policy was not trained on runs like this one)" if share > 0.25 else ""
     print(f"{PROG}: {len(adv.decisions)} decisions, {len(cps)} checkpoints ({ids}), budget "
-          f"left {adv.remaining:g} of {adv.budget.label()}", file=sys.stderr)
+          f"left {adv.remaining:g} of {adv.budget.label()}, {share:.0%} of features out of the "
+          f"training range{flag}", file=sys.stderr)
 
 
 def replay(args: Args) -> int:
-    """``--input``: the recorded session, line by line."""
+    """``--input``: the recorded session, line by line (a model that does not load is refused)."""
+    from ripplecp_policy.advisor import Advisor, store_for
+
     workspace = (args.workspace or Path.cwd()).resolve()
-    adv = _advisor(args, workspace, source=args.input)
+    model, _, budget = _load(args, loud=True)
+    store = store_for(args.store, workspace) if args.store is not None else None
+    adv = Advisor(model, budget, format=args.format, log=args.log, store=store, workspace=workspace,
+                  source=args.input, seed=args.seed)
     with open(args.input, "rb") as f:
         for line in progress(f, desc=f"following {args.input.name}", unit="line"):
             adv.feed(line)
@@ -144,10 +186,144 @@ def replay(args: Args) -> int:
     return 0
 
 
+def hook(args: Args, stdin: Any = None) -> int:
+    """``--hook claude-code``: one call of the in-process command hook; never fails the
+    session (exit 0). Calls on one log take turns (a boundary is decided once); the
+    transcript is read within bounds (:class:`ripplecp_policy.advisor.TranscriptTail`)."""
+    try:
+        from ripplecp_policy.advisor import (
+            Advisor,
+            TranscriptError,
+            TranscriptTail,
+            read_decisions,
+            session_lock,
+            store_for,
+        )
+
+        event = json.load(stdin or sys.stdin)
+        transcript = Path(event["transcript_path"])
+        workspace = (args.workspace or Path(event.get("cwd") or Path.cwd())).resolve()
+        session = str(event.get("session_id") or transcript.stem)
+        model, error, budget = _load(args)
+        store = store_for(args.store, workspace) if args.store is not None else None
+        with session_lock(args.log):
+            adv = Advisor(model, budget, format="claude-code-session", log=args.log, store=store,
+                          workspace=workspace, session=session, source=transcript, seed=args.seed,
+                          load_error=error, prior=read_decisions(args.log, session), catch_up=True,
+                          runtime="claude-code")
+            try:
+                lines = TranscriptTail(transcript).read()
+            except TranscriptError as exc:
+                adv.error(f"error: {exc}")
+                adv.close()
+                raise
+            deadline = time.monotonic() + 30.0
+            for line in lines:
+                adv.feed(line)
+                if time.monotonic() > deadline:
+                    adv.error(f"error: transcript {transcript}: not read within 30 s")
+                    break
+            adv.finish()
+    except Exception as exc:  # fail-open, said on stderr (Claude Code shows it, goes on)
+        print(f"{PROG}: advisor skipped this boundary: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+    return 0
+
+
+def _wrapper_state(args: Args) -> Path:
+    """The server state the wrapper streams to; its configuration written when absent."""
+    model = str(args.model)
+    if "://" not in model and not model.startswith(URI_SCHEMES):
+        model = str(Path(model).resolve())
+    mlruns = str(args.mlruns.resolve()) if args.mlruns is not None else None
+    state = (args.state or default_state(f"model\0{model}\0{mlruns}\0{args.allow_pickle_code_execution}")).resolve()
+    try:
+        conf = ServerConfig.read(state)
+    except FileNotFoundError:
+        conf = ServerConfig(model=model, mlruns=mlruns, allow_pickle=args.allow_pickle_code_execution,
+                            pythonpath=os.environ.get("PYTHONPATH", ""))
+        conf.write(state)
+    if conf.model != model:
+        raise CommandLineError(f"argument --state: {state} serves {conf.model}, not {model}")
+    return state
+
+
+class _Stream:
+    """Lines of the followed command, sent to the server in order by one thread; lines that
+    came while no server answered go ``late`` (decided SKIP, past)."""
+
+    def __init__(self, state: Path, params: dict[str, str]) -> None:
+        self.state = state
+        self.params = params
+        self.lines: list[bytes] = []
+        self.cond = threading.Condition()
+        self.done = False
+        self.up = False
+        self.failed: str | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def put(self, line: bytes) -> None:
+        with self.cond:
+            self.lines.append(line)
+            self.cond.notify()
+
+    def close(self, timeout: float) -> None:
+        with self.cond:
+            self.done = True
+            self.cond.notify()
+        self.thread.join(timeout)
+
+    def _send(self, batch: list[bytes], late: bool) -> None:
+        import urllib.parse
+
+        q = dict(self.params, late="1" if late else "0")
+        status, body = request(self.state, "POST", "/v1/stream?" + urllib.parse.urlencode(q),
+                               b"".join(x if x.endswith(b"\n") else x + b"\n" for x in batch))
+        if status != 200:
+            raise OSError(f"server answered {status}: {body[:200]!r}")
+
+    def _run(self) -> None:
+        late = False
+        while True:
+            with self.cond:
+                while not self.lines and not self.done:
+                    self.cond.wait()
+                batch, self.lines = self.lines, []
+                done = self.done
+            if batch and self.failed is None:
+                if not self.up:
+                    late = True
+                    self.up = ensure_server(self.state, wait_s=120.0)
+                    if not self.up:
+                        self.failed = (f"no advisor server answered (its log: "
+                                       f"{self.state / 'server.log'})")
+                try:
+                    if self.up:
+                        self._send(batch, late)
+                except OSError as exc:
+                    self.failed = str(exc)
+            if done and not self.lines:
+                return
+
+
 def follow(args: Args, command: Sequence[str]) -> int:
-    """``-- COMMAND``: run it, copy and follow its output live; its exit status."""
+    """``-- COMMAND``: run it, copy its output, stream it to the advisor server; its status."""
+    import urllib.parse
+
     workspace = (args.workspace or Path.cwd()).resolve()
-    adv = _advisor(args, workspace, source=Path(command[0]).name)
+    state = _wrapper_state(args)
+    up = ensure_server(state, wait_s=args.wait)
+    params = {"session": f"exec-{uuid.uuid4().hex[:12]}", "source": Path(command[0]).name,
+              "workspace": str(workspace), "log": str(args.log.resolve()),
+              **({"budget": args.budget} if args.budget else {}),
+              **({"store": str(args.store.resolve())} if args.store is not None else {}),
+              **({"format": args.format} if args.format else {})}
+    if not up:
+        print(f"{PROG}: warning: the advisor server of {state} is not up yet (see "
+              f"{state / 'server.log'}); boundaries before it is are SKIP", file=sys.stderr)
+    stream = _Stream(state, params)
+    stream.up = up
     proc = subprocess.Popen(list(command), stdout=subprocess.PIPE, cwd=workspace)
     assert proc.stdout is not None
     out = sys.stdout.buffer
@@ -156,38 +332,320 @@ def follow(args: Args, command: Sequence[str]) -> int:
             if args.echo:
                 out.write(line)
                 out.flush()
-            adv.feed(line, arrival_s=time.time())
+            stream.put(line)
         code = proc.wait()
     except KeyboardInterrupt:
         proc.terminate()
         code = proc.wait()
-    adv.finish()
-    _summary(adv)
+        if code < 0 or code == 0:
+            code = 130
+    stream.close(timeout=120.0)
+    summary = None
+    if stream.up and stream.failed is None:
+        try:
+            status, body = request(state, "POST", "/v1/finish?" + urllib.parse.urlencode(
+                {"session": params["session"]}))
+            summary = json.loads(body) if status == 200 and body else None
+        except (OSError, ValueError) as exc:
+            stream.failed = str(exc)
+    if summary:
+        flag = " (FLAGGED: out of the training range)" if summary.get("flagged") else ""
+        print(f"{PROG}: {summary['decisions']} decisions, {summary['checkpoints']} checkpoints, "
+              f"budget left {summary['remaining']:g} of {summary['budget']}{flag}; log "
+              f"{summary['log']}", file=sys.stderr)
+    elif stream.failed:
+        print(f"{PROG}: warning: advisor skipped this session: {stream.failed}", file=sys.stderr)
     return code
 
 
-def hook(args: Args, stdin: Any = None) -> int:
-    """``--hook claude-code``: one PostToolUse call; never fails the session (exit 0)."""
+# -- subcommands -----------------------------------------------------------------------------
+
+
+def _project_state(project: Path, scope: str) -> Path:
+    return default_state(f"user\0{Path.home()}" if scope == "user" else f"project\0{project.resolve()}")
+
+
+@dataclass(frozen=True)
+class ServeArgs:
+    """Run the advisor server of a state folder: load the model once, follow every session the
+    hooks report, exit after --idle-s without a request. Refuses at start (one line, exit 2) a
+    model that does not load or a store that does not exist."""
+
+    state: Path = opt(metavar="DIR")
+    """the state folder (server.json, the socket, the session logs)"""
+    model: str | None = opt(None, check=model_uri, metavar="URI")
+    """the policy (default: server.json's); given, it is written to server.json"""
+    mlruns: Path | None = opt(None, metavar="DIR")
+    """the MLflow store of runs:/ and models:/ URIs"""
+    budget: str | None = opt(None, check=budget_spec, metavar="SPEC")
+    """the budget of a session that names none (default: the model's own)"""
+    store: Path | None = opt(None, metavar="DIR")
+    """the checkpoint store of a session that names none (without one: decisions only)"""
+    port: int | None = opt(None, min=1, max=65535)
+    """also listen on 127.0.0.1:PORT (for http hooks)"""
+    idle_s: float | None = opt(None, min=1)
+    """exit after this many seconds without a request (default: server.json's, 1800)"""
+    allow_pickle_code_execution: bool = False
+    """load a pickled policy although loading it runs any code inside it"""
+
+
+def _config(args: Any, state: Path) -> ServerConfig:
+    """``state``'s server.json with the options given on the command line over it."""
     try:
-        event = json.load(stdin or sys.stdin)
-        transcript = Path(event["transcript_path"])
-        workspace = (args.workspace or Path(event.get("cwd") or Path.cwd())).resolve()
-        session = str(event.get("session_id") or transcript.stem)
-        adv = _advisor(args, workspace, source=transcript, session=session,
-                       fmt="claude-code-session", catch_up=True)
-        with open(transcript, "rb") as f:
-            for line in f:
-                adv.feed(line)
-        adv.finish()
-    except Exception as exc:  # fail-open, said on stderr (Claude Code shows it, goes on)
-        print(f"{PROG}: advisor skipped this boundary: {type(exc).__name__}: {exc}",
-              file=sys.stderr)
+        conf = ServerConfig.read(state)
+    except FileNotFoundError:
+        if args.model is None:
+            raise
+        conf = ServerConfig(model=args.model, pythonpath=os.environ.get("PYTHONPATH", ""))
+    for name in ("model", "budget", "port", "idle_s"):
+        if getattr(args, name, None) is not None:
+            setattr(conf, name, getattr(args, name))
+    for name in ("mlruns", "store"):
+        if getattr(args, name, None) is not None:
+            setattr(conf, name, str(Path(getattr(args, name)).resolve()))
+    if getattr(args, "allow_pickle_code_execution", False):
+        conf.allow_pickle = True
+    return conf
+
+
+def _check_config(conf: ServerConfig) -> Any:
+    """The model loaded and the stores checked, or ValueError in one line (nothing created)."""
+    from ripplecp_policy.advisor import load_model
+
+    if conf.mlruns is not None and not Path(conf.mlruns).is_dir():
+        raise ValueError(f"MLflow store {conf.mlruns}: no such directory")
+    if conf.store is not None and not Path(conf.store).parent.is_dir():
+        raise ValueError(f"checkpoint store {conf.store}: its folder {Path(conf.store).parent} "
+                         "does not exist")
+    try:
+        return load_model(conf.model, mlruns=conf.mlruns, allow_pickle=conf.allow_pickle)
+    except Exception as exc:
+        raise ValueError(f"model {conf.model} does not load: {' '.join(str(exc).split())[:300]}") from None
+
+
+def serve_main(args: ServeArgs) -> int:
+    from ripplecp_policy.advisor_server import serve
+
+    conf = _config(args, args.state)
+    _check_config(conf)
+    conf.write(args.state)
+    return serve(args.state, conf)
+
+
+@dataclass(frozen=True)
+class InstallArgs:
+    """Install the advisor's hooks for a runtime (idempotent) and configure its server."""
+
+    runtime: Literal["claude-code", "codex"] = opt()
+    """the runtime whose hooks to write"""
+    model: str = opt(check=model_uri, metavar="URI")
+    """the policy the server follows sessions with"""
+    scope: Literal["project", "user"] = "project"
+    """project: this project's settings (Claude Code: .claude/settings.local.json; Codex:
+    .codex/hooks.json); user: the user's (~/.claude/settings.json, ~/.codex/hooks.json)"""
+    project: Path = opt(Path("."), check=existing_dir, metavar="DIR")
+    """the project folder (scope project)"""
+    mlruns: Path | None = opt(None, metavar="DIR")
+    """the MLflow store of runs:/ and models:/ URIs"""
+    budget: str | None = opt(None, check=budget_spec, metavar="SPEC")
+    """the budget per session (default: the model's own)"""
+    store: Path | None = opt(None, metavar="DIR")
+    """the checkpoint store (without one: decisions only)"""
+    state: Path | None = opt(None, metavar="DIR")
+    """the server's state folder (default: one per project or user, under ~/.cache)"""
+    port: int | None = opt(None, min=1, max=65535)
+    """the server's 127.0.0.1 port for http hooks (default: one free now)"""
+    idle_s: float = opt(1800.0, min=1)
+    """the server exits after this many seconds without a request"""
+    allow_pickle_code_execution: bool = False
+    """load a pickled policy although loading it runs any code inside it"""
+
+
+def install_main(args: InstallArgs) -> int:
+    import socket
+
+    from ripplecp_policy import hook_install
+
+    state = (args.state or _project_state(args.project, args.scope)).resolve()
+    conf = _config(args, state)
+    _check_config(conf)
+    if conf.port is None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            conf.port = s.getsockname()[1]
+    conf.idle_s = args.idle_s
+    conf.write(state)
+    added = hook_install.install(args.runtime, args.scope, state, args.project.resolve(),
+                                 port=conf.port, python=conf.python)
+    where = hook_install.config_file(args.runtime, args.scope, args.project.resolve())
+    print(f"{PROG}: {'installed ' + ', '.join(added) if added else 'already installed'} "
+          f"({args.runtime}, {where}); server state {state}")
     return 0
+
+
+@dataclass(frozen=True)
+class UninstallArgs:
+    """Remove exactly the hooks `advise install` wrote (and stop the server)."""
+
+    runtime: Literal["claude-code", "codex"] | None = None
+    """only this runtime's hooks (default: all)"""
+    scope: Literal["project", "user"] = "project"
+    """the scope they were installed at"""
+    project: Path = opt(Path("."), check=existing_dir, metavar="DIR")
+    """the project folder (scope project)"""
+    state: Path | None = opt(None, metavar="DIR")
+    """the server's state folder (default: the scope's)"""
+
+
+def uninstall_main(args: UninstallArgs) -> int:
+    from ripplecp_policy import hook_install
+
+    state = (args.state or _project_state(args.project, args.scope)).resolve()
+    removed = hook_install.uninstall(state, args.runtime)
+    try:
+        request(state, "POST", "/v1/shutdown", timeout=5.0)
+    except OSError:
+        pass
+    print(f"{PROG}: removed {len(removed)} hook(s)" + "".join(f"\n  {r}" for r in removed))
+    return 0
+
+
+@dataclass(frozen=True)
+class CheckArgs:
+    """Check an advisor set-up without changing anything: the model loads, the stores exist,
+    the hooks are installed. Exit 2 with one line naming the first problem."""
+
+    state: Path | None = opt(None, metavar="DIR")
+    """the server's state folder (default: the scope's)"""
+    runtime: Literal["claude-code", "codex"] | None = None
+    """check this runtime's hooks (default: every one recorded)"""
+    scope: Literal["project", "user"] = "project"
+    """the scope of the default state folder"""
+    project: Path = opt(Path("."), check=existing_dir, metavar="DIR")
+    """the project folder (scope project)"""
+    model: str | None = opt(None, metavar="URI")
+    """check this model instead of server.json's"""
+    mlruns: Path | None = opt(None, metavar="DIR")
+    """the MLflow store of runs:/ and models:/ URIs"""
+    store: Path | None = opt(None, metavar="DIR")
+    """the checkpoint store"""
+    hooks: bool = True
+    """check that the hooks are installed (--no-hooks: the model and stores only)"""
+
+
+def check_main(args: CheckArgs) -> int:
+    from ripplecp_policy import hook_install
+
+    state = (args.state or _project_state(args.project, args.scope)).resolve()
+    if args.model is not None:
+        conf = ServerConfig(model=args.model)
+        conf.mlruns = str(args.mlruns) if args.mlruns is not None else None
+        conf.store = str(args.store) if args.store is not None else None
+    else:
+        conf = ServerConfig.read(state)
+        if args.mlruns is not None:
+            conf.mlruns = str(args.mlruns)
+        if args.store is not None:
+            conf.store = str(args.store)
+    if conf.model.startswith(("runs:/", "models:/")) and conf.mlruns is None:
+        from ripplecp_policy.tracking import mlruns_root
+
+        if not (mlruns_root() / "mlflow.db").is_file():
+            raise ValueError(f"model {conf.model}: no MLflow store at {mlruns_root()} (no mlflow.db); "
+                             "give --mlruns")
+    model = _check_config(conf)
+    if args.hooks:
+        missing = hook_install.missing(state, args.runtime)
+        if missing:
+            raise ValueError(f"hooks not installed: {missing[0]}")
+    print(f"{PROG}: ok: model {model.uri} ({model.policy.name}), budget "
+          f"{model.config.get('budget_kind')}:{model.config.get('budget_amount'):g}"
+          + (f", store {conf.store}" if conf.store else "")
+          + ("" if not args.hooks else f", hooks installed ({state})"))
+    return 0
+
+
+@dataclass(frozen=True)
+class StatusArgs:
+    """Each session the server follows (or, with no server up, each session log of the state):
+    decisions, checkpoints, budget left, out-of-range share, flagged above --flag."""
+
+    state: Path | None = opt(None, metavar="DIR")
+    """the server's state folder (default: the scope's)"""
+    scope: Literal["project", "user"] = "project"
+    """the scope of the default state folder"""
+    project: Path = opt(Path("."), check=existing_dir, metavar="DIR")
+    """the project folder (scope project)"""
+    flag: float | None = opt(None, min=0, max=1)
+    """flag a session whose features are out of the training range more than this share
+    (default: server.json's, 0.25)"""
+    json: bool = False
+    """print the status as JSON"""
+
+
+def _status_from_logs(state: Path, flag: float) -> list[dict[str, Any]]:
+    from ripplecp_policy.advisor import read_decisions
+
+    rows = []
+    for log in sorted((state / "sessions").glob("*.jsonl")):
+        recs = read_decisions(log)
+        decided = [r for r in recs if r.get("boundary") is not None]
+        ood = [r["out_of_range"] for r in decided if r.get("out_of_range") is not None]
+        share = sum(ood) / len(ood) if ood else None
+        rows.append({"session": recs[-1]["session"] if recs else log.stem, "runtime": "-",
+                     "log": str(log), "decisions": len(decided),
+                     "checkpoints": sum(r.get("decision") == "CP" for r in decided),
+                     "errors": len(recs) - len(decided),
+                     "remaining": decided[-1]["remaining_budget"] if decided else None,
+                     "budget": "-", "out_of_range": share,
+                     "flagged": share is not None and share > flag, "mismatch": None})
+    return rows
+
+
+def status_main(args: StatusArgs) -> int:
+    state = (args.state or _project_state(args.project, args.scope)).resolve()
+    try:
+        conf_flag = ServerConfig.read(state).ood_flag
+    except (FileNotFoundError, ValueError):
+        conf_flag = 0.25
+    flag = args.flag if args.flag is not None else conf_flag
+    try:
+        status, body = request(state, "GET", "/v1/status", timeout=10.0)
+        info = json.loads(body) if status == 200 else {}
+        rows = info.get("sessions", [])
+        for r in rows:
+            r["flagged"] = r.get("out_of_range") is not None and r["out_of_range"] > flag
+        head = f"server pid {info.get('pid')} up, model {info.get('model')}"
+    except OSError:
+        rows = _status_from_logs(state, flag)
+        head = f"no server up for {state}; from the session logs"
+    if args.json:
+        print(json.dumps({"state": str(state), "sessions": rows}, indent=1))
+        return 0
+    print(f"{PROG}: {head}")
+    print(f"{'session':<38} {'runtime':<12} {'decided':>7} {'CP':>3} {'left':>7} {'out of range':>12}")
+    for r in rows:
+        left = "-" if r.get("remaining") is None else f"{r['remaining']:g}"
+        ood = "-" if r.get("out_of_range") is None else f"{r['out_of_range']:.0%}"
+        mark = "  FLAGGED" if r.get("flagged") else ""
+        print(f"{str(r['session'])[:38]:<38} {r['runtime']:<12} {r['decisions']:>7} "
+              f"{r['checkpoints']:>3} {left:>7} {ood:>12}{mark}"
+              + (f"  ({r['mismatch']})" if r.get("mismatch") else ""))
+    if not rows:
+        print("(no sessions)")
+    return 0
+
+
+COMMANDS = {"serve": (ServeArgs, serve_main), "check": (CheckArgs, check_main),
+            "status": (StatusArgs, status_main), "install": (InstallArgs, install_main),
+            "uninstall": (UninstallArgs, uninstall_main)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the options (everything after a lone ``--`` is the command to follow) and run."""
     words = list(sys.argv[1:] if argv is None else argv)
+    if words and words[0] in SUBCOMMANDS:
+        return run_subcommands(COMMANDS, words, prog=PROG)
     command: list[str] = []
     if "--" in words:
         cut = words.index("--")

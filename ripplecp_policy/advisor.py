@@ -28,13 +28,17 @@ policy decision, not a pyfunc ``predict`` on a DataFrame.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import hashlib
 import json
 import math
 import os
+import stat
 import time
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -46,12 +50,18 @@ from features.readers import READERS, StreamParser, stream_parser
 from features.schema import Event, Trajectory
 from oracle.store.checkpoint import DEFAULT_EXCLUDES, CheckpointStore
 from ripplecp_policy.episode import Episode
-from ripplecp_policy.export import load_policy_model, out_of_range_share, policy_score
+from ripplecp_policy.export import (
+    load_policy_model,
+    out_of_range_share,
+    policy_score,
+    runtime_of_format,
+)
 from ripplecp_policy.policy import Budget, BudgetSpec, PlacementPolicy
 
-__all__ = ["CP", "SKIP", "Advisor", "AdvisorModel", "Decision", "detect_line_format", "features_digest",
-           "load_model",
-           "read_decisions", "resolve_budget", "store_for"]
+__all__ = ["CP", "MAX_LINE_BYTES", "MAX_TRANSCRIPT_BYTES", "SKIP", "Advisor", "AdvisorModel", "Decision",
+           "DecisionLog", "ProvenanceWarning", "TranscriptError", "TranscriptTail", "detect_line_format",
+           "features_digest", "load_model", "read_decisions", "resolve_budget",
+           "session_lock", "store_for"]
 
 CP, SKIP = "CP", "SKIP"
 
@@ -65,19 +75,21 @@ class AdvisorModel:
     uri: str
 
 
-def load_model(uri: str | Path, *, mlruns: str | Path | None = None) -> AdvisorModel:
+def load_model(uri: str | Path, *, mlruns: str | Path | None = None,
+               allow_pickle: bool = False) -> AdvisorModel:
     """Load an exported policy (:func:`ripplecp_policy.export.log_policy_model`) once, to be
     called in-process: ``uri`` is an MLflow model URI or a local model folder; ``runs:/``
     and ``models:/`` URIs are read from the store at ``mlruns`` (default:
-    ``$RIPPLECP_MLRUNS`` or ``./mlruns``; :func:`ripplecp_policy.export.load_policy_model`)."""
+    ``$RIPPLECP_MLRUNS`` or ``./mlruns``). The policy is rebuilt from its stored numbers
+    (:func:`ripplecp_policy.export.load_policy_model`): nothing stored with it runs, and a
+    pickle is refused unless ``allow_pickle``."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bar per load
     os.environ.setdefault("MLFLOW_DISABLE_AGENT_HINT", "1")
     text = str(uri)
-    inner = load_policy_model(text, mlruns).unwrap_python_model()
-    policy = getattr(inner, "policy", None)
-    if not isinstance(policy, PlacementPolicy):
+    loaded = load_policy_model(text, mlruns, allow_pickle=allow_pickle)
+    if not isinstance(loaded.policy, PlacementPolicy):
         raise ValueError(f"{text}: not a ripplecp placement policy model (no policy inside)")
-    return AdvisorModel(policy, dict(inner.config), text)
+    return AdvisorModel(loaded.policy, dict(loaded.config), text)
 
 
 def resolve_budget(spec: BudgetSpec | str | None, config: Mapping[str, Any]) -> Budget:
@@ -103,6 +115,10 @@ def detect_line_format(record: Mapping[str, Any]) -> str | None:
         if spec.layout == "jsonl" and spec.parser is not None and spec.detect(record):
             return spec.name
     return None
+
+
+class ProvenanceWarning(UserWarning):
+    """A policy following a runtime or log format it was not trained on."""
 
 
 @dataclass
@@ -136,22 +152,187 @@ class Decision:
         return json.dumps(d, sort_keys=True)
 
 
+#: the longest decision-log line read back (a record is a few hundred bytes)
+MAX_RECORD_BYTES = 1 << 20
+
+
 def read_decisions(path: str | Path, session: str | None = None) -> list[dict[str, Any]]:
-    """The records of a decision log (of one ``session`` when given); a missing file is empty."""
+    """The records of a decision log (of one ``session`` when given); a missing file is
+    empty. Fail-open: a line that is not a record (a tail torn by a full disk or a kill, a
+    corrupt line) is skipped, so one bad line never disables the advisor."""
     path = Path(path)
-    if not path.exists():
-        return []
     out = []
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: line {lineno}: not a decision record ({exc.msg})") from None
-        if session is None or rec.get("session") == session:
-            out.append(rec)
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return []
+    with f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ValueError(f"{path}: the decision log is not a regular file")
+        while line := f.readline(MAX_RECORD_BYTES):
+            if not line.endswith(b"\n"):
+                if len(line) == MAX_RECORD_BYTES:  # an over-long line: skip the rest of it
+                    while (more := f.readline(MAX_RECORD_BYTES)) and not more.endswith(b"\n"):
+                        pass
+                continue  # a torn tail or an over-long line
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and (session is None or rec.get("session") == session):
+                out.append(rec)
     return out
+
+
+class DecisionLog:
+    """A decision log that many writers append to at once (hook calls, the server's
+    threads): each record is one ``write`` of a whole line under an exclusive lock, a torn
+    tail (a full disk, a writer killed mid-line) is cut before the next record, and a write
+    that fails is undone, so the log only ever holds whole lines."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+                           | os.O_NONBLOCK, 0o644)
+        if not stat.S_ISREG(os.fstat(self._fd).st_mode):
+            os.close(self._fd)
+            raise ValueError(f"{self.path}: the decision log is not a regular file")
+
+    def append(self, line: str) -> None:
+        """Append one record (a line without its newline); OSError (nothing written) when
+        the disk refuses it."""
+        data = line.encode() + b"\n"
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            size = self._repair()
+            try:
+                if os.write(self._fd, data) != len(data):
+                    raise OSError(errno.ENOSPC, "short write")
+            except OSError:
+                os.ftruncate(self._fd, size)
+                raise
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _repair(self) -> int:
+        """Cut a torn last line; the size after."""
+        size = os.fstat(self._fd).st_size
+        if size == 0 or os.pread(self._fd, 1, size - 1) == b"\n":
+            return size
+        end = size
+        while end > 0:
+            start = max(0, end - 65536)
+            cut = os.pread(self._fd, end - start, start).rfind(b"\n")
+            if cut >= 0:
+                end = start + cut + 1
+                break
+            end = start
+        os.ftruncate(self._fd, end)
+        return end
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> DecisionLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def session_lock(log: str | Path) -> Iterator[None]:
+    """Hold the decision log's lock file (``<log>.lock``) for a whole hook call: calls on
+    one log (hook processes run in parallel, the server's threads) decide one at a time, so
+    a boundary is decided once."""
+    lock = Path(str(log) + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+class TranscriptError(ValueError):
+    """A transcript the advisor will not read: not a regular file, or over the size limit."""
+
+
+#: what one session's transcript may hold, and one of its lines, for the advisor to follow it
+MAX_TRANSCRIPT_BYTES = 64 * 2**20
+MAX_LINE_BYTES = 8 * 2**20
+
+
+class TranscriptTail:
+    """The complete lines a session file gained since the last :meth:`read`, within bounds:
+    a regular file only (a FIFO, a device such as ``/dev/zero`` or a directory is refused
+    at once, never read), at most ``max_bytes`` in all and ``max_line`` per line (a longer
+    line is dropped and counted), a partial last line kept for the next read."""
+
+    def __init__(self, path: str | Path, *, max_bytes: int = MAX_TRANSCRIPT_BYTES,
+                 max_line: int = MAX_LINE_BYTES) -> None:
+        self.path = Path(path)
+        self.max_bytes = max_bytes
+        self.max_line = max_line
+        self.offset = 0
+        self.dropped = 0  # over-long lines dropped
+        self._partial = b""
+        self._skipping = False  # inside an over-long line
+
+    def read(self, limit: int | None = None) -> list[bytes]:
+        """The new complete lines (reading at most ``limit`` new bytes); TranscriptError
+        for a file that is not to be read."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise TranscriptError(f"transcript {self.path}: {exc.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise TranscriptError(f"transcript {self.path}: not a regular file; not followed")
+            if st.st_size > self.max_bytes:
+                raise TranscriptError(f"transcript {self.path}: {st.st_size / 2**20:.0f} MiB, over "
+                                      f"the {self.max_bytes / 2**20:.0f} MiB the advisor follows")
+            if st.st_size < self.offset:
+                raise TranscriptError(f"transcript {self.path}: shrank from {self.offset} to "
+                                      f"{st.st_size} bytes; not followed")
+            end = st.st_size if limit is None else min(st.st_size, self.offset + limit)
+            lines: list[bytes] = []
+            while self.offset < end:
+                chunk = os.pread(fd, min(1 << 20, end - self.offset), self.offset)
+                if not chunk:
+                    break
+                self.offset += len(chunk)
+                self._split(chunk, lines)
+            return lines
+        finally:
+            os.close(fd)
+
+    def _split(self, chunk: bytes, lines: list[bytes]) -> None:
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            if nl < 0:
+                if not self._skipping:
+                    self._partial += chunk[start:]
+                    if len(self._partial) > self.max_line:
+                        self._partial, self._skipping = b"", True
+                        self.dropped += 1
+                return
+            if self._skipping:
+                self._skipping = False
+            else:
+                line = self._partial + chunk[start:nl + 1]
+                if len(line) > self.max_line:
+                    self.dropped += 1
+                else:
+                    lines.append(line)
+            self._partial = b""
+            start = nl + 1
 
 
 def features_digest(values: Sequence[float]) -> str:
@@ -183,7 +364,7 @@ class Advisor:
                  store: CheckpointStore | None = None, workspace: str | Path | None = None,
                  session: str | None = None, source: str | Path = "<stream>", seed: int = 0,
                  load_error: str | None = None, prior: Iterable[Mapping[str, Any]] = (),
-                 catch_up: bool = False) -> None:
+                 catch_up: bool = False, runtime: str | None = None) -> None:
         if model is None and load_error is None:
             raise ValueError("Advisor: give a model, or the load_error that left it without one")
         self.model = model
@@ -200,21 +381,24 @@ class Advisor:
         self.source = source
         self.seed = seed
         self.catch_up = catch_up
+        self.runtime = runtime
+        self.mismatch: str | None = None  # the runtime / format the policy was not trained on
         self.decisions: list[Decision] = []
         self._prior = {int(r["boundary"]): r for r in prior if r.get("boundary") is not None}
         self._own_log = False
-        if log is None or hasattr(log, "write"):
-            self._log = log
+        self._log: IO[str] | DecisionLog | None
+        if log is None or hasattr(log, "write") or isinstance(log, DecisionLog):
+            self._log = log  # type: ignore[assignment]
         else:
-            Path(log).parent.mkdir(parents=True, exist_ok=True)
-            self._log = open(log, "a", buffering=1)  # noqa: SIM115 - closed by close()
+            self._log = DecisionLog(log)
             self._own_log = True
         self._parser: StreamParser | None = None
         self._extractor: OnlineFeatureExtractor | None = None
         self._episode: Episode | None = None
         self._boundary = 0
         self._pending: tuple[Event, list[float]] | None = None
-        self._records: list[dict[str, Any]] = []  # the transcript so far (kept with a store)
+        # the transcript so far, as it came (kept with a store, parsed at a checkpoint)
+        self._records: list[str | bytes | Mapping[str, Any]] = []
         self._estimate: float | None = None
         self._ranges = (model.config.get("feature_ranges") if model is not None else None) or {}
         self._ood_warned = False
@@ -226,6 +410,11 @@ class Advisor:
     def checkpoints(self) -> list[Decision]:
         """The decisions that took a checkpoint."""
         return [d for d in self.decisions if d.decision == CP]
+
+    @property
+    def episode(self) -> Episode | None:
+        """The session's episode (its budget ledger), once the first event arrived."""
+        return self._episode
 
     @property
     def remaining(self) -> float:
@@ -262,6 +451,34 @@ class Advisor:
         self.close()
         return self.decisions[before:]
 
+    def decide_pending(self) -> list[Decision]:
+        """The runtime is at a boundary now (a hook call): decide the newest boundary seen
+        and not yet decided (catch-up mode). Never raises; returns the decisions made."""
+        before = len(self.decisions)
+        if self._pending is not None:
+            ev, values = self._pending
+            self._pending = None
+            try:
+                self._decide(ev, values)
+            except Exception as exc:  # fail-open
+                self._error(f"error: {_short(exc)}")
+        return self.decisions[before:]
+
+    def skip_pending(self, reason: str) -> list[Decision]:
+        """Log the newest undecided boundary (catch-up mode) SKIP with ``reason``."""
+        before = len(self.decisions)
+        if self._pending is not None:
+            ev, values = self._pending
+            self._pending = None
+            self._log_skip(ev, self._boundary, values, reason)
+        return self.decisions[before:]
+
+    def error(self, reason: str) -> Decision:
+        """Log an error between boundaries (``boundary`` None, SKIP, ``reason``): what a
+        caller that could not feed the advisor (a transcript not to be read) records."""
+        self._error(reason)
+        return self.decisions[-1]
+
     def close(self) -> None:
         """Close the decision log if the advisor opened it."""
         if self._own_log and self._log is not None:
@@ -291,7 +508,7 @@ class Advisor:
             self._parser = stream_parser(fmt, source=self.source, task_id=self.session)
             line = obj
         if self.store is not None:
-            self._records.append(line if isinstance(line, Mapping) else self._first_record(line) or {})
+            self._records.append(line)
         for ev in self._parser.feed(line, arrival_s=arrival_s):
             self._event(ev)
 
@@ -314,7 +531,8 @@ class Advisor:
         fitted = getattr(self.model.policy, "setting_", None) if self.model else None
         base = fitted.features if fitted is not None else None
         self._extractor = OnlineFeatureExtractor(config_for(meta_traj, base))
-        self._episode = Episode(self.session, "unknown", self.budget)
+        self._episode = Episode(self.session, "unknown", self.budget, prior=self._charge_estimate())
+        self._check_provenance(parser.FORMAT)
         if self.model is not None:
             self.model.policy.reset(self.session, self.seed)
 
@@ -343,11 +561,25 @@ class Advisor:
         """A boundary decided by an earlier call: account its checkpoint, mark it."""
         assert self._episode is not None and self._extractor is not None
         if rec.get("decision") == CP:
-            self._episode.taken.append(self._boundary)
-            self._episode.requested.append(self._boundary)
-            self._episode.spent += float(rec.get("charge") or 0.0)
+            self._episode.replay(self._boundary, float(rec.get("charge") or 0.0))
             self._estimate = float(rec.get("charge") or 0.0) if self.budget.kind != "count" else None
             self._extractor.mark_checkpoint()
+
+    def _check_provenance(self, fmt: str) -> None:
+        """Warn once when the session's runtime or log format is not the one the policy was
+        trained on (the model's ``training_runtime`` / ``log_format``)."""
+        cfg = self.model.config if self.model is not None else {}
+        trained_formats = cfg.get("log_format") or []
+        trained_runtimes = cfg.get("training_runtime") or []
+        runtime = self.runtime or runtime_of_format(fmt)
+        why = []
+        if trained_runtimes and runtime not in trained_runtimes:
+            why.append(f"runtime {runtime} (trained on {', '.join(trained_runtimes)})")
+        elif trained_formats and fmt not in trained_formats:
+            why.append(f"log format {fmt} (trained on {', '.join(trained_formats)})")
+        if why:
+            self.mismatch = f"the policy follows {why[0]}: its decisions may not transfer"
+            warnings.warn(f"{self.source}: {self.mismatch}", ProvenanceWarning, stacklevel=2)
 
     # -- deciding ---------------------------------------------------------------------------
     def _charge_estimate(self) -> float:
@@ -393,13 +625,12 @@ class Advisor:
             try:
                 info = self._checkpoint(b, ev)
             except Exception as exc:  # fail-open: nothing was taken, nothing is charged
-                ep.taken.pop()
-                ep.spent -= charge
+                ep.cancel()
                 self._log_skip(ev, b, values, f"error: checkpoint: {_short(exc)}", score=score,
                                ood=ood, decide_ms=decide_ms)
                 return
             measured = self.budget.charge(info.creation_s, info.size_bytes)
-            ep.spent += measured - charge
+            ep.settle(measured)
             rec.charge = measured
             rec.checkpoint_id = info.checkpoint_id
             rec.creation_s = info.creation_s
@@ -419,7 +650,16 @@ class Advisor:
                              "event_index": ev.index, "step": ev.step,
                              "model": self.model.uri if self.model else None,
                              "source": str(self.source)}}
-        return self.store.create(self.workspace, list(self._records), facts)
+        transcript = []
+        for r in self._records:
+            if not isinstance(r, Mapping):
+                try:
+                    r = self._first_record(r)
+                except ValueError:  # a line that did not parse was logged when it came
+                    continue
+            if r is not None:
+                transcript.append(dict(r))
+        return self.store.create(self.workspace, transcript, facts)
 
     def _out_of_range(self, features: Mapping[str, float]) -> float | None:
         if not self._ranges:
@@ -448,8 +688,11 @@ class Advisor:
         self.decisions.append(rec)
         if self._log is not None:
             try:
-                self._log.write(rec.to_json() + "\n")
-                self._log.flush()
+                if isinstance(self._log, DecisionLog):
+                    self._log.append(rec.to_json())
+                else:
+                    self._log.write(rec.to_json() + "\n")
+                    self._log.flush()
             except Exception:  # fail-open: a full disk must not stop the agent
                 pass
 

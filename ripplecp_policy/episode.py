@@ -98,6 +98,7 @@ class Episode:
         self.taken: list[int] = []
         self.requested: list[int] = []
         self.refused: list[int] = []
+        self.failed: list[int] = []  # taken, then the checkpoint itself failed (cancelled)
 
     def observe(self, boundary: int, *, event_index: int, features: dict[str, float],
                 elapsed_s: float, charge: float) -> BoundaryObservation:
@@ -118,6 +119,35 @@ class Episode:
             return True
         self.refused.append(boundary)
         return False
+
+    def settle(self, measured: float) -> None:
+        """The last checkpoint taken (on an estimated charge) is charged ``measured``, what
+        it was found to cost once taken (a runtime's creation seconds or stored bytes)."""
+        if not self.taken:
+            raise ValueError("settle: no checkpoint taken to settle")
+        self.spent += float(measured) - self.charges[-1]
+        self.charges[-1] = float(measured)
+
+    def cancel(self) -> None:
+        """The last checkpoint taken failed: it is no longer taken, and nothing is charged
+        for it (it stays among the requests, and is recorded in ``failed``)."""
+        if not self.taken:
+            raise ValueError("cancel: no checkpoint taken to cancel")
+        self.failed.append(self.taken.pop())
+        self.spent -= self.charges.pop()
+
+    def replay(self, boundary: int, charge: float) -> None:
+        """A checkpoint taken at ``boundary`` by an earlier run of this episode (read back
+        from a log): taken and charged ``charge``, whether or not it fits now."""
+        self.requested.append(boundary)
+        self.taken.append(boundary)
+        self.charges.append(float(charge))
+        self.spent += float(charge)
+
+    def resume(self, spent: float) -> None:
+        """Continue from a spend counted elsewhere (a runtime that tracks its own budget
+        says what is left): ``spent`` of the cap is used so far, whatever this ledger says."""
+        self.spent = float(spent)
 
     def walk(self, decide: Decide, costs: TaskCosts, charges: np.ndarray, features: FeatureSource,
              name: str = "policy") -> Episode:

@@ -27,16 +27,20 @@ in training (the model's ``feature_ranges``); a call with any such row warns, na
 worst share (a model trained on simulated features meeting a real log shows here). A frame
 without a column the policy was trained on is refused in one short line naming the columns.
 
-What is stored: the policy's own numbers where it has them — for the advantage policies on
-xgboost, the booster in xgboost's JSON model format and the threshold and feature names in
-``config.json`` (loaded without unpickling anything; ``config["format"] == "xgboost-json"``)
-— and a joblib pickle otherwise (``"joblib"``: fitted-Q, ridge, logistic). The pyfunc
-wrapper is logged as code (MLflow's models-from-code, :mod:`ripplecp_policy.pyfunc_model`),
+What is stored is the policy's numbers, never a pickle (:mod:`ripplecp_policy.stored`):
+for an advantage policy on xgboost its booster in xgboost's JSON model format
+(``config["format"] == "xgboost-json"``), for every other kind (fitted-Q, ridge, logistic)
+its trees or coefficients as numpy arrays (``"arrays"``), with ``config.json`` and the
+digests of every stored file. The pyfunc wrapper is logged as code (MLflow's
+models-from-code, :mod:`ripplecp_policy.pyfunc_model`: three lines that call this package),
 not as a pickled object.
 
 A logged model lives in an MLflow store; :func:`load_policy_model` loads one by its
-``models:/<model id>`` or ``runs:/<run id>/<name>`` URI from the store at a given mlruns root
-(``mlflow.pyfunc.load_model`` alone needs ``mlflow.set_tracking_uri`` first).
+``models:/<model id>`` or ``runs:/<run id>/<name>`` URI from the store at a given mlruns root,
+or from a local folder, rebuilding the policy from its numbers with this package's code:
+nothing stored with the model runs. (``mlflow.pyfunc.load_model`` works too, after
+``mlflow.set_tracking_uri``, but runs the wrapper file stored in the folder: load only
+models from a store you trust that way.)
 """
 
 from __future__ import annotations
@@ -54,15 +58,15 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import joblib
 import numpy as np
 import pandas as pd
 
 from features.online import FeatureConfig, boundary_features, config_for
-from ripplecp_policy.datasets import FEATURE_PREFIXES, observation_vector, replays
+from ripplecp_policy.datasets import FEATURE_PREFIXES, replays
 from ripplecp_policy.episode import Episode
-from ripplecp_policy.learned.advantage import PackedTrees
 from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting
+from ripplecp_policy.stored import ModelRefused, read_policy, write_policy
+from ripplecp_policy.tracking import mlruns_root
 
 if TYPE_CHECKING:
     from labelsets.tables import LabelSet
@@ -109,12 +113,12 @@ def decide_frame(
         if ep is None:
             ep = episodes[task_id] = Episode(task_id, str(rec.get("repo", "")), budget)
             if _present(start_left):
-                ep.spent = budget.amount - float(start_left)
+                ep.resume(budget.amount - float(start_left))
             policy.reset(task_id, int(config.get("seed", 0)))
         rows_seen[task_id] = rows_seen.get(task_id, 0) + 1
         boundary = int(rec["boundary"]) if _present(rec.get("boundary")) else rows_seen[task_id]
         if _present(rec.get("remaining_budget")):
-            ep.spent = budget.amount - float(rec["remaining_budget"])
+            ep.resume(budget.amount - float(rec["remaining_budget"]))
         cost = float(rec["checkpoint_cost"]) if _present(rec.get("checkpoint_cost")) else default_cost
         features = {k: (math.nan if not _present(rec[k]) else float(rec[k])) for k in feats}
         obs = ep.observe(
@@ -159,6 +163,26 @@ def feature_ranges(frames: Iterable[pd.DataFrame]) -> dict[str, list[float] | No
     return {c: [lo[c], hi[c]] if c in lo else None for c in sorted(names)}
 
 
+#: a log format's suffixes that name the file, not the runtime (codex-exec -> codex)
+_FORMAT_SUFFIXES = ("-session", "-stream", "-exec", "-rollout")
+
+
+def runtime_of_format(fmt: str) -> str:
+    """The runtime a log format comes from (``claude-code-session`` -> ``claude-code``)."""
+    for suffix in _FORMAT_SUFFIXES:
+        if fmt.endswith(suffix):
+            return fmt[: -len(suffix)]
+    return fmt
+
+
+def training_provenance(data: LabelSet) -> dict[str, Any]:
+    """What a policy trained on ``data`` was trained on: the runtimes and log formats of its
+    nominal trajectories and the label set's content hash (saved in the model's config)."""
+    formats = sorted({str(t.source_format) for t in data.trajectories.values()})
+    return {"log_format": formats, "training_runtime": sorted({runtime_of_format(f) for f in formats}),
+            "label_set_sha256": data.content_hash()}
+
+
 def training_feature_ranges(data: LabelSet, setting: Setting) -> dict[str, list[float] | None]:
     """The feature ranges of ``data``'s nominal trajectories at their candidate boundaries,
     under ``setting``'s feature configuration, each walked under four placements (none; one
@@ -198,65 +222,6 @@ def _present(v: Any) -> bool:
 
 #: the models-from-code file MLflow stores as the pyfunc wrapper
 PYFUNC_CODE = Path(__file__).with_name("pyfunc_model.py")
-
-
-class BoosterPolicy(PlacementPolicy):
-    """An advantage policy rebuilt from its stored numbers (no pickle): an xgboost booster
-    in xgboost's JSON format, the feature names and the threshold. Decides as the fitted
-    :class:`ripplecp_policy.learned.AdvantageRegressorPolicy` / ``AdvantageClassifierPolicy``
-    did: checkpoint when affordable and the score exceeds the threshold."""
-
-    def __init__(self, booster_path: str | None = None, feature_names: tuple[str, ...] = (),
-                 threshold: float = 0.0, policy_name: str = "BoosterPolicy") -> None:
-        self.booster_path = booster_path
-        self.feature_names = feature_names
-        self.threshold = threshold
-        self.policy_name = policy_name
-
-    @classmethod
-    def load(cls, booster_path: str | Path, config: dict[str, Any]) -> BoosterPolicy:
-        """The policy of a stored model: its booster file and ``config.json``."""
-        import xgboost
-
-        pol = cls(str(booster_path), tuple(config["feature_names"]), float(config["threshold"]),
-                  str(config["policy"]))
-        booster = xgboost.Booster()
-        booster.load_model(str(booster_path))
-        pol._scorer = PackedTrees.from_xgboost(booster).predict
-        pol.feature_names_ = list(pol.feature_names)
-        pol.threshold_ = pol.threshold
-        pol.setting_ = setting_from_config(config)
-        pol.is_fitted_ = True
-        return pol
-
-    @property
-    def name(self) -> str:
-        return self.policy_name
-
-    def score(self, obs: BoundaryObservation) -> float:
-        return float(self._scorer(observation_vector(obs, self.feature_names_)[None, :])[0])
-
-    def decide(self, obs: BoundaryObservation) -> bool:
-        return bool(obs.affordable) and self.score(obs) > self.threshold_
-
-
-def booster_of(policy: PlacementPolicy) -> Any:
-    """The xgboost booster an advantage policy scores with, or None (another model)."""
-    model = getattr(policy, "model_", None)
-    if model is None or not hasattr(model, "get_booster") or not hasattr(policy, "threshold_"):
-        return None
-    return model.get_booster()
-
-
-def setting_from_config(config: dict[str, Any]) -> Setting:
-    """The setting a stored policy was fitted under (budget, failure model, features)."""
-    fc = config.get("feature_config") or {}
-    features = FeatureConfig(**fc) if fc else FeatureConfig()
-    hazard = config.get("hazard", "uniform")
-    if isinstance(hazard, list):
-        hazard = tuple((int(f), float(w)) for f, w in hazard)
-    budget = Budget(config["budget_kind"], float(config["budget_amount"]))
-    return Setting(budget if config.get("fitted_budget", True) else None, hazard, features)
 
 
 def model_config(policy: PlacementPolicy, budget: Budget, *, default_checkpoint_cost: float = 1.0,
@@ -318,6 +283,7 @@ def log_policy_model(
     params: dict[str, Any] | None = None,
     tags: dict[str, Any] | None = None,
     ranges: dict[str, list[float] | None] | None = None,
+    data: LabelSet | None = None,
 ) -> Any:
     """Log (inside an active MLflow run) or save (``path`` given) the policy as pyfunc.
 
@@ -325,7 +291,9 @@ def log_policy_model(
     from the decisions the in-process policy makes on it (state columns are optional).
     ``params`` and ``tags`` go on the logged model (MLflow 3's model page and search).
     ``ranges``: the training feature ranges (:func:`training_feature_ranges`), for the
-    out-of-range warning.
+    out-of-range warning. ``data``: the label set it was trained on, whose runtime, log
+    format and hash go in the config (:func:`training_provenance`; the advisor warns when it
+    follows another runtime or format).
     """
     import mlflow.pyfunc
 
@@ -335,23 +303,14 @@ def log_policy_model(
     cfg = model_config(pol, budget, default_checkpoint_cost=default_checkpoint_cost, seed=seed)
     if ranges:
         cfg["feature_ranges"] = ranges
+    if data is not None:
+        cfg.update(training_provenance(data))
     example = input_example.reset_index(drop=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OutOfRangeWarning)
         output = decide_frame(copy.deepcopy(pol), example, cfg)
-    booster = booster_of(pol)
-    cfg["format"] = "joblib" if booster is None else "xgboost-json"
     with tempfile.TemporaryDirectory() as tmp, _quiet_mlflow():
-        conf = Path(tmp) / "config.json"
-        conf.write_text(json.dumps(cfg, indent=2, sort_keys=True))
-        if booster is None:
-            stored = Path(tmp) / "policy.joblib"
-            joblib.dump(pol, stored)
-            artifacts = {"policy": str(stored), "config": str(conf)}
-        else:
-            stored = Path(tmp) / "booster.json"
-            booster.save_model(str(stored))
-            artifacts = {"booster": str(stored), "config": str(conf)}
+        artifacts = write_policy(pol, cfg, Path(tmp), code={PYFUNC_CODE.name: PYFUNC_CODE})
         with warnings.catch_warnings():
             # integer id columns (boundary, event_index) are never missing in boundary rows
             warnings.filterwarnings("ignore", message=".*integer column", category=UserWarning)
@@ -360,7 +319,7 @@ def log_policy_model(
                 artifacts=artifacts,
                 signature=_signature(example, output, cfg),
                 input_example=example.head(min(len(example), 3)),
-                pip_requirements=["mlflow", "xgboost", "scikit-learn", "pandas", "numpy", "joblib"],
+                pip_requirements=["mlflow", "xgboost", "scikit-learn", "pandas", "numpy"],
             )
             if path is not None:
                 mlflow.pyfunc.save_model(str(path), **kw)
@@ -386,19 +345,72 @@ def _quiet_mlflow() -> Iterator[None]:
             os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = bar
 
 
-def load_policy_model(uri: str, root: str | Path | None = None) -> Any:
-    """The pyfunc model at ``uri`` (``models:/...``, ``runs:/...`` or a local path) from the
-    store at mlruns ``root`` (default: ``$RIPPLECP_MLRUNS`` or ``./mlruns``), without
-    changing MLflow's global tracking URI for longer than the load (``models:/`` URIs are
-    resolved through the global URI whatever ``tracking_uri`` a download is given)."""
-    import mlflow.pyfunc
+class PolicyModel:
+    """An exported policy loaded by :func:`load_policy_model`: the policy rebuilt from its
+    stored numbers, its config, and ``predict`` as the MLflow pyfunc model answers it."""
+
+    def __init__(self, policy: PlacementPolicy, config: dict[str, Any], uri: str,
+                 input_example: pd.DataFrame | None = None) -> None:
+        self.policy = policy
+        self.config = config
+        self.uri = uri
+        self.input_example = input_example
+
+    @classmethod
+    def read(cls, folder: str | Path, uri: str, *, allow_pickle: bool = False) -> PolicyModel:
+        """The model in ``folder`` (:func:`ripplecp_policy.stored.read_policy`) and the input
+        example MLflow saved beside it (JSON data, read as such)."""
+        policy, config = read_policy(folder, allow_pickle=allow_pickle)
+        example = None
+        ex = Path(folder) / "input_example.json"
+        if ex.is_file() and ex.stat().st_size < 2**24:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                d = json.loads(ex.read_text())
+                example = pd.DataFrame(d["data"], columns=d["columns"])
+        return cls(policy, config, uri, example)
+
+    def predict(self, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
+        """Decisions for boundary rows (:func:`decide_frame`); ``params`` as the pyfunc's."""
+        cfg = dict(self.config)
+        if params:
+            cfg.update({k: v for k, v in params.items() if v is not None})
+        return decide_frame(self.policy, pd.DataFrame(model_input), cfg)
+
+
+#: the URI schemes resolved through an MLflow tracking store
+STORE_SCHEMES = ("runs:/", "models:/")
+
+
+def load_policy_model(uri: str, root: str | Path | None = None, *,
+                      allow_pickle: bool = False) -> PolicyModel:
+    """The exported policy at ``uri`` (``models:/...``, ``runs:/...`` read from the store at
+    mlruns ``root``, default ``$RIPPLECP_MLRUNS`` or ``./mlruns``; or a local model folder),
+    rebuilt from its stored numbers by :func:`ripplecp_policy.stored.read_policy`: nothing
+    stored with it runs (``mlflow.pyfunc.load_model`` would run the wrapper code stored in
+    the folder). :class:`~ripplecp_policy.stored.ModelRefused` (one line) for a store that
+    does not exist (nothing is created), a pickle unless ``allow_pickle``, or a folder
+    changed after export. MLflow's global tracking URI is left as it was."""
+    text = str(uri)
+    if text.startswith("file:"):
+        text = text[len("file:"):].removeprefix("//")
+    if not text.startswith(STORE_SCHEMES):
+        return PolicyModel.read(text, str(uri), allow_pickle=allow_pickle)
+    store = Path(root).expanduser() if root is not None else mlruns_root()
+    if not (store / "mlflow.db").is_file():
+        raise ModelRefused(f"{uri}: no MLflow store at {store} (no mlflow.db there); name the "
+                           "mlruns folder the model was logged in (--mlruns / $RIPPLECP_MLRUNS)")
+    import mlflow.artifacts
 
     from ripplecp_policy.tracking import using_store
 
-    if Path(uri).exists():
-        return mlflow.pyfunc.load_model(str(uri))
-    with using_store(root):
-        return mlflow.pyfunc.load_model(uri)
+    with tempfile.TemporaryDirectory(prefix="ripplecp-model-") as tmp, _quiet_mlflow():
+        try:
+            with using_store(store):
+                local = mlflow.artifacts.download_artifacts(artifact_uri=text, dst_path=tmp)
+        except Exception as exc:
+            raise ModelRefused(f"{uri}: not found in the MLflow store at {store} "
+                               f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+        return PolicyModel.read(local, str(uri), allow_pickle=allow_pickle)
 
 
 def default_checkpoint_cost(data: LabelSet, budget: Budget) -> float:
@@ -438,7 +450,8 @@ def example_frame(observations: list[BoundaryObservation]) -> pd.DataFrame:
     return df.astype({c: "float64" for c in df.columns if c.startswith(FEATURE_PREFIXES)})
 
 
-__all__ = ["PYFUNC_CODE", "BoosterPolicy", "OutOfRangeWarning", "booster_of", "decide_frame",
+__all__ = ["PYFUNC_CODE", "STORE_SCHEMES", "OutOfRangeWarning", "PolicyModel", "decide_frame",
            "default_checkpoint_cost", "example_frame", "feature_ranges", "load_policy_model",
            "log_policy_model", "model_config", "out_of_range_share", "policy_example",
-           "policy_score", "setting_from_config", "training_feature_ranges"]
+           "policy_score", "runtime_of_format", "training_feature_ranges",
+           "training_provenance"]

@@ -21,9 +21,11 @@ that table:
 ``cline-task``           Cline / Roo Code task folder or its ``ui_messages.json`` (:mod:`.cline`)
 =======================  ====================================================
 
-The line-oriented formats have a streaming parser each (``ReaderSpec.parser``, a
-:class:`~features.readers.stream.StreamParser`): their ``read`` feeds it every line of the
-file, and a live harness feeds it lines as they arrive (:func:`stream_parser`).
+Every format is read by a parser of one shape, a
+:class:`~features.readers.stream.StreamParser` subclass: records in, events out. A
+line-oriented format's ``read`` feeds it every line of the file, and a live harness feeds it
+lines as they arrive (``ReaderSpec.parser``, :func:`stream_parser`); a document format's
+``read`` feeds it the records of its document (messages, steps, events).
 
 Any log may be gzip- or zstandard-compressed (recognised by content). Only regular files
 (and, for formats that have one, a log directory) are read, within :class:`ReadLimits`.
@@ -56,23 +58,25 @@ from features.readers import (
     openhands_v1,
     swe_agent,
 )
-from features.readers.common import (
+from features.readers.errors import (
     EmptyTrajectoryWarning,
-    ReadLimits,
     TimeOrderWarning,
     TrajectoryFormatError,
     UnknownEventWarning,
-    clear_caches,
+)
+from features.readers.events import clear_caches
+from features.readers.files import (
+    ReadLimits,
     current_limits,
-    load_json,
     log_text,
-    parse_json_line,
-    parse_test_counts,
     read_limits,
     read_log_bytes,
     reading,
 )
+from features.readers.memory import MEMORY_MULTIPLE
 from features.readers.stream import StreamParser
+from features.readers.strict_json import load_json, parse_json_line
+from features.readers.testcounts import parse_test_counts
 from features.schema import EventKind, Trajectory
 from features.shell import is_git_commit, is_test_command
 
@@ -308,9 +312,36 @@ def read_trajectory(
     mid-write) with a warning instead of raising.
     ``usage_base`` (codex-exec only): the thread's running token total before this stream
     (a resumed or forked thread); see :mod:`features.readers.codex_exec`.
-    ``limits``: size and nesting bounds (default: those in force, see :func:`read_limits`).
+    ``limits``: size, nesting and memory bounds (default: those in force, see
+    :func:`read_limits`); a read that would take more memory than it may is refused in one
+    line (:mod:`features.readers.memory`), and so is one that runs out of memory anyway.
     The file is read and parsed once, however many steps look at it.
     """
+    try:
+        return _read_trajectory(path, format, task_id=task_id, repo=repo,
+                                arrival_times=arrival_times,
+                                allow_truncated_tail=allow_truncated_tail,
+                                usage_base=usage_base, limits=limits)
+    except MemoryError:
+        pass  # worded below, once the read's objects are gone with its frames
+    raise TrajectoryFormatError(
+        f"{path}: the process ran out of memory reading it (a read may use "
+        f"{MEMORY_MULTIPLE} x --max-mb, and no more than the process's memory limits leave: "
+        "lower --max-mb or --max-memory-mb, or give the process more memory)")
+
+
+def _read_trajectory(
+    path: str | Path,
+    format: str | None = None,
+    *,
+    task_id: str | None = None,
+    repo: str | None = None,
+    arrival_times: Sequence[float] | None = None,
+    allow_truncated_tail: bool = False,
+    usage_base: Mapping[str, Any] | None = None,
+    limits: ReadLimits | None = None,
+) -> Trajectory:
+    """:func:`read_trajectory` itself."""
     path = Path(path)
     with read_limits(limits or current_limits()), reading(path):
         if format is None:

@@ -66,17 +66,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
-    Loc,
-    TrajectoryFormatError,
-    classify_command,
-    mark_tool_return,
-    new_step_on_user_input,
-    parse_iso,
-    plain_event,
-    read_text,
-    stem,
-)
+from features.readers.errors import TrajectoryFormatError
+from features.readers.events import classify_command, mark_tool_return, new_step_on_user_input
+from features.readers.fields import Loc, parse_iso
+from features.readers.files import read_text, stem
 from features.readers.stream import TextStreamParser, read_text_with
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
 from features.shell import split_command
@@ -323,7 +316,8 @@ class AiderChatParser(TextStreamParser):
         self._release_call()
         self._release_cmd()
         self._state["agent_acted"] = True
-        self._call = plain_event(EventKind.MODEL_CALL, self._state["step"], extra, text=text)
+        self._call = Event(index=0, kind=EventKind.MODEL_CALL, step=self._state["step"],
+                           extra=extra, text=text)
 
     def _user_input(self) -> None:
         self._release_call()
@@ -341,8 +335,8 @@ class AiderChatParser(TextStreamParser):
         if slash in ("run", "test", "git") and rest:
             cmd = f"git {rest}" if slash == "git" else rest
             argv = split_command(cmd)
-            ev = plain_event(classify_command(cmd, argv), self._state["step"],
-                             {"line": lineno, "by": "user", "slash": slash})
+            ev = Event(index=0, kind=classify_command(cmd, argv), step=self._state["step"],
+                       extra={"line": lineno, "by": "user", "slash": slash})
             ev.command, ev.argv = cmd, argv
             self._cmd = ev
             self._state["agent_acted"] = True
@@ -355,7 +349,8 @@ class AiderChatParser(TextStreamParser):
         extra["prompt"] = prompt
         if prompt:
             new_step_on_user_input(self._state)
-        self.emit(plain_event(EventKind.MESSAGE, self._state["step"], extra, text=text))
+        self.emit(Event(index=0, kind=EventKind.MESSAGE, step=self._state["step"], extra=extra,
+                        text=text))
 
     def _tool_message(self) -> None:
         """One ``>`` message (its first line and lazy continuations) of a tool block."""
@@ -374,8 +369,8 @@ class AiderChatParser(TextStreamParser):
                     f"as one ({msg[:80]!r})")
             call, self._call = self._call, None
             if call is None:  # a report with no reply before it (an empty answer)
-                call = plain_event(EventKind.MODEL_CALL, self._state["step"],
-                                   {"line": lineno, "role": "assistant"})
+                call = Event(index=0, kind=EventKind.MODEL_CALL, step=self._state["step"],
+                             extra={"line": lineno, "role": "assistant"})
                 self._state["agent_acted"] = True
             self._usage(call, m, lineno)
             self.emit(call)
@@ -385,7 +380,8 @@ class AiderChatParser(TextStreamParser):
             self._release_cmd()
             self._flush_notes()
             path = msg[len(_APPLIED):].strip()
-            ev = plain_event(EventKind.FILE_CHANGE, self._state["step"], {"line": lineno})
+            ev = Event(index=0, kind=EventKind.FILE_CHANGE, step=self._state["step"],
+                       extra={"line": lineno})
             ev.paths_written = [path]
             mark_tool_return(ev)
             self._state["agent_acted"] = True
@@ -394,9 +390,9 @@ class AiderChatParser(TextStreamParser):
         if c == "C" and msg.startswith("Commit ") and (m := _COMMIT.match(msg)) is not None:
             self._release_cmd()
             self._flush_notes()
-            ev = plain_event(EventKind.OTHER, self._state["step"],
-                             {"line": lineno, "commit": m.group(1),
-                              "commit_message": m.group(2)}, text=msg)
+            ev = Event(index=0, kind=EventKind.OTHER, step=self._state["step"],
+                       extra={"line": lineno, "commit": m.group(1), "commit_message": m.group(2)},
+                       text=msg)
             ev.safe_boundary, ev.boundary_kind = True, BoundaryKind.COMMIT
             self._state["agent_acted"] = True
             self.emit(ev)
@@ -412,8 +408,8 @@ class AiderChatParser(TextStreamParser):
             self._flush_notes()
             cmd = msg[len(_RUNNING):].strip()
             argv = split_command(cmd)
-            ev = plain_event(classify_command(cmd, argv), self._state["step"],
-                             {"line": lineno, "by": "agent", "confirmed": True})
+            ev = Event(index=0, kind=classify_command(cmd, argv), step=self._state["step"],
+                       extra={"line": lineno, "by": "agent", "confirmed": True})
             self._suggested = None
             ev.command, ev.argv = cmd, argv
             self._cmd = ev
@@ -480,9 +476,9 @@ class AiderChatParser(TextStreamParser):
     def _flush_notes(self) -> None:
         if self._notes:
             notes, self._notes = self._notes, []
-            self.emit(plain_event(EventKind.OTHER, self._state["step"],
-                                  {"line": self._notes_line, "lines": notes},
-                                  text="\n".join(notes)))
+            self.emit(Event(index=0, kind=EventKind.OTHER, step=self._state["step"],
+                            extra={"line": self._notes_line, "lines": notes},
+                            text="\n".join(notes)))
 
     def on_end(self) -> None:
         self._end_section()
@@ -536,8 +532,8 @@ class AiderLlmHistoryParser(TextStreamParser):
             if m.group(1) == "TO LLM":
                 self._close()
                 self._calls += 1
-                self._call = plain_event(EventKind.MODEL_CALL, self._calls,
-                                         {"line": lineno, "time": m.group(2)}, start=t)
+                self._call = Event(index=0, kind=EventKind.MODEL_CALL, step=self._calls,
+                                   extra={"line": lineno, "time": m.group(2)}, start=t)
                 self._part, self._n_messages, self._roles, self._reply = "request", 0, [], []
             else:
                 if self._call is None or self._part != "request":

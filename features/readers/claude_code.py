@@ -11,9 +11,12 @@ Both formats carry the same messages (Anthropic Messages API content blocks), ma
   once per line: the lines repeat the response's usage). Tokens: ``input_tokens`` = the
   prompt's tokens (``input_tokens`` + ``cache_creation_input_tokens`` +
   ``cache_read_input_tokens``, as Codex counts cached tokens inside its input),
-  ``cached_tokens`` = ``cache_read_input_tokens``, ``output_tokens`` only from a final usage
-  (a line whose ``stop_reason`` is set); a usage snapshot taken at the first block
-  (``stop_reason`` null, output 1) leaves it None and is kept in ``extra["usage"]``.
+  ``cached_tokens`` = ``cache_read_input_tokens``. ``output_tokens``: in a session file, the
+  response's last line's (whatever its ``stop_reason``: many CLI versions leave it null on
+  every line); a response whose only line is the usage snapshot taken at its first block
+  (``stop_reason`` null, output 1) leaves it None, the snapshot kept in ``extra["usage"]``.
+  In ``stream-json`` (events released as they come) only a line whose ``stop_reason`` is
+  set counts it.
   Synthetic responses (``model: "<synthetic>"``, e.g. "No response requested.") are no model
   call. ``text`` and ``thinking`` blocks → ``message`` events.
 * A ``tool_use`` block and its ``tool_result`` (in a later ``user`` line, matched by id) are
@@ -34,6 +37,14 @@ Both formats carry the same messages (Anthropic Messages API content blocks), ma
   step when the agent acted since the previous one.
 * A subagent's lines are kept as events marked ``extra["subagent"]`` (its ``agentId``, or
   the ``parent_tool_use_id`` of the ``Task`` call in stream-json).
+* An anonymised log whose publisher put one placeholder (``[REDACTED]``, ``<placeholder>``
+  ...) in place of message ids, tool ids or keys is **refused**, in one line naming the line
+  and saying why: two keys under one placeholder are a duplicate key (the strict parse
+  refuses every log with one, and says the key looks like a placeholder), and a placeholder
+  message or tool id used again for another response or call would pair results with the
+  wrong calls and count one model call for many. A partial read would give counts that
+  look right and are not; the original log reads. A real id repeated (a line written twice)
+  is read as before.
 
 **stream-json** (:class:`ClaudeStreamParser`): ``system``/``init`` → ``meta["init"]``
 (session id, cwd, model, tools, ``claude_code_version``); other ``system`` lines → ``other``.
@@ -66,7 +77,11 @@ file keeps its id; ``meta["versions"]`` lists the CLI versions seen, in order. S
 inline ``isSidechain`` lines (older versions) are read as they come; the newer separate files
 (``<session id>/subagents/agent-<id>.jsonl`` or ``agent-<id>.jsonl`` beside the session) are
 read, when ``read_claude_session`` finds them, right before the ``Task`` result that names
-their ``agentId``. A step's last event is only known at the next prompt, so the event before
+their ``agentId``. A compaction runs as an agent too (``agent-acompact-<id>.jsonl``, same
+places, its own model call over the whole context): its file is read right before the
+session's ``compact_boundary`` that follows its start (or at the end of the session), its
+events marked ``extra["subagent"]``; a file whose ``sessionId`` is another session's is left
+alone. A step's last event is only known at the next prompt, so the event before
 each prompt is held one event (see :mod:`features.readers.stream`).
 """
 
@@ -78,21 +93,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
-    Loc,
+from features.readers.errors import warn_unknown
+from features.readers.events import (
     classify_command,
-    get,
-    jsonl_records,
     mark_tool_return,
     new_step_on_user_input,
-    parse_iso,
-    parse_test_counts,
-    strip_compression,
-    to_int,
     utf8_len,
-    warn_unknown,
 )
+from features.readers.fields import INT_TEXT, Loc, Shape, get, int_field, parse_iso
+from features.readers.files import strip_compression
 from features.readers.stream import StreamParser, read_with
+from features.readers.strict_json import jsonl_records, looks_like_placeholder
+from features.readers.testcounts import parse_test_counts
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
 from features.shell import split_command
 
@@ -122,31 +134,6 @@ _FROM_ISO = datetime.fromisoformat
 _TOOL_RETURN, _TEST_RETURN = BoundaryKind.TOOL_RETURN, BoundaryKind.TEST
 
 
-# The events of the hot paths are built positionally, in Event's field order (index, kind,
-# step, start, end, duration, input_tokens, cached_tokens, output_tokens, command, argv,
-# exit_code, paths_read, paths_written, bytes_written, tests_passed, tests_failed,
-# safe_boundary, boundary_kind, turn_end, is_error, text, extra; a test checks it): a class
-# called with keywords goes through a dict of them, twice the cost.
-def _message_event(step: int, start: float | None, text: str | None, is_error: bool,
-                   extra: dict[str, Any]) -> Event:
-    return Event(0, _MESSAGE, step, start, None, None, None, None, None, None, None, None,
-                 [], [], None, None, None, False, None, False, is_error, text, extra)
-
-
-def _call_event(step: int, end: float | None, inp: int | None, cached: int | None,
-                out: int | None, extra: dict[str, Any]) -> Event:
-    return Event(0, _MODEL_CALL, step, None, end, None, inp, cached, out, None, None, None,
-                 [], [], None, None, None, False, None, False, False, None, extra)
-
-
-def _tool_use_event(kind: EventKind, step: int, start: float | None, command: str | None,
-                    argv: list[str] | None, paths_read: list[str], paths_written: list[str],
-                    bytes_written: int | None, extra: dict[str, Any]) -> Event:
-    return Event(0, kind, step, start, None, None, None, None, None, command, argv, None,
-                 paths_read, paths_written, bytes_written, None, None, False, None, False,
-                 False, None, extra)
-
-
 def looks_like_stream(first: dict[str, Any]) -> bool:
     """Whether a first JSONL object is a Claude Code ``stream-json`` line."""
     return first.get("type") in STREAM_TYPES and "session_id" in first
@@ -172,6 +159,11 @@ def _text_of(content: Any) -> str | None:
     return None
 
 
+_PLACEHOLDER_HINT = ("ids replaced by a placeholder? responses and tool calls under one id "
+                     "cannot be told apart (a result could not be paired with its call), so "
+                     "the log is not read; read the original log")
+
+
 class _ClaudeParser(StreamParser):
     """What both Claude Code formats share: content blocks, tools, model calls, steps."""
 
@@ -185,21 +177,25 @@ class _ClaudeParser(StreamParser):
         self._calls_seen: set[str] = set()  # message ids with a model_call
         self._open_call: tuple[str, Event] | None = None  # a response awaiting final usage
         self._state = {"step": 1, "agent_acted": False}
-        self._loc = Loc(self.source)  # the line's, ``line`` set per line
         self._foreign_uuid = False  # a content block set an event's extra["uuid"]
+        # placeholder ids ([REDACTED] ...) -> their first line (see _PLACEHOLDER_HINT)
+        self._mids: dict[str, int] = {}
+        self._last_mid: str | None = None  # the response whose lines are coming
+        self._tool_ids: dict[str, int] = {}
         self.meta.update(n_model_calls=0, n_tool_calls=0, n_prompts=0)
 
     # -- assistant lines ----------------------------------------------------------------
-    # Hot path: plain type checks first; the checked ``get``/``to_int`` (and the ``Loc`` of a
-    # field) only when a plain check fails, so a bad field raises the same words as ever.
     def _assistant(self, obj: dict[str, Any], loc: Loc, ts: float | None,
                    extra: dict[str, Any]) -> None:
-        msg = obj.get("message")
-        if type(msg) is not dict:
-            msg = get(obj, "message", dict, loc, required=True)
-        mid = msg.get("id")
-        if type(mid) is not str:
-            mid = get(msg, "id", str, loc / "message")
+        msg = get(obj, "message", dict, loc, required=True)
+        mid = get(msg, "id", str, loc, "message")
+        if mid is not None and mid != self._last_mid:
+            if looks_like_placeholder(mid):
+                first = self._mids.setdefault(mid, loc.line)
+                if first != loc.line:
+                    raise loc.error(f"message id {mid!r} of an earlier response (line {first}) "
+                                    f"again after other lines: {_PLACEHOLDER_HINT}")
+            self._last_mid = mid
         synthetic = msg.get("model") == "<synthetic>"
         if self._open_call is not None:
             self._close_call(mid)
@@ -225,17 +221,19 @@ class _ClaudeParser(StreamParser):
         api_error = obj.get("isApiErrorMessage")
         last = len(blocks) - 1
         for j, b in enumerate(blocks):
-            btype = b.get("type") if isinstance(b, dict) else None
-            if type(btype) is not str:  # the location is only built for the error
-                bloc = loc / "message" / "content" / j
-                if not isinstance(b, dict):
-                    raise bloc.error("expected object")
-                btype = get(b, "type", str, bloc, required=True)
+            if not isinstance(b, dict):
+                raise _block_loc(loc, j).error("expected object")
+            btype = get(b, "type", str, loc, "message", "content", j, required=True)
             # the line's last block takes ``extra`` itself (nothing reads it after; its own
             # keys never clash with the line's), the others a copy: the same keys, in order
             if btype == "tool_use":
                 ev, tid = _tool_event(b, loc, j, step, ts, extra if j == last else extra.copy(),
                                       mid)
+                first = self._tool_ids.setdefault(tid, loc.line) if looks_like_placeholder(
+                    tid) else loc.line
+                if first != loc.line:
+                    raise loc.error(f"tool_use id {tid!r} of an earlier call (line {first}) used "
+                                    f"again: {_PLACEHOLDER_HINT}")
                 self._pending[tid] = ev
                 self.meta["n_tool_calls"] += 1
             elif btype == "text" or btype == "thinking" or btype == "redacted_thinking":
@@ -248,8 +246,10 @@ class _ClaudeParser(StreamParser):
                 if api_error:
                     bextra["api_error"] = True
                 bextra["role"] = "assistant"
-                emit(_message_event(step, ts, text if isinstance(text, str) else None,
-                                    bool(api_error), bextra), turn_end)
+                emit(Event(index=0, kind=_MESSAGE, step=step, start=ts,
+                           is_error=bool(api_error),
+                           text=text if isinstance(text, str) else None, extra=bextra),
+                     turn_end)
             else:
                 if btype not in BLOCK_TYPES:
                     warn_unknown(self.source, str(loc / "message" / "content" / j),
@@ -268,7 +268,8 @@ class _ClaudeParser(StreamParser):
         if usage:
             mextra["usage"] = usage
             mextra["usage_final"] = final
-        ev = _call_event(self._state["step"], ts, inp, cached, out, mextra)
+        ev = Event(index=0, kind=_MODEL_CALL, step=self._state["step"], end=ts,
+                   input_tokens=inp, cached_tokens=cached, output_tokens=out, extra=mextra)
         if final or not self.FINAL_USAGE_WAIT:
             self.emit(ev, self.TURN_END)
         else:
@@ -276,9 +277,11 @@ class _ClaudeParser(StreamParser):
 
     @staticmethod
     def _update_call(ev: Event, msg: dict[str, Any], loc: Loc) -> bool:
-        """Set a held model call's tokens from a later line's usage (``loc``: the line's);
-        True when the usage is final."""
-        usage, inp, cached, out, final = _usage(msg, loc)
+        """Set a held model call's tokens from a later line of its response (``loc``: the
+        line's): the last line's usage counts, its output tokens too whatever its
+        ``stop_reason`` (many CLI versions leave it null on every line); True when the
+        usage is final."""
+        usage, inp, cached, out, final = _usage(msg, loc, later=True)
         if usage:
             if inp is not None:
                 ev.input_tokens = inp
@@ -301,10 +304,9 @@ class _ClaudeParser(StreamParser):
               ) -> None:
         """A user line; ``split``: its content split by :func:`_split_content` when the
         caller already walked it (the message then is an object)."""
+        self._last_mid = None
         if split is None:
-            msg = obj.get("message")
-            if type(msg) is not dict:
-                msg = get(obj, "message", dict, loc, required=True)
+            msg = get(obj, "message", dict, loc, required=True)
             split = _split_content(msg.get("content"))
         content, results, texts, bad = split
         if results is not None:
@@ -332,12 +334,14 @@ class _ClaudeParser(StreamParser):
                 extra[k] = True
         extra["role"] = "user"  # the line's last use of its extra: the event takes it
         extra["prompt"] = prompt
-        self.emit(_message_event(self._state["step"], ts, text, False, extra), self.TURN_END)
+        self.emit(Event(index=0, kind=_MESSAGE, step=self._state["step"], start=ts, text=text,
+                        extra=extra), self.TURN_END)
 
     def _result_blocks(self, obj: dict[str, Any], ts: float | None, extra: dict[str, Any],
                        results: list[dict[str, Any]]) -> None:
         """The ``tool_result`` blocks of a user line (the line's structured result goes with
         a lone one)."""
+        self._last_mid = None
         result = obj.get("toolUseResult", obj.get("tool_use_result")) if len(
             results) == 1 else None
         for b in results:
@@ -457,11 +461,8 @@ class ClaudeStreamParser(_ClaudeParser):
         return self.meta.get("session_id")
 
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
-        loc = self._loc  # one Loc per parser, its line moved: read only to word an error
-        loc.line = lineno
-        t = obj.get("type")
-        if type(t) is not str:
-            t = get(obj, "type", str, loc, required=True)
+        loc = self.line_loc(lineno)
+        t = get(obj, "type", str, loc, required=True)
         meta = self.meta
         if t == "stream_event":  # partial-message deltas: the full lines follow
             meta["n_stream_events"] += 1
@@ -556,11 +557,20 @@ class ClaudeSessionParser(_ClaudeParser):
 
     def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
                  repo: str | None = None,
-                 subagent_file: Callable[[str], Path | None] | None | bool = None) -> None:
+                 subagent_file: Callable[[str], Path | None] | None | bool = None,
+                 compaction_files: Callable[[], list[Path]] | None | bool = None) -> None:
         super().__init__(source=source, task_id=task_id, repo=repo)
-        if subagent_file is None and self.source.is_file():
+        on_disk = self.source.is_file()
+        if subagent_file is None and on_disk:
             subagent_file = subagent_files(self.source)
         self._subagent_file = subagent_file if callable(subagent_file) else None
+        if compaction_files is None and on_disk:
+            session = self.source
+            compaction_files = lambda: compaction_agent_files(session)  # noqa: E731
+        self._compaction_files = compaction_files if callable(compaction_files) else None
+        # compaction agent files not read yet: (first time, agent id, path, records)
+        self._compactions: list[tuple[float, str, Path, list[Any]]] | None = None
+        self._side_agent: str | None = None  # the agent of a compaction file being fed
         self._parent: dict[str, str | None] = {}  # uuid -> parent (logical parent at a compaction)
         self._spine_child: dict[str, str] = {}  # uuid -> first child that is not a tool result
         self._sidechain: set[str] = set()
@@ -578,14 +588,8 @@ class ClaudeSessionParser(_ClaudeParser):
                   file: str | None = None) -> None:
         """One line of the session file, or (``file``) of a subagent's own file; ``arrival``
         is ignored (every line has its own time)."""
-        if file:
-            loc = Loc(Path(file), lineno)
-        else:  # one Loc per parser, its line moved: a Loc is only read to word an error
-            loc = self._loc
-            loc.line = lineno
-        t = obj.get("type")
-        if type(t) is not str:
-            t = get(obj, "type", str, loc, required=True)
+        loc = Loc(Path(file), lineno) if file else self.line_loc(lineno)
+        t = get(obj, "type", str, loc, required=True)
         meta = self.meta
         if t == "progress":
             meta["n_progress"] += 1
@@ -611,9 +615,9 @@ class ClaudeSessionParser(_ClaudeParser):
         parent = obj.get("parentUuid")
         if parent is None:
             parent = obj.get("logicalParentUuid")
-        side = obj.get("isSidechain")
+        side = obj.get("isSidechain") or self._side_agent
         if side:
-            agent = obj.get("agentId")
+            agent = obj.get("agentId") or self._side_agent
             self._sidechain.add(uuid)
             if isinstance(agent, str):
                 self._agents.add(agent)
@@ -667,6 +671,9 @@ class ClaudeSessionParser(_ClaudeParser):
         else:
             if self._open_call is not None:
                 self._close_call(None)
+            if (t == "system" and not side and not file
+                    and obj.get("subtype") == "compact_boundary"):
+                self._read_compactions(ts)  # the compaction's own call, before its boundary
             if t not in SESSION_TYPES:
                 warn_unknown(self.source, f"line {lineno}", f"line type {t!r}")
             sub = obj.get("subtype")
@@ -677,6 +684,41 @@ class ClaudeSessionParser(_ClaudeParser):
                             extra={**extra, **{k: v for k, v in obj.items() if k not in (
                                 "type", "uuid", "parentUuid", "content", "sessionId",
                                 "timestamp")}}), None)
+
+    def _read_compactions(self, until: float | None) -> None:
+        """Feed the compaction agent files of this session (see
+        :func:`compaction_agent_files`) that began by ``until`` (None: all that are left),
+        oldest first; a file of another session (its ``sessionId``) is left alone."""
+        if self._compaction_files is None:
+            return
+        if self._compactions is None:
+            self._compactions = []
+            for path in self._compaction_files():
+                records = list(jsonl_records(path))
+                first = next((o for _, o in records if isinstance(o, dict)), {})
+                sid = first.get("sessionId")
+                mine = self.meta.get("session_id")
+                if mine is not None and sid != mine:
+                    continue
+                ts = first.get("timestamp")
+                at = parse_iso(ts, Loc(path, records[0][0], "timestamp")) if isinstance(
+                    ts, str) else float("-inf")
+                agent = path.name.removeprefix("agent-").split(".jsonl")[0]
+                self._compactions.append((at, agent, path, records))
+            self._compactions.sort(key=lambda c: c[0])
+        while self._compactions and (until is None or self._compactions[0][0] <= until):
+            _, agent, path, records = self._compactions.pop(0)
+            self._agents.add(agent)
+            self._side_agent = agent
+            try:
+                for lineno, obj in records:
+                    self.on_record(obj, lineno, None, str(path))
+            finally:
+                self._side_agent = None
+
+    def on_end(self) -> None:
+        self._read_compactions(None)  # compactions no boundary of this file followed
+        super().on_end()
 
     def _bookkeeping(self, t: str, obj: dict[str, Any], loc: Loc) -> None:
         book = self.meta["bookkeeping"]
@@ -785,40 +827,31 @@ def _block_loc(loc: Loc, j: int) -> Loc:
     return loc / "message" / "content" / j
 
 
-def _usage(msg: dict[str, Any], loc: Loc
+_PROMPT_USAGE = Shape(("input_tokens", INT_TEXT), ("cache_creation_input_tokens", INT_TEXT),
+                      ("cache_read_input_tokens", INT_TEXT))
+
+
+def _usage(msg: dict[str, Any], loc: Loc, later: bool = False
            ) -> tuple[dict[str, Any] | None, int | None, int | None, int | None, bool]:
     """A response's usage (None when it has none), its prompt, cached and output tokens (see
-    the module docstring), and whether it is final (``stop_reason`` set; only a final usage
-    counts output tokens). ``loc``: the line's."""
-    usage = msg.get("usage")
-    if usage is not None and type(usage) is not dict:
-        usage = get(msg, "usage", (dict, type(None)), loc / "message")
+    the module docstring), and whether it is final (``stop_reason`` set). The output tokens
+    of a response's first line count only when it is final (else they are the first block's
+    snapshot); ``later``: a later line of the response, whose output tokens count whatever
+    its ``stop_reason``. ``loc``: the line's."""
+    usage = get(msg, "usage", (dict, type(None)), loc, "message")
     final = msg.get("stop_reason") is not None
     if not usage:
         return None, None, None, None, final
-    i = usage.get("input_tokens")
-    w = usage.get("cache_creation_input_tokens")
-    r = usage.get("cache_read_input_tokens")
-    # plain ints well inside 64 bits need no check; anything else goes through to_int
-    if not (type(i) is int and type(w) is int and type(r) is int and (i | w | r) >> 62 == 0):
-        uloc = loc / "message" / "usage"
-        i = to_int(i, uloc / "input_tokens")
-        w = to_int(w, uloc / "cache_creation_input_tokens")
-        r = to_int(r, uloc / "cache_read_input_tokens")
+    i, w, r = _PROMPT_USAGE.read(usage, loc, "message", "usage")
     out = None
-    if final:
-        out = usage.get("output_tokens")
-        if not (type(out) is int and out >> 62 == 0):
-            out = to_int(out, loc / "message" / "usage" / "output_tokens")
+    if final or later:
+        out = int_field(usage.get("output_tokens"), loc, "message", "usage", "output_tokens")
     return usage, None if i is None else i + (w or 0) + (r or 0), r, out, final
 
 
 def _input_str(inp: dict[str, Any], key: str, loc: Loc, j: int) -> str | None:
     """A string field of a ``tool_use`` block's ``input`` (block ``j`` of the line ``loc``)."""
-    v = inp.get(key)
-    if type(v) is not str:
-        v = get(inp, key, str, _block_loc(loc, j) / "input")
-    return v
+    return get(inp, key, str, loc, "message", "content", j, "input")
 
 
 def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None,
@@ -826,12 +859,8 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
     """The event of a ``tool_use`` block (block ``j`` of the line ``loc``, of the response
     ``mid``) before its result, and the block's id. ``bextra``: the line's extra, which the
     event keeps (the block's keys are added to it)."""
-    name = b.get("name")
-    if type(name) is not str:
-        name = get(b, "name", str, _block_loc(loc, j), required=True)
-    inp = b.get("input")
-    if type(inp) is not dict or not inp:
-        inp = get(b, "input", (dict, type(None)), _block_loc(loc, j)) or {}
+    name = get(b, "name", str, loc, "message", "content", j, required=True)
+    inp = get(b, "input", (dict, type(None)), loc, "message", "content", j) or {}
     tid = b.get("id")
     bextra["message_id"] = mid
     bextra["block"] = "tool_use"
@@ -839,15 +868,13 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
     bextra["tool_use_id"] = tid
     bextra["input"] = inp
     if name == "Bash":
-        cmd = inp.get("command")
-        if type(cmd) is not str:
-            cmd = _input_str(inp, "command", loc, j)
+        cmd = _input_str(inp, "command", loc, j)
         if cmd is not None:
             argv = split_command(cmd)
-            ev = _tool_use_event(classify_command(cmd, argv), step, ts, cmd, argv, [], [], None,
-                                 bextra)
+            ev = Event(index=0, kind=classify_command(cmd, argv), step=step, start=ts,
+                       command=cmd, argv=argv, extra=bextra)
         else:
-            ev = _tool_use_event(_COMMAND, step, ts, None, None, [], [], None, bextra)
+            ev = Event(index=0, kind=_COMMAND, step=step, start=ts, extra=bextra)
     elif name in FILE_TOOLS:
         p = _input_str(inp, "notebook_path" if name == "NotebookEdit" else "file_path", loc, j)
         if name == "Write":
@@ -859,15 +886,15 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
         else:
             edits = get(inp, "edits", list, _block_loc(loc, j) / "input", default=[])
             n = sum(utf8_len(e.get("new_string")) or 0 for e in edits if isinstance(e, dict))
-        ev = _tool_use_event(_FILE_CHANGE, step, ts, None, None, [], [p] if p else [], n, bextra)
+        ev = Event(index=0, kind=_FILE_CHANGE, step=step, start=ts,
+                   paths_written=[p] if p else [], bytes_written=n, extra=bextra)
     elif name in READ_TOOLS:
         p = inp.get("file_path") if name == "Read" else inp.get("path")
-        ev = _tool_use_event(_OTHER, step, ts, None, None, [p] if isinstance(p, str) and p else [],
-                             [], None, bextra)
+        ev = Event(index=0, kind=_OTHER, step=step, start=ts,
+                   paths_read=[p] if isinstance(p, str) and p else [], extra=bextra)
     else:
-        ev = _tool_use_event(_OTHER, step, ts, None, None, [], [], None, bextra)
-    if type(tid) is not str:
-        tid = get(b, "id", str, _block_loc(loc, j), required=True)
+        ev = Event(index=0, kind=_OTHER, step=step, start=ts, extra=bextra)
+    tid = get(b, "id", str, loc, "message", "content", j, required=True)
     return ev, tid
 
 
@@ -895,6 +922,20 @@ def subagent_files(session: Path) -> Callable[[str], Path | None]:
         return None
 
     return find
+
+
+def compaction_agent_files(session: Path) -> list[Path]:
+    """The files of the compaction agents beside a session: ``agent-acompact-<id>.jsonl``
+    in ``<session id>/subagents/`` (newer CLIs) or beside the session file (older), a
+    compressed one too (each file's ``sessionId`` says whose it is)."""
+    base = Path(strip_compression(session.name)).stem
+    found = []
+    for folder in (session.parent / base / "subagents", session.parent):
+        if folder.is_dir():
+            found += sorted(p for p in folder.glob("agent-acompact-*.jsonl*")
+                            if p.is_file() and p != session
+                            and strip_compression(p.name).endswith(".jsonl"))
+    return found
 
 
 def read_claude_session(path: str | Path, *, task_id: str | None = None, repo: str | None = None,

@@ -41,21 +41,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
-    Loc,
-    TrajectoryFormatError,
+from features.readers.errors import TrajectoryFormatError, warn_unknown
+from features.readers.events import (
     apply_test_counts,
     classify_command,
-    get,
-    load_json,
     mark_tool_return,
     new_step_on_user_input,
-    plain_event,
-    seal,
-    to_float,
-    to_int,
-    warn_unknown,
 )
+from features.readers.fields import Loc, float_field, get, to_float, to_int
+from features.readers.stream import StreamParser, read_document
+from features.readers.strict_json import load_json
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
 
@@ -120,110 +115,110 @@ def _info(text: Any, loc: Loc) -> dict[str, Any]:
     return obj
 
 
-def read_cline_task(path: str | Path, *, task_id: str | None = None,
-                    repo: str | None = None) -> Trajectory:
-    """Read a Cline (or Roo Code) task folder, or its ``ui_messages.json``, into a
-    :class:`Trajectory` (see the module docstring)."""
-    path = Path(path)
-    folder = path if path.is_dir() else path.parent
-    ui = path / UI_FILE if path.is_dir() else path
-    doc = load_json(ui)
-    if not isinstance(doc, list):
-        raise TrajectoryFormatError(f"{ui}: expected a list of UI messages, got "
-                                    f"{type(doc).__name__}")
-    meta: dict[str, Any] = {"task_folder": str(folder)}
-    api = folder / API_FILE
-    if api.is_file():
-        conv = load_json(api)
-        if not isinstance(conv, list):
-            raise TrajectoryFormatError(f"{api}: expected a list of messages")
-        meta["api_messages"] = len(conv)
-        meta["api_assistant_messages"] = sum(
-            1 for m in conv if isinstance(m, dict) and m.get("role") == "assistant")
-    state = {"step": 1, "agent_acted": False}
-    events: list[Event] = []
-    cmd: Event | None = None
-    outputs: list[str] = []
-    cost = 0.0
+class ClineTaskParser(StreamParser):
+    """Reader of a Cline (or Roo Code) task (see the module docstring): one record per UI
+    message of ``ui_messages.json``; ``api_conversation_history.json`` beside it gives
+    counts for ``meta``."""
 
-    def close_cmd() -> None:
-        nonlocal cmd
+    FORMAT = FORMAT
+    LAYOUT = "json"
+
+    def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
+                 repo: str | None = None) -> None:
+        super().__init__(source=source, task_id=task_id, repo=repo)
+        self._root = Loc(self.source)
+        self._state = {"step": 1, "agent_acted": False}
+        self._cmd: Event | None = None  # a command whose output lines are coming
+        self._outputs: list[str] = []
+        self._cost = 0.0
+
+    def records(self, doc: Any) -> list[Any]:
+        if not isinstance(doc, list):
+            raise TrajectoryFormatError(f"{self.source}: expected a list of UI messages, got "
+                                        f"{type(doc).__name__}")
+        folder = self.source.parent
+        self.meta["task_folder"] = str(folder)
+        api = folder / API_FILE
+        if api.is_file():
+            conv = load_json(api)
+            if not isinstance(conv, list):
+                raise TrajectoryFormatError(f"{api}: expected a list of messages")
+            self.meta["api_messages"] = len(conv)
+            self.meta["api_assistant_messages"] = sum(
+                1 for m in conv if isinstance(m, dict) and m.get("role") == "assistant")
+        return doc
+
+    def _close_cmd(self) -> None:
+        cmd = self._cmd
         if cmd is not None:
-            out = "\n".join(outputs)
+            out = "\n".join(self._outputs)
             cmd.extra["output"] = out
             if (m := _EXIT.search(out)) is not None:
                 cmd.exit_code = int(m.group(1))
             apply_test_counts(cmd, out)
             mark_tool_return(cmd)
-            events.append(cmd)
-            cmd = None
+            self.emit(cmd)
+            self._cmd = None
 
-    root = Loc(ui)
-    for i, m in enumerate(doc):
-        # plain type checks first; the checked reads (and the message's Loc) only when one
-        # fails, so a bad field raises the same error at the same point
-        typ = m.get("type") if type(m) is dict else None
-        what = m.get(typ) if typ == "say" or typ == "ask" else None
-        ts_ms = m.get("ts") if what.__class__ is str else None
-        text = m.get("text")
-        if ts_ms.__class__ is not int or (text is not None and text.__class__ is not str):
-            loc = root / i
-            if not isinstance(m, dict):
-                raise loc.error("expected object")
-            typ = get(m, "type", str, loc, required=True)
-            if typ not in ("say", "ask"):
-                raise (loc / "type").error(f"expected 'say' or 'ask', got {typ!r}")
-            what = get(m, typ, str, loc, required=True)
-            ts_ms = to_float(m.get("ts"), loc / "ts")
-            text = get(m, "text", str, loc)
+    def on_record(self, m: Any, i: int, arrival: float | None) -> None:
+        loc = self._root / i
+        if not isinstance(m, dict):
+            raise loc.error("expected object")
+        typ = get(m, "type", str, loc, required=True)
+        if typ not in ("say", "ask"):
+            raise (loc / "type").error(f"expected 'say' or 'ask', got {typ!r}")
+        what = get(m, typ, str, loc, required=True)
+        ts_ms = float_field(m.get("ts"), loc, "ts")
+        text = get(m, "text", str, loc)
         ts = None if ts_ms is None else ts_ms / 1000.0
-        if what == "command_output" and cmd is not None:
+        state = self._state
+        if what == "command_output" and self._cmd is not None:
             if text:
-                outputs.append(text)
-            cmd.end = ts
-            continue
-        close_cmd()
+                self._outputs.append(text)
+            self._cmd.end = ts
+            return
+        self._close_cmd()
         extra: dict[str, Any] = {"ui_index": i, "ui_type": typ, typ: what}
         if m.get("partial"):
             extra["partial"] = True
         step = state["step"]
         if what == "command":
             argv = split_command(text) if text else None
-            cmd = plain_event(classify_command(text, argv), step, extra, start=ts)
+            cmd = self._cmd = Event(index=0, kind=classify_command(text, argv), step=step,
+                                    extra=extra, start=ts)
             cmd.command, cmd.argv = text, argv
-            outputs = []
+            self._outputs = []
             state["agent_acted"] = True
-            continue
+            return
         if what == "api_req_started":
-            loc = root / i
             info = _info(text, loc)
             il = loc / "text"
             t_in = to_int(info.get("tokensIn"), il / "tokensIn")
             writes = to_int(info.get("cacheWrites"), il / "cacheWrites")
             reads = to_int(info.get("cacheReads"), il / "cacheReads")
-            ev = plain_event(EventKind.MODEL_CALL, step, extra, start=ts,
-                             output_tokens=to_int(info.get("tokensOut"), il / "tokensOut"))
+            ev = Event(index=0, kind=EventKind.MODEL_CALL, step=step, extra=extra, start=ts,
+                       output_tokens=to_int(info.get("tokensOut"), il / "tokensOut"))
             if t_in is not None or writes is not None or reads is not None:
                 ev.input_tokens = (t_in or 0) + (writes or 0) + (reads or 0)
             ev.cached_tokens = reads
             c = to_float(info.get("cost"), il / "cost")
             if c is not None:
                 extra["cost_usd"] = c
-                cost += c
+                self._cost += c
             for k in ("cacheWrites", "cancelReason", "streamingFailedMessage"):
                 if info.get(k) is not None:
                     extra[k] = info[k]
             ev.is_error = bool(info.get("cancelReason") or info.get("streamingFailedMessage"))
             state["agent_acted"] = True
-            events.append(ev)
-            continue
+            self.emit(ev)
+            return
         if what == "tool":
-            info = _info(text, root / i)
+            info = _info(text, loc)
             tool = info.get("tool")
             extra["tool"] = tool
             extra["info"] = info
             p = info.get("path")
-            ev = plain_event(EventKind.OTHER, step, extra, start=ts)
+            ev = Event(index=0, kind=EventKind.OTHER, step=step, extra=extra, start=ts)
             if tool in _EDIT_TOOLS:
                 ev.kind = EventKind.FILE_CHANGE
                 ev.paths_written = [p] if isinstance(p, str) and p else []
@@ -235,29 +230,41 @@ def read_cline_task(path: str | Path, *, task_id: str | None = None,
                 ev.paths_read = [p]
             mark_tool_return(ev)
             state["agent_acted"] = True
-            events.append(ev)
-            continue
+            self.emit(ev)
+            return
         if what in _PROMPTS:
             new_step_on_user_input(state)
             extra.update(role="user", prompt=True)
-            events.append(plain_event(EventKind.MESSAGE, state["step"], extra, start=ts,
-                                      text=text))
-            continue
+            self.emit(Event(index=0, kind=EventKind.MESSAGE, step=state["step"], extra=extra,
+                            start=ts, text=text))
+            return
         if what in _ASSISTANT:
             extra["role"] = "assistant"
-            events.append(plain_event(EventKind.MESSAGE, step, extra, start=ts, text=text))
-            continue
+            self.emit(Event(index=0, kind=EventKind.MESSAGE, step=step, extra=extra, start=ts,
+                            text=text))
+            return
         if what not in (SAYS if typ == "say" else ASKS):
-            warn_unknown(ui, f"message {i}", f"{typ} {what!r}")
-        ev = plain_event(EventKind.OTHER, step, extra, start=ts, text=text)
+            warn_unknown(self.source, f"message {i}", f"{typ} {what!r}")
+        ev = Event(index=0, kind=EventKind.OTHER, step=step, extra=extra, start=ts, text=text)
         ev.is_error = what in _ERRORS
         if m.get("lastCheckpointHash"):
             extra["checkpoint"] = m["lastCheckpointHash"]
-        events.append(ev)
-    close_cmd()
-    meta["cost_usd"] = cost
-    for i, e in enumerate(events):
-        e.index = i
-        e.turn_end = i + 1 == len(events) or events[i + 1].step != e.step
-    tid = task_id or folder.name
-    return seal(tid, repo or "unknown", FORMAT, events, meta, path=ui)
+        self.emit(ev)
+
+    def on_end(self) -> None:
+        self._close_cmd()
+
+    def on_final(self) -> None:
+        self.meta["cost_usd"] = self._cost
+
+    def task_default(self) -> str:
+        return self.source.parent.name
+
+
+def read_cline_task(path: str | Path, *, task_id: str | None = None,
+                    repo: str | None = None) -> Trajectory:
+    """Read a Cline (or Roo Code) task folder, or its ``ui_messages.json``, into a
+    :class:`Trajectory` (see the module docstring)."""
+    path = Path(path)
+    ui = path / UI_FILE if path.is_dir() else path
+    return read_document(ClineTaskParser(source=ui, task_id=task_id, repo=repo), ui)

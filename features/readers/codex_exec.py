@@ -49,19 +49,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
-    Loc,
-    apply_test_counts,
-    classify_command,
-    get,
-    mark_tool_return,
-    to_int,
-    utf8_len,
-    warn_unknown,
-)
-from features.readers.common import (
-    plain_event as _event,
-)
+from features.readers.errors import warn_unknown
+from features.readers.events import apply_test_counts, classify_command, mark_tool_return, utf8_len
+from features.readers.fields import INT_TEXT, Loc, Shape, get, to_int
 from features.readers.stream import StreamParser, read_with
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
@@ -83,8 +73,6 @@ _ITEM_LIFECYCLE = frozenset({"item.started", "item.updated", "item.completed"})
 _MESSAGE_ITEMS = frozenset({"agent_message", "assistant_message", "reasoning"})
 _ITEM_KINDS = {"command_execution": EventKind.COMMAND, "file_change": EventKind.FILE_CHANGE,
                **dict.fromkeys(_MESSAGE_ITEMS, EventKind.MESSAGE)}
-# an int a table column holds: the plain check before to_int's own
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def looks_like(first: dict[str, Any]) -> bool:
@@ -130,16 +118,16 @@ class CodexExecParser(StreamParser):
         return self._turn if self._in_turn else self._turn + 1
 
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
-        t = obj.get("type")
-        if type(t) is not str:  # the checked read words the error
-            t = get(obj, "type", str, Loc(self.source, lineno), required=True)
+        loc = self._line_loc  # the parser's one Loc, its line moved (see line_loc)
+        loc.line = lineno
+        t = get(obj, "type", str, loc, required=True)
         handler = _HANDLERS.get(t)  # one look-up per line, not a chain of comparisons
         if handler is not None:
-            handler(self, t, obj, lineno, arrival)
+            handler(self, t, obj, loc, arrival)
         else:
-            self._other(t, obj, lineno, arrival)
+            self._other(t, obj, loc, arrival)
 
-    def _turn_started(self, t: str, obj: dict[str, Any], lineno: int,
+    def _turn_started(self, t: str, obj: dict[str, Any], loc: Loc,
                       arrival: float | None) -> None:
         self._turn += 1
         self._in_turn = True
@@ -148,10 +136,10 @@ class CodexExecParser(StreamParser):
         self._turns.append({"step": self._turn, "start": arrival, "end": None,
                             "usage": None, "extra": rest})
 
-    def _thread_started(self, t: str, obj: dict[str, Any], lineno: int,
+    def _thread_started(self, t: str, obj: dict[str, Any], loc: Loc,
                         arrival: float | None) -> None:
         meta = self.meta
-        tid = get(obj, "thread_id", str, Loc(self.source, lineno))
+        tid = get(obj, "thread_id", str, loc)
         if "thread_id" in meta and tid != meta["thread_id"]:
             meta.setdefault("other_thread_ids", []).append(tid)
             self._prev_total = {k: 0 for k in _USAGE_KEYS}  # a new thread restarts
@@ -159,10 +147,9 @@ class CodexExecParser(StreamParser):
             meta["thread_id"] = tid
         meta["thread_started"] = obj
 
-    def _error_line(self, t: str, obj: dict[str, Any], lineno: int,
+    def _error_line(self, t: str, obj: dict[str, Any], loc: Loc,
                     arrival: float | None) -> None:
         """``turn.failed`` and ``error`` lines."""
-        loc = Loc(self.source, lineno)
         if t == "error":
             msg = get(obj, "message", str, loc)
         else:
@@ -174,18 +161,18 @@ class CodexExecParser(StreamParser):
             if self._turns:
                 self._turns[-1].update(end=arrival, failed=True)
             self._in_turn = False
-        extra = {"line": lineno, "event_type": t}
+        extra = {"line": loc.line, "event_type": t}
         for k, v in obj.items():
             if k != "type":
                 extra[k] = v
         self.emit(Event(index=0, kind=EventKind.OTHER, step=step, end=arrival,
                         is_error=True, text=msg, extra=extra), turn_end=ends)
 
-    def _other(self, t: str, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
+    def _other(self, t: str, obj: dict[str, Any], loc: Loc, arrival: float | None) -> None:
         """Any other line type (``item.plan.delta`` …, an unknown one warned): ``other``."""
         if t not in TOP_TYPES:
-            warn_unknown(self.source, f"line {lineno}", f"event type {t!r}")
-        extra = {"line": lineno, "event_type": t}
+            warn_unknown(self.source, f"line {loc.line}", f"event type {t!r}")
+        extra = {"line": loc.line, "event_type": t}
         for k, v in obj.items():
             if k != "type":
                 extra[k] = v
@@ -193,31 +180,14 @@ class CodexExecParser(StreamParser):
                         step=self._turn if self._in_turn else self._turn + 1,
                         end=arrival, extra=extra), turn_end=False)
 
-    def _turn_completed(self, t: str, obj: dict[str, Any], lineno: int,
+    def _turn_completed(self, t: str, obj: dict[str, Any], loc: Loc,
                         arrival: float | None) -> None:
-        usage = obj.get("usage")
-        if type(usage) is not dict:
-            usage = get(obj, "usage", dict, Loc(self.source, lineno), required=True)
-        prev = self._prev_total
-        pi, pc, po = prev["input_tokens"], prev["cached_input_tokens"], prev["output_tokens"]
-        ti = usage.get("input_tokens")
-        tc = usage.get("cached_input_tokens")
-        to = usage.get("output_tokens")
-        # the usual line: all three counts plain ints, none below the last total (which is
-        # within 64 bits, so p <= t also keeps t above the 64-bit minimum)
-        if (type(ti) is int and type(tc) is int and type(to) is int
-                and pi <= ti <= _INT64_MAX and pc <= tc <= _INT64_MAX
-                and po <= to <= _INT64_MAX):
-            d_in, d_cached, d_out = ti - pi, tc - pc, to - po
-            n_total = 3
-            self._prev_total = {"input_tokens": ti, "cached_input_tokens": tc,
-                                "output_tokens": to}
-        else:
-            delta = self._usage_delta(usage, lineno)
-            d_in, d_cached, d_out = (delta["input_tokens"], delta["cached_input_tokens"],
-                                     delta["output_tokens"])
-            n_total = len([d for d in delta.values() if d is not None])
-        extra: dict[str, Any] = {"line": lineno, "event_type": "turn.completed",
+        usage = get(obj, "usage", dict, loc, required=True)
+        delta = self._usage_delta(usage, loc)
+        d_in, d_cached, d_out = (delta["input_tokens"], delta["cached_input_tokens"],
+                                 delta["output_tokens"])
+        n_total = 3 - (d_in is None) - (d_cached is None) - (d_out is None)
+        extra: dict[str, Any] = {"line": loc.line, "event_type": "turn.completed",
                                  "usage_total": usage}
         if len(usage) > n_total:  # else every key is one of _USAGE_KEYS
             extra_usage = {k: v for k, v in usage.items() if k not in _USAGE_KEYS}
@@ -235,53 +205,43 @@ class CodexExecParser(StreamParser):
         if self._turns:
             last = self._turns[-1]
             last["end"], last["usage"], last["completed"] = arrival, usage, True
-        self.emit(_event(EventKind.MODEL_CALL, step, extra, None, arrival, None,
-                         d_in, d_cached, d_out), turn_end=True)
+        self.emit(Event(index=0, kind=EventKind.MODEL_CALL, step=step, end=arrival,
+                        input_tokens=d_in, cached_tokens=d_cached, output_tokens=d_out,
+                        extra=extra), turn_end=True)
 
-    def _usage_delta(self, usage: dict[str, Any], lineno: int) -> dict[str, int | None]:
+    def _usage_delta(self, usage: dict[str, Any], loc: Loc) -> dict[str, int | None]:
         """The per-turn counts of a ``turn.completed`` usage (None for a key not reported),
-        checked, and the running total moved on (the general path of _turn_completed)."""
-        # the usage keys reported (as ints), missing ones left out: never 0
-        total: dict[str, int] = {}
-        for k in _USAGE_KEYS:
-            v = usage.get(k)
-            if v is None:
-                continue
-            if type(v) is not int or not _INT64_MIN <= v <= _INT64_MAX:
-                v = to_int(v, Loc(self.source, lineno) / "usage" / k)
-            total[k] = v
+        checked, and the running total moved on."""
+        counts = _USAGE.read(usage, loc, "usage")
         prev = self._prev_total
         delta: dict[str, int | None] = dict.fromkeys(_USAGE_KEYS)
-        for k, v in total.items():
+        moved = dict(prev)
+        for k, v in zip(_USAGE_KEYS, counts, strict=True):
+            if v is None:
+                continue  # a count not reported: None, never 0
             d = v - prev[k]
             if d < 0:
-                raise (Loc(self.source, lineno) / "usage").error(
+                total = {k: v for k, v in zip(_USAGE_KEYS, counts, strict=True)
+                         if v is not None}
+                raise (loc / "usage").error(
                     f"running token total decreased ({prev} -> {total}); "
                     "turn.completed.usage must be a running total")
             delta[k] = d
-        self._prev_total = {**prev, **total}
+            moved[k] = v
+        self._prev_total = moved
         return delta
 
-    def _item(self, t: str, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
-        # plain type checks first; the checked reads (same order, same words) when one fails
-        item = obj.get("item")
-        if type(item) is not dict:
-            item = get(obj, "item", dict, Loc(self.source, lineno), required=True)
-        itype = item.get("type")
-        if type(itype) is str:
+    def _item(self, t: str, obj: dict[str, Any], loc: Loc, arrival: float | None) -> None:
+        lineno = loc.line
+        item = get(obj, "item", dict, loc, required=True)
+        if "type" in item:
+            itype, iid = _ITEM.read(item, loc, "item")
             self._spellings.add("type")
         else:
-            iloc = Loc(self.source, lineno) / "item"
-            if "type" in item:
-                itype = get(item, "type", str, iloc)
-                self._spellings.add("type")
-            else:
-                itype = get(item, "item_type", str, iloc, required=True)
-                self._spellings.add("item_type")
-        key = item.get("id")
-        if type(key) is not str:
-            iid = get(item, "id", (str, int), Loc(self.source, lineno) / "item")
-            key = str(iid) if iid is not None else f"line{lineno}"
+            itype = get(item, "item_type", str, loc, "item", required=True)
+            iid = get(item, "id", (str, int), loc, "item")
+            self._spellings.add("item_type")
+        key = iid if iid.__class__ is str else str(iid) if iid is not None else f"line{lineno}"
         step = self._turn if self._in_turn else self._turn + 1
         done = t == "item.completed"
         ev = self._open.get(key)
@@ -295,7 +255,7 @@ class CodexExecParser(StreamParser):
             # the lifecycle word and last line in at once: what the first fold adds
             extra = {"line": lineno, "item_type": itype, "lifecycle": [_PHASES[t]],
                      "last_line": lineno}
-            ev = _event(kind, step, extra)
+            ev = Event(index=0, kind=kind, step=step, extra=extra)
             if not done:
                 self._open[key] = ev
                 if arrival is not None:
@@ -304,12 +264,9 @@ class CodexExecParser(StreamParser):
             extra = ev.extra
             extra["lifecycle"].append(_PHASES[t])
             extra["last_line"] = lineno
-        # fold this line into the event (the last line wins); plain type checks first, a
-        # field that fails one is re-read checked (same error words)
+        # fold this line into the event (the last line wins)
         if itype == "command_execution":
-            cmd = item.get("command")
-            if type(cmd) is not str:
-                cmd = get(item, "command", str, Loc(self.source, lineno) / "item")
+            cmd, code, out, status = _COMMAND.read(item, loc, "item")
             if cmd is not None and cmd != ev.command:
                 ev.command = cmd
                 # argv and kind are functions of the command alone: worked out once per
@@ -321,19 +278,9 @@ class CodexExecParser(StreamParser):
                         None if argv is None else tuple(argv), classify_command(cmd, argv))
                 words, ev.kind = known
                 ev.argv = None if words is None else list(words)
-            code = item.get("exit_code")
-            if code is None or (type(code) is int and _INT64_MIN <= code <= _INT64_MAX):
-                ev.exit_code = code
-            else:
-                ev.exit_code = to_int(code, Loc(self.source, lineno) / "item" / "exit_code")
-            out = item.get("aggregated_output")
-            if type(out) is not str:
-                out = get(item, "aggregated_output", str, Loc(self.source, lineno) / "item")
+            ev.exit_code = code
             if out is not None:
                 extra["output"] = out
-            status = item.get("status")
-            if type(status) is not str:
-                status = get(item, "status", str, Loc(self.source, lineno) / "item")
             ev.is_error = status == "declined"
             if ev.kind is EventKind.TEST:
                 if out:
@@ -342,13 +289,10 @@ class CodexExecParser(StreamParser):
                     ev.tests_passed = ev.tests_failed = None
             skip = _SKIP_COMMAND
         elif itype in _MESSAGE_ITEMS:
-            text = item.get("text")
-            if type(text) is not str:
-                text = get(item, "text", str, Loc(self.source, lineno) / "item")
-            ev.text = text
+            ev.text = get(item, "text", str, loc, "item")
             skip = _SKIP_MESSAGE
         else:
-            _update_other(ev, itype, item, Loc(self.source, lineno) / "item")
+            _update_other(ev, itype, item, loc / "item")
             skip = _SKIP_TYPE
         for k, v in item.items():
             if k not in skip:
@@ -410,6 +354,11 @@ def read_codex_exec(
                      arrival_times=arrival_times)
 
 
+# the typed fields of a turn's usage, of an item (its type and id), and of a command item
+_USAGE = Shape(*((k, INT_TEXT) for k in _USAGE_KEYS))
+_ITEM = Shape(("type", str), ("id", (str, int)))
+_COMMAND = Shape(("command", str), ("exit_code", INT_TEXT), ("aggregated_output", str),
+                 ("status", str))
 _SKIP_TYPE = frozenset({"type", "item_type"})
 # the item keys an event holds in its own fields, not again in extra
 _SKIP_COMMAND = _SKIP_TYPE | {"command", "exit_code", "aggregated_output"}

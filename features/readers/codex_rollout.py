@@ -29,12 +29,23 @@ Every line is ``{timestamp: ISO-8601, type, payload}`` (newer CLIs add ``ordinal
   ``exec_command_end``), else the header's wall time.
 * Unified exec: ``exec_command`` whose output says ``Process running with session ID N``
   stays pending; ``write_stdin`` calls on session N are their own ``other`` events, and the
-  command is released (exit code, end) at the poll whose output says the process exited.
+  command is released (exit code, end) at the poll whose output says the process exited,
+  or at the ``exec_command_end`` that names its call (exit code, duration, full output) when
+  no poll saw it end. A header may begin with the command line (``Command: …``, 0.115), kept
+  as ``extra["output_header"]["command"]``.
   Code mode: an ``exec`` cell (``custom_tool_call``, JavaScript) is an ``other`` event
   released when it completes (``Script completed``; ``Script failed``/``terminated`` is an
   error), at once or at the ``wait`` poll on its ``cell_id`` that sees it end; the commands
   and patches the cell ran (``item_completed`` items no call of the file owns) are
   ``command``/``file_change`` events marked ``extra["nested_in"] = "exec"``, not boundaries.
+  A CLI that logs no such items (0.144) leaves the calls in the cell's code: they are read
+  from it (``tools.exec_command``/``shell_command``/``apply_patch`` with literal arguments,
+  :mod:`.code_cells`) and released just before the cell, ``extra["source"]`` holding the
+  call's text; a command built at run time keeps no command text. Exit codes and outputs
+  come from the result headers the script printed (``Chunk ID: … Process exited with code
+  N … Output:``), matched in order only when there is one per command, else left None; a
+  patch wrote its files when its cell completed (a failed cell's: ``extra
+  ["attempted_paths"]``).
 * ``extra["cwd"]`` is the call's ``workdir``, else the session's latest ``cwd``. ``message``
   → ``message`` (role in ``extra``), ``reasoning`` → ``message`` with the summary text;
   ``ghost_snapshot``, ``compaction``, ``web_search_call`` … → ``other``.
@@ -79,26 +90,27 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
-    Loc,
+from features.patches import parse_apply_patch
+from features.readers.code_cells import nested_calls
+from features.readers.errors import warn_unknown
+from features.readers.events import (
     apply_test_counts,
     classify_command,
-    get,
-    load_embedded_json,
-    loads_lenient,
     mark_tool_return,
     new_step_on_user_input,
-    parse_apply_patch,
+)
+from features.readers.fields import (
+    INT_TEXT,
+    Loc,
+    Shape,
+    float_field,
+    get,
+    int_field,
     parse_iso,
     repo_from_url,
-    to_float,
-    to_int,
-    warn_unknown,
-)
-from features.readers.common import (
-    plain_event as _event,
 )
 from features.readers.stream import StreamParser, read_with
+from features.readers.strict_json import load_embedded_json, loads_lenient
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
 
@@ -127,8 +139,6 @@ _ARGUMENT_TOOLS = frozenset(SHELL_TOOLS | {"write_stdin", "wait", "apply_patch"}
 _CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 _OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
 _TOKEN_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens")
-# an int a table column holds: the plain check before to_int's own
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _UNREAD: Any = object()
 _MIRRORS = {"user_message", "agent_message", "agent_reasoning", "agent_reasoning_raw_content"}
 _AGENT_ACTS = {"function_call", "custom_tool_call", "local_shell_call", "reasoning",
@@ -138,6 +148,7 @@ _CONTEXT = ("<environment_context>", "<user_instructions>", "<turn_aborted>",
             "<user_shell_command>", "<subagent_notification>", "<skill>", "<INSTRUCTIONS>",
             "# AGENTS.md instructions")
 _HEADER = re.compile(r"(?:Exit code: (?P<exit>-?\d+)|Process exited with code (?P<pexit>-?\d+)"
+                     r"|Command: (?P<command>.*)"
                      r"|Process running with session ID (?P<session>\S+)"
                      r"|Wall time:? (?P<wall>[\d.]+) seconds|Script running with cell ID "
                      r"(?P<cell>\S+)|Script (?P<script>completed|failed|terminated)"
@@ -171,12 +182,14 @@ def parse_output_header(text: str) -> dict[str, Any] | None:
         nl = text.find("\n", pos)
         line = text[pos:] if nl < 0 else text[pos:nl]
         if line == "Output:":
+            if len(out) - ("command" in out) < 1:  # a command line alone is no header
+                return None
             out["body"] = "" if nl < 0 else text[nl + 1:]
-            return out if len(out) > 1 else None
+            return out
         m = _HEADER.match(line)
         if m is None:
             break
-        for k in ("exit", "pexit", "session", "wall", "cell", "script"):
+        for k in ("exit", "pexit", "session", "wall", "cell", "script", "command"):
             if m.group(k) is not None:
                 out[k] = m.group(k)
         pos = len(text) if nl < 0 else nl + 1
@@ -225,35 +238,33 @@ class CodexRolloutParser(StreamParser):
         # a command's verdicts: (command, argv, patch, kind) per string / per argv
         self._commands: dict[str, tuple[Any, ...]] = {}
         self._argvs: dict[tuple[str, ...], tuple[Any, ...]] = {}
+        self._n_nested = 0  # nested calls the CLI logged itself (item_completed mirrors)
+        self._cell_mirrors: dict[str, int] = {}  # exec cell call id -> _n_nested at its call
 
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
-        # plain type checks first; the checked reads (same order, same words) when one fails
-        ltype = obj.get("type")
-        if type(ltype) is not str:
-            ltype = get(obj, "type", str, Loc(self.source, lineno), required=True)
+        loc = self._line_loc  # the parser's one Loc, its line moved (see line_loc)
+        loc.line = lineno
+        ltype = get(obj, "type", str, loc, required=True)
         raw = obj.get("timestamp")
-        if type(raw) is str and raw == self._ts_text:  # lines of one write share a stamp
+        if raw.__class__ is str and raw == self._ts_text:  # lines of one write share a stamp
             ts = self._ts
         else:
-            ts = parse_iso(raw, Loc(self.source, lineno, "timestamp"))
+            ts = parse_iso(raw, loc, "timestamp")
             self._ts_text, self._ts = raw, ts
-        payload = obj.get("payload")
-        if type(payload) is not dict or not payload:
-            payload = get(obj, "payload", (dict, type(None)), Loc(self.source, lineno),
-                          default=None) or {}
+        payload = get(obj, "payload", (dict, type(None)), loc) or {}
         extra: dict[str, Any] = {"line": lineno, "line_type": ltype}
         if len(obj) > 3:
             rest = {k: v for k, v in obj.items() if k not in ("type", "timestamp", "payload")}
             if rest:
                 extra["line_extra"] = rest
         if ltype == "response_item":
-            self._response_item(payload, lineno, ts, extra)
+            self._response_item(payload, loc, ts, extra)
         elif ltype == "event_msg":
-            self._event_msg(payload, lineno, ts, extra)
+            self._event_msg(payload, loc, ts, extra)
         elif ltype == "session_meta":
             self._session_meta(payload)
         elif ltype == "token_usage_record":
-            self._usage_record(payload, lineno, ts, extra)
+            self._usage_record(payload, loc, ts, extra)
         else:
             if ltype == "turn_context" and isinstance(payload.get("cwd"), str):
                 self._cwd = payload["cwd"]
@@ -264,10 +275,6 @@ class CodexRolloutParser(StreamParser):
             extra["payload"] = payload
             self.emit(Event(index=0, kind=EventKind.OTHER, step=self._state["step"], start=ts,
                             extra=extra))
-
-    def _ploc(self, lineno: int) -> Loc:
-        """Where a line's payload sits (made only where a check needs it)."""
-        return Loc(self.source, lineno, "payload")
 
     # -- line types ---------------------------------------------------------------------
     def _session_meta(self, payload: dict[str, Any]) -> None:
@@ -288,13 +295,11 @@ class CodexRolloutParser(StreamParser):
             if parent is not None:
                 meta["parent_thread_id"] = parent
 
-    def _usage_record(self, payload: dict[str, Any], lineno: int, ts: float,
+    def _usage_record(self, payload: dict[str, Any], loc: Loc, ts: float,
                       extra: dict[str, Any]) -> None:
         self._records = True
         rid = payload.get("response_id")
-        usage = payload.get("usage")
-        if type(usage) is not dict:
-            usage = get(payload, "usage", dict, self._ploc(lineno), required=True)
+        usage = get(payload, "usage", dict, loc, "payload", required=True)
         if isinstance(rid, str) and rid in self._responses:
             self.emit(Event(index=0, kind=EventKind.OTHER, step=self._state["step"], start=ts,
                             extra={**extra, "duplicate": True, "payload": payload}))
@@ -304,7 +309,7 @@ class CodexRolloutParser(StreamParser):
         self._state["agent_acted"] = True
         if isinstance(payload.get("thread_token_usage"), dict):
             self.meta["thread_token_usage"] = payload["thread_token_usage"]
-        tokens = self._tokens(usage, lineno, "usage")
+        tokens = _tokens(usage, loc, "payload", "usage")
         for k, v in payload.items():
             extra[k] = v
         self.emit(Event(
@@ -312,29 +317,13 @@ class CodexRolloutParser(StreamParser):
             input_tokens=tokens[0], cached_tokens=tokens[1], output_tokens=tokens[2],
             extra=extra))
 
-    def _tokens(self, usage: dict[str, Any], lineno: int, *field: str) -> list[int | None]:
-        """The input, cached and output counts of a usage object (``to_int`` of each, checked
-        at ``payload.<field...>.<key>`` when the plain check fails)."""
-        out: list[int | None] = []
-        for k in _TOKEN_KEYS:
-            v = usage.get(k)
-            if v is not None and (type(v) is not int or not _INT64_MIN <= v <= _INT64_MAX):
-                loc = self._ploc(lineno)
-                for f in field:
-                    loc = loc / f
-                v = to_int(v, loc / k)
-            out.append(v)
-        return out
-
-    def _response_item(self, payload: dict[str, Any], lineno: int, ts: float,
+    def _response_item(self, payload: dict[str, Any], loc: Loc, ts: float,
                        extra: dict[str, Any]) -> None:
-        ptype = payload.get("type")
-        if type(ptype) is not str:
-            ptype = get(payload, "type", str, self._ploc(lineno), required=True)
+        ptype = get(payload, "type", str, loc, "payload", required=True)
         extra["payload_type"] = ptype
         text: Any = _UNREAD
         if ptype == "message" and payload.get("role") == "user":
-            text = _content_text(payload.get("content"), self.source, lineno, "content")
+            text = _content_text(payload.get("content"), loc, "content")
             if not (text or "").lstrip().startswith(_CONTEXT):
                 self._prompt()
                 self._n_prompt_items += 1
@@ -342,7 +331,7 @@ class CodexRolloutParser(StreamParser):
             self._state["agent_acted"] = True
         step = self._state["step"]
         if ptype in _CALL_TYPES:
-            ev = self._call_event(payload, ptype, lineno, step, ts, extra)
+            ev = self._call_event(payload, ptype, loc, step, ts, extra)
             if ev.argv is not None or ev.command is not None:
                 args = ev.extra.get("arguments")
                 wd = args.get("workdir") if isinstance(args, dict) else None
@@ -355,38 +344,35 @@ class CodexRolloutParser(StreamParser):
                 ev.extra["incomplete"] = True  # an output could never find it
                 self.emit(ev)
         elif ptype in _OUTPUT_TYPES:
-            cid = payload.get("call_id")
-            if type(cid) is not str:
-                cid = get(payload, "call_id", str, self._ploc(lineno), required=True)
+            cid = get(payload, "call_id", str, loc, "payload", required=True)
             ev = self._calls.pop(cid, None)
             if ev is None:
                 self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
                                 extra={**extra, "orphan_output": True, **payload}))
                 return
-            self._output(ev, payload, lineno, ts)
+            self._output(ev, payload, loc, ts)
         elif ptype == "message" or ptype == "reasoning":
             if ptype == "message":
                 if text is _UNREAD:
-                    text = _content_text(payload.get("content"), self.source, lineno, "content")
+                    text = _content_text(payload.get("content"), loc, "content")
             else:
                 summ = payload.get("summary")
-                text = _content_text(summ, self.source, lineno, "summary") if summ else None
+                text = _content_text(summ, loc, "summary") if summ else None
             extra.update(payload)  # every key but "type" (extra holds no "type"
             del extra["type"]  # of its own, and payload always has one), in order
-            self.emit(_event(EventKind.MESSAGE, step, extra, ts, None, text))
+            self.emit(Event(index=0, kind=EventKind.MESSAGE, step=step, start=ts, text=text,
+                            extra=extra))
         else:
             if ptype not in RESPONSE_TYPES:
                 warn_unknown(self.source, f"line {extra['line']}",
                              f"response_item type {ptype!r}")
             extra.update(payload)  # every key but "type" (extra holds no "type"
             del extra["type"]  # of its own, and payload always has one), in order
-            self.emit(_event(EventKind.OTHER, step, extra, ts))
+            self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts, extra=extra))
 
-    def _event_msg(self, payload: dict[str, Any], lineno: int, ts: float,
+    def _event_msg(self, payload: dict[str, Any], loc: Loc, ts: float,
                    extra: dict[str, Any]) -> None:
-        ptype = payload.get("type")
-        if type(ptype) is not str:
-            ptype = get(payload, "type", str, self._ploc(lineno), required=True)
+        ptype = get(payload, "type", str, loc, "payload", required=True)
         extra["payload_type"] = ptype
         if ptype == "user_message":
             self._prompt()
@@ -397,7 +383,7 @@ class CodexRolloutParser(StreamParser):
             self._state["agent_acted"] = True
         step = self._state["step"]
         if ptype == "token_count":
-            self._token_count(payload, lineno, ts, extra)
+            self._token_count(payload, loc, ts, extra)
             return
         if ptype == "item_completed" or ptype == "exec_command_end":
             if self._item(payload, ts, extra, ptype):
@@ -407,8 +393,8 @@ class CodexRolloutParser(StreamParser):
             extra["mirror"] = True
             extra.update(payload)  # every key but "type" (extra holds no "type"
             del extra["type"]  # of its own, and payload always has one), in order
-            self.emit(_event(EventKind.MESSAGE, step, extra, ts, None,
-                             text if isinstance(text, str) else None))
+            self.emit(Event(index=0, kind=EventKind.MESSAGE, step=step, start=ts,
+                            text=text if isinstance(text, str) else None, extra=extra))
             return
         if ptype not in EVENT_MSG_TYPES:
             warn_unknown(self.source, f"line {extra['line']}", f"event_msg type {ptype!r}")
@@ -423,16 +409,14 @@ class CodexRolloutParser(StreamParser):
         if ptype == "turn_aborted":
             self._release_calls(aborted=True)
 
-    def _token_count(self, payload: dict[str, Any], lineno: int, ts: float,
+    def _token_count(self, payload: dict[str, Any], loc: Loc, ts: float,
                      extra: dict[str, Any]) -> None:
         step = self._state["step"]
-        info = payload.get("info")
-        if type(info) is not dict:
-            info = get(payload, "info", (dict, type(None)), self._ploc(lineno))
-            if info is None:
-                self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
-                                extra={**extra, **payload}))
-                return
+        info = get(payload, "info", (dict, type(None)), loc, "payload")
+        if info is None:
+            self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts,
+                            extra={**extra, **payload}))
+            return
         total = info.get("total_token_usage")
         self.meta["total_token_usage"] = total
         if self._records or (total is not None and total == self._last_total):
@@ -442,27 +426,17 @@ class CodexRolloutParser(StreamParser):
             self._last_total = total
             return
         self._last_total = total
-        last = info.get("last_token_usage")
-        if type(last) is not dict:
-            last = get(info, "last_token_usage", dict, self._ploc(lineno) / "info",
-                       required=True)
-        ti = last.get("input_tokens")
-        tc = last.get("cached_input_tokens")
-        to = last.get("output_tokens")
-        if (type(ti) is int and type(tc) is int and type(to) is int  # the usual count
-                and _INT64_MIN <= ti <= _INT64_MAX and _INT64_MIN <= tc <= _INT64_MAX
-                and _INT64_MIN <= to <= _INT64_MAX):
-            tokens = [ti, tc, to]
-        else:
-            tokens = self._tokens(last, lineno, "info", "last_token_usage")
+        last = get(info, "last_token_usage", dict, loc, "payload", "info", required=True)
+        tokens = _tokens(last, loc, "payload", "info", "last_token_usage")
         extra["last_token_usage"] = last
         extra.update(info)  # its last_token_usage is `last`, already in place
         if len(payload) > 2:  # else its keys are "type" and "info" alone
             for k, v in payload.items():
                 if k != "type" and k != "info":
                     extra[k] = v
-        self.emit(_event(EventKind.MODEL_CALL, step, extra, None, ts, None,
-                         tokens[0], tokens[1], tokens[2]))
+        self.emit(Event(index=0, kind=EventKind.MODEL_CALL, step=step, end=ts,
+                        input_tokens=tokens[0], cached_tokens=tokens[1],
+                        output_tokens=tokens[2], extra=extra))
 
     def _item(self, payload: dict[str, Any], ts: float, extra: dict[str, Any],
               ptype: str) -> bool:
@@ -476,6 +450,9 @@ class CodexRolloutParser(StreamParser):
         itype = item.get("type")
         dur = _duration(item.get("duration"))
         call = self._calls.get(iid) if isinstance(iid, str) else None
+        if call is None and ptype == "exec_command_end" and isinstance(iid, str):
+            self._session_ended(iid, item, dur, ts)
+            return False
         if call is not None:
             if dur is not None:
                 call.extra["item_duration"] = dur
@@ -486,6 +463,7 @@ class CodexRolloutParser(StreamParser):
         if ptype != "item_completed" or itype not in ("CommandExecution", "FileChange") \
                 or not isinstance(iid, str) or iid in self._call_ids:
             return False
+        self._n_nested += 1
         ev = Event(index=0, kind=EventKind.COMMAND, step=self._state["step"], end=ts,
                    duration=dur, extra={**extra, "nested_in": "exec", "item": item})
         if itype == "CommandExecution":
@@ -518,20 +496,18 @@ class CodexRolloutParser(StreamParser):
         return True
 
     # -- calls and outputs -----------------------------------------------------------------
-    def _call_event(self, payload: dict[str, Any], ptype: str, lineno: int, step: int,
+    def _call_event(self, payload: dict[str, Any], ptype: str, loc: Loc, step: int,
                     ts: float, extra: dict[str, Any]) -> Event:
         """The event of a tool call (``extra``, the line's, becomes its ``extra``)."""
         name = payload.get("name")
         extra.update(payload)  # every key but "type" (extra holds no "type"
         del extra["type"]  # of its own, and payload always has one), in order
-        ev = _event(EventKind.OTHER, step, extra, ts)
+        ev = Event(index=0, kind=EventKind.OTHER, step=step, start=ts, extra=extra)
         argv: list[str] | None = None
         patch: str | None = None
         if ptype == "function_call" and name in _ARGUMENT_TOOLS:
-            raw = payload.get("arguments")
-            if type(raw) is not str:
-                raw = get(payload, "arguments", str, self._ploc(lineno), required=True)
-            aloc = Loc(self.source, lineno, "payload.arguments")  # one object, same wording
+            raw = get(payload, "arguments", str, loc, "payload", required=True)
+            aloc = Loc(self.source, loc.line, "payload.arguments")  # one object, same wording
             try:
                 args = load_embedded_json(raw, aloc)
             except json.JSONDecodeError as exc:
@@ -575,9 +551,12 @@ class CodexRolloutParser(StreamParser):
                 patch = _patch_from_argv(ev.argv)
                 ev.kind = classify_command(ev.command, ev.argv)
         elif ptype == "custom_tool_call" and name == "apply_patch":
-            patch = get(payload, "input", str, self._ploc(lineno))
+            patch = get(payload, "input", str, loc, "payload")
         elif ptype == "custom_tool_call" and name == "exec":
             extra["code"] = payload.get("input")
+            cid = payload.get("call_id")
+            if isinstance(cid, str):
+                self._cell_mirrors[cid] = self._n_nested
         if patch is not None:
             parsed = parse_apply_patch(patch)
             if parsed is not None:
@@ -593,11 +572,11 @@ class CodexRolloutParser(StreamParser):
             joined = self._joined[key] = shlex.join(argv)
         return joined
 
-    def _output(self, ev: Event, payload: dict[str, Any], lineno: int, ts: float) -> None:
+    def _output(self, ev: Event, payload: dict[str, Any], loc: Loc, ts: float) -> None:
         out = payload.get("output")
         ev.end = ts
         ev.step = self._state["step"]  # placed where it returned
-        ev.extra["output_line"] = lineno
+        ev.extra["output_line"] = loc.line
         if len(payload) > 3 or "output" not in payload:
             for k, v in payload.items():
                 if k not in ("type", "output", "call_id"):
@@ -613,18 +592,10 @@ class CodexRolloutParser(StreamParser):
         header = parse_output_header(text) if text is not None and envelope is None else None
         if isinstance(envelope, dict) and isinstance(envelope.get("metadata"), dict):
             md = envelope["metadata"]
-            code = md.get("exit_code")
-            if code is None or (type(code) is int and _INT64_MIN <= code <= _INT64_MAX):
-                ev.exit_code = code
-            else:
-                ev.exit_code = to_int(code, self._ploc(lineno) / "output" / "metadata"
-                                      / "exit_code")
-            dur = md.get("duration_seconds")
-            if dur is None or (type(dur) is float and dur - dur == 0.0):  # finite
-                ev.duration = dur
-            else:
-                ev.duration = to_float(dur, self._ploc(lineno) / "output" / "metadata"
-                                       / "duration_seconds")
+            ev.exit_code = int_field(md.get("exit_code"), loc, "payload", "output", "metadata",
+                                     "exit_code")
+            ev.duration = float_field(md.get("duration_seconds"), loc, "payload", "output",
+                                      "metadata", "duration_seconds")
             text = envelope.get("output")
             ev.extra["output"] = text
             ev.extra["output_metadata"] = md
@@ -670,6 +641,8 @@ class CodexRolloutParser(StreamParser):
             self.emit(ev)
             self._poll(ev, header, ts)
             return
+        if name == "exec":
+            self._cell_calls(ev, ts)
         self._applied(ev, text)
         self.emit(ev)
 
@@ -725,8 +698,94 @@ class CodexRolloutParser(StreamParser):
         else:
             target.duration = None  # the first chunk's wall time was only the yield
         target.step = self._state["step"]
+        if pool is self._cells:
+            self._cell_calls(target, ts)
         self._applied(target, target.extra.get("output"))
         self.emit(target)
+
+    def _session_ended(self, call_id: str, item: dict[str, Any], dur: float | None,
+                       ts: float) -> None:
+        """An ``exec_command_end`` for a command still running after its output (a
+        unified-exec session no poll saw end): its exit code, duration and full output, and
+        the command released here, where its end became known."""
+        key = next((k for k, ev in self._sessions.items()
+                    if ev.extra.get("call_id") == call_id), None)
+        if key is None:
+            return
+        ev = self._sessions.pop(key)
+        code = item.get("exit_code")
+        if isinstance(code, int) and not isinstance(code, bool):
+            ev.exit_code = code
+        out = item.get("aggregated_output")
+        if isinstance(out, str):
+            ev.extra["output"] = out
+        ev.duration = dur
+        ev.end = ts
+        ev.extra["running"] = False
+        ev.extra["ended_by"] = "exec_command_end"
+        ev.step = self._state["step"]
+        self._applied(ev, ev.extra.get("output"))
+        self.emit(ev)
+
+    def _cell_calls(self, cell: Event, ts: float) -> None:
+        """A code-mode cell ended: when the CLI logged none of its nested calls itself (0.144
+        logs only the cell), an event for each call its code makes (:mod:`.code_cells`),
+        released just before the cell. A command's exit code and output come from the
+        unified-exec results the script printed, matched in order only when there are as
+        many as there are commands; a patch wrote its files when the cell completed."""
+        cid = cell.extra.get("call_id")
+        code = cell.extra.get("code")
+        before = self._cell_mirrors.pop(cid, None) if isinstance(cid, str) else None
+        if before is None or before != self._n_nested or not isinstance(code, str):
+            return
+        calls = nested_calls(code)
+        if not calls:
+            return
+        out = cell.extra.get("output")
+        results = _exec_results(out) if isinstance(out, str) else []
+        n_exec = sum(c.tool != "apply_patch" for c in calls)
+        if len(results) != n_exec:
+            results = []
+        failed = cell.is_error
+        step = self._state["step"]
+        for call in calls:
+            extra: dict[str, Any] = {"line": cell.extra.get("output_line"), "nested_in": "exec",
+                                     "cell_call_id": cid, "source": call.source}
+            if failed:
+                extra["cell_failed"] = True
+            ev = Event(index=0, kind=EventKind.COMMAND, step=step, end=ts, extra=extra)
+            arg = call.argument
+            if call.tool == "apply_patch":
+                patch = arg if isinstance(arg, str) else (
+                    arg.get("input") if isinstance(arg, dict) else None)
+                parsed = parse_apply_patch(patch) if isinstance(patch, str) else None
+                ev.kind = EventKind.FILE_CHANGE
+                if parsed is not None:
+                    extra["patch"] = parsed
+                    if failed:  # it may or may not have run before the script failed
+                        extra["attempted_paths"] = list(parsed["written"])
+                    else:
+                        ev.paths_written = list(parsed["written"])
+                        ev.bytes_written = parsed["added_bytes"]
+                        if parsed["deleted"]:
+                            extra["paths_deleted"] = list(parsed["deleted"])
+            else:
+                key = "command" if call.tool == "shell_command" else "cmd"
+                cmd = arg if isinstance(arg, str) else (
+                    arg.get(key) if isinstance(arg, dict) else None)
+                if isinstance(cmd, str):
+                    ev.command = cmd
+                    ev.argv = split_command(cmd)
+                    ev.kind = classify_command(cmd, ev.argv)
+                wd = arg.get("workdir") if isinstance(arg, dict) else None
+                extra["cwd"] = wd if isinstance(wd, str) else self._cwd
+                if results:
+                    res = results.pop(0)
+                    code_text = res.get("exit", res.get("pexit"))
+                    ev.exit_code = int(code_text) if code_text is not None else None
+                    extra["output"] = res["body"]
+                    apply_test_counts(ev, res["body"])
+            self.emit(ev)
 
     def _prompt(self) -> None:
         new_step_on_user_input(self._state)
@@ -762,6 +821,24 @@ class CodexRolloutParser(StreamParser):
         return repo_from_url(git.get("repository_url")) if isinstance(git, dict) else None
 
 
+_RESULT_START = re.compile(r"^(?:Chunk ID: |Exit code: )", re.M)
+
+
+def _exec_results(text: str) -> list[dict[str, Any]]:
+    """The command results a code-mode cell printed, in order: each section of its output
+    that begins with a unified-exec or shell result header (``Chunk ID: …`` / ``Exit code:
+    …``), parsed by :func:`parse_output_header` (its ``body`` up to the next section)."""
+    starts = [m.start() for m in _RESULT_START.finditer(text)]
+    out: list[dict[str, Any]] = []
+    if not starts:
+        return out
+    for a, b in zip(starts, [*starts[1:], len(text)], strict=True):
+        header = parse_output_header(text[a:b])
+        if header is not None:
+            out.append(header)
+    return out
+
+
 def _find_key(obj: Any, key: str) -> Any:
     """The first value under ``key`` anywhere in a small nested dict (a session source)."""
     if isinstance(obj, dict):
@@ -783,7 +860,15 @@ def _duration(d: Any) -> float | None:
     return None
 
 
-def _content_text(content: Any, source: Path, lineno: int, field: str) -> str | None:
+def _tokens(usage: dict[str, Any], loc: Loc, *at: str) -> tuple[int | None, ...]:
+    """The input, cached and output counts of a usage object at ``loc / at...``."""
+    return _TOKENS.read(usage, loc, *at)
+
+
+_TOKENS = Shape(*((k, INT_TEXT) for k in _TOKEN_KEYS))
+
+
+def _content_text(content: Any, loc: Loc, field: str) -> str | None:
     """The text of a message's ``content`` (or a reasoning ``summary``): a string, or the
     text parts of a list joined by newlines; errors name ``payload.<field>`` of the line."""
     if content is None:
@@ -791,13 +876,13 @@ def _content_text(content: Any, source: Path, lineno: int, field: str) -> str | 
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise (Loc(source, lineno) / "payload" / field).error("expected array or string")
+        raise (loc / "payload" / field).error("expected array or string")
     parts = []
     for j, c in enumerate(content):
         if isinstance(c, dict) and isinstance(c.get("text"), str):
             parts.append(c["text"])
         elif not isinstance(c, dict):
-            raise (Loc(source, lineno) / "payload" / field / j).error("expected object")
+            raise (loc / "payload" / field / j).error("expected object")
     return "\n".join(parts) if parts else None
 
 

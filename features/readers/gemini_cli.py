@@ -40,19 +40,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
-    Loc,
+from features.readers.errors import warn_unknown
+from features.readers.events import (
     apply_test_counts,
     classify_command,
-    get,
-    iso_field,
     mark_tool_return,
     new_step_on_user_input,
-    plain_event,
-    to_int,
     utf8_len,
-    warn_unknown,
 )
+from features.readers.fields import Loc, get, iso_field, to_int
 from features.readers.stream import StreamParser, read_with
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
@@ -120,7 +116,8 @@ class GeminiStreamParser(StreamParser):
         elif t == "error":
             msg = get(obj, "message", str, loc)
             extra = {"line": lineno, "event_type": t, "severity": get(obj, "severity", str, loc)}
-            ev = plain_event(EventKind.OTHER, self._state["step"], extra, end=ts, text=msg)
+            ev = Event(index=0, kind=EventKind.OTHER, step=self._state["step"], extra=extra, end=ts,
+                       text=msg)
             ev.is_error = True
             self.emit(ev, turn_end=False)
         elif t == "result":
@@ -129,14 +126,16 @@ class GeminiStreamParser(StreamParser):
             warn_unknown(self.source, f"line {lineno}", f"event type {t!r}")
             extra = {"line": lineno, "event_type": t, **{k: v for k, v in obj.items()
                                                           if k != "type"}}
-            self.emit(plain_event(EventKind.OTHER, self._state["step"], extra, end=ts),
+            self.emit(Event(index=0, kind=EventKind.OTHER, step=self._state["step"], extra=extra,
+                            end=ts),
                       turn_end=False)
 
     def _open_response(self, lineno: int) -> Event:
         ev = self._response
         if ev is None:
-            ev = self._response = plain_event(EventKind.MODEL_CALL, self._state["step"],
-                                              {"line": lineno, "tool_calls": 0})
+            ev = self._response = Event(index=0, kind=EventKind.MODEL_CALL,
+                                        step=self._state["step"],
+                                        extra={"line": lineno, "tool_calls": 0})
             self._text = []
             self._state["agent_acted"] = True
             self.meta["n_responses"] += 1
@@ -158,7 +157,7 @@ class GeminiStreamParser(StreamParser):
         ploc = loc / "parameters"
         extra: dict[str, Any] = {"line": loc.line, "tool": name, "tool_id": tid,
                                  "parameters": params}
-        ev = plain_event(EventKind.OTHER, self._state["step"], extra, start=ts)
+        ev = Event(index=0, kind=EventKind.OTHER, step=self._state["step"], extra=extra, start=ts)
         if name in SHELL_TOOLS:
             cmd = get(params, "command", str, ploc)
             if cmd is not None:
@@ -186,8 +185,8 @@ class GeminiStreamParser(StreamParser):
         tid = get(obj, "tool_id", str, loc, required=True)
         ev = self._tools.pop(tid, None)
         if ev is None:
-            ev = plain_event(EventKind.OTHER, self._state["step"],
-                             {"line": loc.line, "tool_id": tid, "orphan_result": True})
+            ev = Event(index=0, kind=EventKind.OTHER, step=self._state["step"],
+                       extra={"line": loc.line, "tool_id": tid, "orphan_result": True})
         ev.end = ts
         ev.extra["result_line"] = loc.line
         status = get(obj, "status", str, loc)
@@ -217,9 +216,9 @@ class GeminiStreamParser(StreamParser):
         if role != "user":
             raise (loc / "role").error(f"expected 'user' or 'assistant', got {role!r}")
         new_step_on_user_input(self._state)
-        self.emit(plain_event(EventKind.MESSAGE, self._state["step"],
-                              {"line": loc.line, "role": "user", "prompt": True}, end=ts,
-                              text=text), turn_end=False)
+        self.emit(Event(index=0, kind=EventKind.MESSAGE, step=self._state["step"],
+                        extra={"line": loc.line, "role": "user", "prompt": True}, end=ts,
+                        text=text), turn_end=False)
 
     def _result(self, obj: dict[str, Any], loc: Loc, ts: float | None) -> None:
         for ev in list(self._tools.values()):
@@ -228,7 +227,7 @@ class GeminiStreamParser(StreamParser):
         status = get(obj, "status", str, loc)
         stats = get(obj, "stats", dict, loc)
         extra: dict[str, Any] = {"line": loc.line, "event_type": "result", "status": status}
-        ev = plain_event(EventKind.OTHER, self._state["step"], extra, end=ts)
+        ev = Event(index=0, kind=EventKind.OTHER, step=self._state["step"], extra=extra, end=ts)
         if stats is not None:
             sl = loc / "stats"
             extra["stats"] = stats

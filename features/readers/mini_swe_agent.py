@@ -49,23 +49,20 @@ import re
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
+from features.readers.errors import warn_unknown
+from features.readers.events import apply_test_counts, classify_command, mark_tool_return
+from features.readers.fields import (
     Loc,
-    apply_test_counts,
-    classify_command,
-    finish,
+    float_field,
     get,
     int_field,
-    load_json,
-    mark_tool_return,
     message_text,
     repo_from_instance_id,
-    stem,
-    strip_compression,
-    to_float,
-    warn_unknown,
     without,
 )
+from features.readers.files import stem, strip_compression
+from features.readers.stream import StreamParser, read_document
+from features.readers.strict_json import load_json
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
 
@@ -107,9 +104,6 @@ def _is_v11(version: str | None) -> bool:
 def _role(m: dict[str, Any], mloc: Loc) -> str:
     """A message's role; the Responses API's response objects (the model's turn) and
     ``function_call_output`` items (a tool result) carry none."""
-    role = m.get("role")
-    if type(role) is str:
-        return role
     if "role" not in m:
         if m.get("object") == "response":
             return "assistant"
@@ -121,15 +115,12 @@ def _role(m: dict[str, Any], mloc: Loc) -> str:
 def _content(m: dict[str, Any], role: str, mloc: Loc) -> str:
     if m.get("object") == "response":  # output items: messages' text parts
         out = get(m, "output", list, mloc, default=[])
-        return "\n".join(message_text(o.get("content"), mloc / "output" / j / "content")
+        return "\n".join(message_text(o.get("content"), mloc, "output", j, "content")
                          for j, o in enumerate(out)
                          if isinstance(o, dict) and o.get("type") == "message")
     if m.get("type") == "function_call_output" and "content" not in m:
-        return message_text(m.get("output"), mloc / "output")
-    content = m.get("content")
-    if type(content) is str:
-        return content
-    return message_text(content, mloc / "content")
+        return message_text(m.get("output"), mloc, "output")
+    return message_text(m.get("content"), mloc, "content")
 
 
 def _usage(response: Any, loc: Loc, *at: str) -> tuple[int | None, int | None, int | None]:
@@ -155,25 +146,15 @@ def _usage(response: Any, loc: Loc, *at: str) -> tuple[int | None, int | None, i
     return inp, cached, out
 
 
-def _seconds(v: Any, loc: Loc, *at: str) -> float | None:
-    """``to_float(v, loc / at...)``: a finite float or None as it is; only another value
-    pays for the field's :class:`Loc` and the checked conversion."""
-    if v is None or (type(v) is float and v - v == 0):
-        return v
-    for k in at:
-        loc = loc / k
-    return to_float(v, loc)
-
-
 def _model_call(response: Any, mloc: Loc, at: tuple[str, ...], mextra: dict[str, Any],
                 v11: bool, step: int, text: str | None, base: dict[str, Any]) -> Event:
     """The model call of a message at ``mloc`` whose response sits at ``mloc / at...``."""
     inp, cached, out = _usage(response, mloc, *at)
     created = response.get("created", response.get("created_at")) if isinstance(
         response, dict) else None
-    ts = _seconds(mextra.get("timestamp"), mloc, "extra", "timestamp") if v11 else None
+    ts = float_field(mextra.get("timestamp"), mloc, "extra", "timestamp") if v11 else None
     return Event(index=0, kind=EventKind.MODEL_CALL, step=step,
-                 start=None if v11 else _seconds(created, mloc, *at, "created"),
+                 start=None if v11 else float_field(created, mloc, *at, "created"),
                  end=ts, input_tokens=inp, cached_tokens=cached, output_tokens=out,
                  text=text, extra={**base, **mextra})
 
@@ -198,7 +179,7 @@ def _merge_exit(ev: Event, content: str, mextra: dict[str, Any], mloc: Loc, v11:
     sub = mextra.get("submission")
     ev.extra["output"] = sub if isinstance(sub, str) else content
     if v11 and mextra.get("timestamp") is not None:
-        ev.end = _seconds(mextra.get("timestamp"), mloc, "extra", "timestamp")
+        ev.end = float_field(mextra.get("timestamp"), mloc, "extra", "timestamp")
     mark_tool_return(ev)
 
 
@@ -209,165 +190,188 @@ def _command_event(cmd: str, step: int, extra: dict[str, Any]) -> Event:
                  extra=extra)
 
 
-def read_mini_swe_agent(
-    path: str | Path, *, task_id: str | None = None, repo: str | None = None
-) -> Trajectory:
-    """Read a mini-SWE-agent ``.traj.json`` into a :class:`Trajectory` (see module doc)."""
-    path = Path(path)
-    doc = load_json(path)
-    root = Loc(path)
-    if not isinstance(doc, dict):
-        raise root.error(f"expected a JSON object at top level, got {type(doc).__name__}")
-    version = get(doc, "trajectory_format", str, root)
-    v11 = _is_v11(version)
-    if version is not None and version not in VERSIONS and not _MINOR_OF_V11.match(version):
-        warn_unknown(path, "field trajectory_format", f"mini-swe-agent version {version!r}")
-    messages = get(doc, "messages", list, root, required=True)
-    info = get(doc, "info", dict, root, default={})
+class MiniSweAgentParser(StreamParser):
+    """Reader of a mini-SWE-agent ``.traj.json`` (see the module docstring): one record per
+    message."""
 
-    events: list[Event] = []
-    commands: list[Event] = []
-    step = 1
-    pending: list[Event] = []  # commands of the last model response awaiting a result
-    by_call_id: dict[str, Event] = {}
-    seen_assistant = False
-    last_assistant_had_action = False
-    mroot = root / "messages"
-    for i, m in enumerate(messages):
-        mloc = mroot / i
+    FORMAT = FORMAT
+    LAYOUT = "json"
+
+    def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
+                 repo: str | None = None) -> None:
+        super().__init__(source=source, task_id=task_id, repo=repo)
+        self._doc: dict[str, Any] = {}
+        self._version: str | None = None
+        self._v11 = False
+        self._info: dict[str, Any] = {}
+        self._mroot = Loc(self.source) / "messages"
+        self._commands: list[Event] = []
+        self._step = 1
+        self._pending: list[Event] = []  # commands of the last model response awaiting a result
+        self._by_call_id: dict[str, Event] = {}
+        self._seen_assistant = False
+        self._last_assistant_had_action = False
+
+    def records(self, doc: Any) -> list[Any]:
+        root = Loc(self.source)
+        if not isinstance(doc, dict):
+            raise root.error(f"expected a JSON object at top level, got {type(doc).__name__}")
+        self._doc = doc
+        version = self._version = get(doc, "trajectory_format", str, root)
+        self._v11 = _is_v11(version)
+        if version is not None and version not in VERSIONS and not _MINOR_OF_V11.match(
+                version):
+            warn_unknown(self.source, "field trajectory_format",
+                         f"mini-swe-agent version {version!r}")
+        messages = get(doc, "messages", list, root, required=True)
+        self._info = get(doc, "info", dict, root, default={})
+        return messages
+
+    def on_record(self, m: Any, i: int, arrival: float | None) -> None:
+        mloc = self._mroot / i
         if type(m) is not dict:
             raise mloc.error(f"expected object, got {type(m).__name__}")
+        v11, step = self._v11, self._step
         role = _role(m, mloc)
         content = _content(m, role, mloc)
-        mextra = m.get("extra")
-        if type(mextra) is not dict:
-            mextra = get(m, "extra", dict, mloc, default={})
+        mextra = get(m, "extra", dict, mloc, default={})
         base = {"message_index": i, "role": role, **m}
         base["role"] = role
         base.pop("content", None)
         base.pop("extra", None)
+        place = self.place
         if role == "assistant":
-            seen_assistant = True
+            self._seen_assistant = True
             if m.get("object") == "response":
-                events.append(_model_call(m, mloc, (), mextra, v11, step, content, base))
+                place(_model_call(m, mloc, (), mextra, v11, step, content, base))
             else:
-                events.append(_model_call(mextra.get("response"), mloc, _RESPONSE, mextra, v11,
-                                          step, content, base))
+                place(_model_call(mextra.get("response"), mloc, _RESPONSE, mextra, v11, step,
+                                  content, base))
             cmds: list[tuple[str, str | None]] = []
             if v11 or "actions" in mextra:
-                actions = mextra.get("actions", _MISSING)
-                if type(actions) is not list:
-                    actions = get(mextra, "actions", list, mloc / "extra", default=[])
+                actions = get(mextra, "actions", list, mloc, "extra", default=[])
                 for j, a in enumerate(actions):
                     if type(a) is not dict:
                         raise (mloc / "extra" / "actions" / j).error("expected object")
-                    cmd = a.get("command")
-                    if type(cmd) is not str:
-                        cmd = get(a, "command", str, mloc / "extra" / "actions" / j,
-                                  required=True)
-                    tcid = a.get("tool_call_id")
-                    if type(tcid) is not str:
-                        tcid = get(a, "tool_call_id", str, mloc / "extra" / "actions" / j)
+                    cmd = get(a, "command", str, mloc, "extra", "actions", j, required=True)
+                    tcid = get(a, "tool_call_id", str, mloc, "extra", "actions", j)
                     cmds.append((cmd, tcid))
             else:
                 found = _ACTION_RE.findall(content)
                 if len(found) == 1:
                     cmds.append((found[0].strip(), None))
-            pending = []
+            self._pending = pending = []
             for cmd, tcid in cmds:
                 ev = _command_event(cmd, step, {"message_index": i, "tool_call_id": tcid}
                                     if tcid else {"message_index": i})
-                events.append(ev)
-                commands.append(ev)
+                place(ev)
+                self._commands.append(ev)
                 pending.append(ev)
                 if tcid:
-                    by_call_id[tcid] = ev
-            last_assistant_had_action = bool(cmds)
+                    self._by_call_id[tcid] = ev
+            self._last_assistant_had_action = bool(cmds)
         elif role == "user" and mextra.get("interrupt_type") == "FormatError":
             # mini >= 2: a billed response whose action could not be parsed
             response = mextra.get("response")
             if isinstance(response, dict):
-                events.append(_model_call(response, mloc, _RESPONSE, mextra, v11, step, None,
-                                          base))
-            events.append(Event(index=0, kind=EventKind.MESSAGE, step=step, text=content,
-                                is_error=True, extra={**base, "format_error_feedback": True,
-                                                      **mextra}))
-        elif role in ("user", "tool") and seen_assistant:
+                place(_model_call(response, mloc, _RESPONSE, mextra, v11, step, None, base))
+            place(Event(index=0, kind=EventKind.MESSAGE, step=step, text=content,
+                        is_error=True, extra={**base, "format_error_feedback": True,
+                                              **mextra}))
+        elif role in ("user", "tool") and self._seen_assistant:
+            pending = self._pending
             tcid = m.get("tool_call_id", m.get("call_id"))
             target = None
-            if isinstance(tcid, str) and tcid in by_call_id:
-                target = by_call_id.pop(tcid)
+            if isinstance(tcid, str) and tcid in self._by_call_id:
+                target = self._by_call_id.pop(tcid)
                 if target in pending:
                     pending.remove(target)
             elif pending:
                 target = pending.pop(0)
             if target is not None:
                 _merge_observation(target, content, mextra, mloc, v11, i)
-            elif not last_assistant_had_action and role == "user":
-                events.append(Event(index=0, kind=EventKind.MESSAGE, step=step, text=content,
-                                    is_error=True,
-                                    extra={**base, "format_error_feedback": True, **mextra}))
-                last_assistant_had_action = True  # only the first reply is feedback
+            elif not self._last_assistant_had_action and role == "user":
+                place(Event(index=0, kind=EventKind.MESSAGE, step=step, text=content,
+                            is_error=True,
+                            extra={**base, "format_error_feedback": True, **mextra}))
+                self._last_assistant_had_action = True  # only the first reply is feedback
             else:
                 # a fresh user input after the agent acted: a new logical step
-                step += 1
-                events.append(Event(index=0, kind=EventKind.MESSAGE, step=step, text=content,
-                                    extra={**base, **mextra}))
-                seen_assistant = False
-        elif role == "exit" and (target := _submitting(pending, mextra)) is not None:
-            pending.remove(target)
+                self._step = step = step + 1
+                place(Event(index=0, kind=EventKind.MESSAGE, step=step, text=content,
+                            extra={**base, **mextra}))
+                self._seen_assistant = False
+        elif role == "exit" and (target := _submitting(self._pending, mextra)) is not None:
+            self._pending.remove(target)
             _merge_exit(target, content, mextra, mloc, v11, i)
         elif role == "exit":
-            events.append(Event(index=0, kind=EventKind.OTHER, step=step, text=content,
-                                extra={**base, **mextra}))
+            place(Event(index=0, kind=EventKind.OTHER, step=step, text=content,
+                        extra={**base, **mextra}))
         else:
             if role not in _ROLES:
-                warn_unknown(path, f"field messages[{i}].role", f"role {role!r}")
+                warn_unknown(self.source, f"field messages[{i}].role", f"role {role!r}")
                 kind = EventKind.OTHER
             else:
                 kind = EventKind.MESSAGE
-            events.append(Event(index=0, kind=kind, step=step, text=content,
-                                extra={**base, **mextra}))
+            place(Event(index=0, kind=kind, step=step, text=content,
+                        extra={**base, **mextra}))
 
-    for ev in commands:
-        if "observation_index" not in ev.extra:
-            ev.extra["incomplete"] = True
-    events.sort(key=_position)
-    sub = info.get("submission")
-    meta: dict[str, Any] = {
-        "trajectory_format": version,
-        "exit_status": info.get("exit_status"),
-        "submission_present": isinstance(sub, str) and bool(sub.strip()),
-        "model_stats": info.get("model_stats"),
-        "mini_version": info.get("mini_version"),
-        "info": without(info, "config"),
-        "config": info.get("config"),
-        "instance_id": doc.get("instance_id"),
-        **{f"top_{k}": v for k, v in doc.items()
-           if k not in ("messages", "info", "trajectory_format", "instance_id")},
-    }
-    report = _report_path(path)
-    if report is not None:
-        rep_doc = load_json(report)
-        if not isinstance(rep_doc, dict):
-            raise Loc(report).error("expected a JSON object")
-        iid = doc.get("instance_id")
-        if isinstance(iid, str) and isinstance(rep_doc.get(iid), dict):
-            rep_doc = rep_doc[iid]  # SWE-bench harness reports keyed by instance id
-        resolved = rep_doc.get("resolved")
-        if resolved is not None and not isinstance(resolved, bool):
-            raise (Loc(report) / "resolved").error("expected boolean")
-        meta["verdict"] = {"resolved": resolved, "report_path": report.name, **rep_doc}
-    iid = doc.get("instance_id")
-    tid = task_id or (iid if isinstance(iid, str) else None) or stem(path)
-    rep = repo or repo_from_instance_id(iid if isinstance(iid, str) else tid) or "unknown"
-    return finish(tid, rep, FORMAT, events, meta, path=path)
+    def position(self, ev: Event) -> tuple[int, int]:
+        """A command sits where its observation arrived; a model call before its
+        commands."""
+        pos = ev.extra.get("observation_index", ev.extra["message_index"])
+        return pos, 0 if ev.kind == EventKind.MODEL_CALL else 1
+
+    def on_end(self) -> None:
+        for ev in self._commands:
+            if "observation_index" not in ev.extra:
+                ev.extra["incomplete"] = True
+        self.release_placed()
+
+    def on_final(self) -> None:
+        doc, info = self._doc, self._info
+        sub = info.get("submission")
+        meta = self.meta
+        meta.update({
+            "trajectory_format": self._version,
+            "exit_status": info.get("exit_status"),
+            "submission_present": isinstance(sub, str) and bool(sub.strip()),
+            "model_stats": info.get("model_stats"),
+            "mini_version": info.get("mini_version"),
+            "info": without(info, "config"),
+            "config": info.get("config"),
+            "instance_id": doc.get("instance_id"),
+            **{f"top_{k}": v for k, v in doc.items()
+               if k not in ("messages", "info", "trajectory_format", "instance_id")},
+        })
+        report = _report_path(self.source)
+        if report is not None:
+            rep_doc = load_json(report)
+            if not isinstance(rep_doc, dict):
+                raise Loc(report).error("expected a JSON object")
+            iid = doc.get("instance_id")
+            if isinstance(iid, str) and isinstance(rep_doc.get(iid), dict):
+                rep_doc = rep_doc[iid]  # SWE-bench harness reports keyed by instance id
+            resolved = rep_doc.get("resolved")
+            if resolved is not None and not isinstance(resolved, bool):
+                raise (Loc(report) / "resolved").error("expected boolean")
+            meta["verdict"] = {"resolved": resolved, "report_path": report.name, **rep_doc}
+
+    def task_default(self) -> str:
+        iid = self._doc.get("instance_id")
+        return iid if isinstance(iid, str) and iid else stem(self.source)
+
+    def repo_default(self) -> str | None:
+        iid = self._doc.get("instance_id")
+        return repo_from_instance_id(iid if isinstance(iid, str) else
+                                     (self.task_id or self.task_default()))
 
 
-def _position(ev: Event) -> tuple[int, int]:
-    """A command sits where its observation arrived; a model call before its commands."""
-    pos = ev.extra.get("observation_index", ev.extra["message_index"])
-    return pos, 0 if ev.kind == EventKind.MODEL_CALL else 1
+def read_mini_swe_agent(
+    path: str | Path, *, task_id: str | None = None, repo: str | None = None
+) -> Trajectory:
+    """Read a mini-SWE-agent ``.traj.json`` into a :class:`Trajectory` (see module doc)."""
+    return read_document(MiniSweAgentParser(source=path, task_id=task_id, repo=repo), path)
 
 
 def _merge_observation(ev: Event, content: str, mextra: dict[str, Any], mloc: Loc, v11: bool,
@@ -385,7 +389,7 @@ def _merge_observation(ev: Event, content: str, mextra: dict[str, Any], mloc: Lo
             rc = int(m.group(1))
     ev.exit_code = rc
     if v11 and mextra.get("timestamp") is not None:
-        ev.end = _seconds(mextra.get("timestamp"), mloc, "extra", "timestamp")
+        ev.end = float_field(mextra.get("timestamp"), mloc, "extra", "timestamp")
     if mextra.get("exception_info"):
         ev.is_error = True
     out = mextra.get("raw_output")

@@ -40,22 +40,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
-    Loc,
+from features.readers.errors import warn_unknown
+from features.readers.events import (
     apply_test_counts,
     classify_command,
-    finish,
-    get,
-    int_field,
-    iso_field,
-    load_json,
     mark_tool_return,
     new_step_on_user_input,
-    stem,
     utf8_len,
-    warn_unknown,
-    without,
 )
+from features.readers.fields import Loc, get, int_field, iso_field, without
+from features.readers.files import stem
+from features.readers.stream import StreamParser, read_document
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
 
@@ -90,11 +85,9 @@ _MISSING = object()
 def _usage(mr: dict[str, Any], loc: Loc) -> tuple[int | None, int | None, int | None] | None:
     """(input, cached, output) tokens of a model response's ``usage``, or None without one
     (``loc``: the action's, the response sits at ``tool_call_metadata.model_response``)."""
-    usage = mr.get("usage")
+    usage = get(mr, "usage", (dict, type(None)), loc, "tool_call_metadata", "model_response")
     if usage is None:
         return None
-    if type(usage) is not dict:
-        get(mr, "usage", (dict, type(None)), loc / "tool_call_metadata" / "model_response")
     inp = int_field(usage.get("prompt_tokens"), loc, *_USAGE, "prompt_tokens")
     out = int_field(usage.get("completion_tokens"), loc, *_USAGE, "completion_tokens")
     cached = usage.get("cache_read_input_tokens")
@@ -116,73 +109,71 @@ def _usage(mr: dict[str, Any], loc: Loc) -> tuple[int | None, int | None, int | 
 _USAGE = ("tool_call_metadata", "model_response", "usage")
 
 
-def read_openhands(
-    path: str | Path, *, task_id: str | None = None, repo: str | None = None
-) -> Trajectory:
-    """Read an OpenHands event list into a :class:`Trajectory` (see module doc).
+class OpenHandsParser(StreamParser):
+    """Reader of an OpenHands V0 event list (see the module docstring): one record per
+    event of the list."""
 
-    The hot loop reads each field with a plain type check and calls the checked
-    :func:`get` / :func:`to_int` only when that check fails, so a bad field raises the
-    same error at the same point as before."""
-    path = Path(path)
-    doc = load_json(path)
-    root = Loc(path)
-    record: dict[str, Any] = {}
-    if isinstance(doc, dict):
-        record = doc
-        items = get(doc, "history", list, root, required=True)
-        base_loc = root / "history"
-    elif isinstance(doc, list):
-        items = doc
-        base_loc = Loc(path, None, "")
-    else:
-        raise root.error(f"expected a JSON list of events, got {type(doc).__name__}")
+    FORMAT = FORMAT
+    LAYOUT = "json"
 
-    events: list[Event] = []
-    by_id: dict[int, Event] = {}
-    seen_responses: set[str] = set()
-    state = {"step": 1, "agent_acted": False}
-    OTHER, MESSAGE, MODEL_CALL = EventKind.OTHER, EventKind.MESSAGE, EventKind.MODEL_CALL
-    for i, raw in enumerate(items):
-        loc = base_loc / i
+    def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
+                 repo: str | None = None) -> None:
+        super().__init__(source=source, task_id=task_id, repo=repo)
+        self._record: dict[str, Any] = {}  # an evaluation record's fields around its history
+        self._base_loc = Loc(self.source, None, "")
+        self._n_items = 0
+        self._by_id: dict[int, Event] = {}
+        self._seen_responses: set[str] = set()
+        self._state = {"step": 1, "agent_acted": False}
+
+    def records(self, doc: Any) -> list[Any]:
+        root = Loc(self.source)
+        if isinstance(doc, dict):
+            self._record = doc
+            items = get(doc, "history", list, root, required=True)
+            self._base_loc = root / "history"
+        elif isinstance(doc, list):
+            items = doc
+        else:
+            raise root.error(f"expected a JSON list of events, got {type(doc).__name__}")
+        self._n_items = len(items)
+        return items
+
+    def on_record(self, raw: Any, i: int, arrival: float | None) -> None:
+        loc = self._base_loc / i
         if type(raw) is not dict:
             raise loc.error(f"expected object, got {type(raw).__name__}")
         if "kind" in raw:
             raise loc.error("an OpenHands V1 event (it has a 'kind'): read the file as "
                             "openhands-v1")
+        state = self._state
         eid = int_field(raw.get("id"), loc, "id")
         ts = iso_field(raw, "timestamp", loc)
-        source = raw.get("source")
-        if type(source) is not str:
-            source = get(raw, "source", str, loc)
-        action = raw.get("action")
-        if type(action) is not str:
-            action = get(raw, "action", str, loc)
-        observation = raw.get("observation")
-        if type(observation) is not str:
-            observation = get(raw, "observation", str, loc)
-            if action is None and observation is None:
-                raise loc.error("event has neither 'action' nor 'observation'")
+        source = get(raw, "source", str, loc)
+        action = get(raw, "action", str, loc)
+        observation = get(raw, "observation", str, loc)
+        if action is None and observation is None:
+            raise loc.error("event has neither 'action' nor 'observation'")
 
         if observation is not None:
             cause = int_field(raw.get("cause"), loc, "cause")
-            target = by_id.get(cause) if cause is not None else None
+            target = self._by_id.get(cause) if cause is not None else None
             if target is not None and "observation" not in target.extra:
                 _merge_observation(target, raw, observation, loc, ts)
                 target.extra["observation_index"] = i
                 target.step = state["step"]
-                continue
+                return
             if observation not in OBSERVATIONS:
-                warn_unknown(path, f"field {loc.field}", f"observation {observation!r}")
+                warn_unknown(self.source, f"field {loc.field}", f"observation {observation!r}")
             content = raw.get("content")
             extra = {"event_index": i, **raw}
             extra.pop("content", None)
-            events.append(Event(
-                index=0, kind=OTHER, step=state["step"], start=ts,
+            self.place(Event(
+                index=0, kind=EventKind.OTHER, step=state["step"], start=ts,
                 is_error=observation == "error",
                 text=content if isinstance(content, str) else None,
                 extra=extra))
-            continue
+            return
 
         if action == "message" and source == "user":
             new_step_on_user_input(state)
@@ -191,70 +182,52 @@ def read_openhands(
             state["agent_acted"] = True
         step = state["step"]
 
-        tcm = raw.get("tool_call_metadata")
+        tcm = get(raw, "tool_call_metadata", (dict, type(None)), loc)
         if tcm is not None:
-            if type(tcm) is not dict:
-                get(raw, "tool_call_metadata", (dict, type(None)), loc)
-            mr = tcm.get("model_response")
+            mr = get(tcm, "model_response", (dict, type(None)), loc, "tool_call_metadata")
             if mr is not None:
-                if type(mr) is not dict:
-                    get(tcm, "model_response", (dict, type(None)), loc / "tool_call_metadata")
                 rid = mr.get("id")
                 u = _usage(mr, loc)
-                if u is not None and (type(rid) is not str or rid not in seen_responses):
+                if u is not None and (type(rid) is not str or rid not in self._seen_responses):
                     if type(rid) is str:
-                        seen_responses.add(rid)
+                        self._seen_responses.add(rid)
                     created = mr.get("created")
                     created = None if isinstance(created, bool) else created
-                    events.append(Event(
-                        index=0, kind=MODEL_CALL, step=step,
+                    self.place(Event(
+                        index=0, kind=EventKind.MODEL_CALL, step=step,
                         start=float(created) if isinstance(created, int | float) else None,
                         input_tokens=u[0], cached_tokens=u[1], output_tokens=u[2],
                         extra={"event_index": i, "response_id": rid, "model": mr.get("model"),
                                "created": created, "usage": mr.get("usage"),
                                "total_calls_in_response": tcm.get("total_calls_in_response")}))
 
-        args = raw.get("args")
-        if type(args) is not dict:
-            args = get(raw, "args", dict, loc, default={})
+        args = get(raw, "args", dict, loc, default={})
         thought = args.get("thought")
         text = thought if type(thought) is str and thought else None
-        kind = OTHER
+        kind = EventKind.OTHER
         command = argv = bytes_written = None
         paths_read: list[str] = []
         paths_written: list[str] = []
         if action == "run":
-            command = args.get("command")
-            if type(command) is not str:
-                command = get(args, "command", str, loc / "args", required=True)
+            command = get(args, "command", str, loc, "args", required=True)
             argv = split_command(command)
             kind = classify_command(command, argv)
         elif action == "run_ipython":
-            command = args.get("code")
-            if type(command) is not str:
-                command = get(args, "code", str, loc / "args")
+            command = get(args, "code", str, loc, "args")
             kind = EventKind.COMMAND
         elif action == "read":
-            p = args.get("path")
-            if type(p) is not str:
-                p = get(args, "path", str, loc / "args", required=True)
-            paths_read = [p]
+            paths_read = [get(args, "path", str, loc, "args", required=True)]
         elif action == "write" or action == "edit":
-            aloc = loc / "args"
-            p = args.get("path")
-            if type(p) is not str:
-                p = get(args, "path", str, aloc, required=True)
-            sub = args.get("command")
-            if type(sub) is not str:
-                sub = get(args, "command", str, aloc)
+            p = get(args, "path", str, loc, "args", required=True)
+            sub = get(args, "command", str, loc, "args")
             if action == "edit" and sub == "view":
                 paths_read = [p]
             else:
                 kind = EventKind.FILE_CHANGE
                 paths_written = [p]
-                bytes_written = _bytes(action, sub, args, aloc)
+                bytes_written = _bytes(action, sub, args, loc / "args")
         elif action in _MESSAGE_ACTIONS:
-            kind = MESSAGE
+            kind = EventKind.MESSAGE
             content = args.get("content")
             if isinstance(content, str) and content:
                 text = content
@@ -263,32 +236,45 @@ def read_openhands(
                 if isinstance(msg, str) and msg:
                     text = msg
         elif action not in ACTIONS:
-            warn_unknown(path, f"field {loc.field}", f"action {action!r}")
+            warn_unknown(self.source, f"field {loc.field}", f"action {action!r}")
         ev = Event(index=0, kind=kind, step=step, start=ts, command=command, argv=argv,
                    paths_read=paths_read, paths_written=paths_written,
                    bytes_written=bytes_written, text=text, extra={"event_index": i, **raw})
-        events.append(ev)
+        self.place(ev)
         if eid is not None:
-            by_id[eid] = ev
+            self._by_id[eid] = ev
 
-    events.sort(key=_position)
-    meta: dict[str, Any] = {
-        **without(record, "history"),
-        "n_events_in_log": len(items),
-        "n_observations_merged": sum(1 for e in events if "observation" in e.extra),
-    }
-    iid = record.get("instance_id")
-    tid = task_id or (iid if isinstance(iid, str) else None) or stem(path)
-    inst = record.get("instance")
-    logged_repo = inst.get("repo") if isinstance(inst, dict) else None
-    rep = repo or (logged_repo if isinstance(logged_repo, str) else None) or "unknown"
-    return finish(tid, rep, FORMAT, events, meta, path=path)
+    def position(self, ev: Event) -> tuple[int, int]:
+        """An action sits where its observation arrived; a model call just before its
+        action."""
+        pos = ev.extra.get("observation_index", ev.extra["event_index"])
+        return pos, 0 if ev.kind == EventKind.MODEL_CALL else 1
+
+    def on_end(self) -> None:
+        self.release_placed()
+
+    def on_final(self) -> None:
+        self.meta.update({
+            **without(self._record, "history"),
+            "n_events_in_log": self._n_items,
+            "n_observations_merged": sum(1 for e in self._events if "observation" in e.extra),
+        })
+
+    def task_default(self) -> str:
+        iid = self._record.get("instance_id")
+        return iid if isinstance(iid, str) and iid else stem(self.source)
+
+    def repo_default(self) -> str | None:
+        inst = self._record.get("instance")
+        logged = inst.get("repo") if isinstance(inst, dict) else None
+        return logged if isinstance(logged, str) and logged else None
 
 
-def _position(ev: Event) -> tuple[int, int]:
-    """An action sits where its observation arrived; a model call just before its action."""
-    pos = ev.extra.get("observation_index", ev.extra["event_index"])
-    return pos, 0 if ev.kind == EventKind.MODEL_CALL else 1
+def read_openhands(
+    path: str | Path, *, task_id: str | None = None, repo: str | None = None
+) -> Trajectory:
+    """Read an OpenHands event list into a :class:`Trajectory` (see module doc)."""
+    return read_document(OpenHandsParser(source=path, task_id=task_id, repo=repo), path)
 
 
 def _bytes(action: str, sub: str | None, args: dict[str, Any], loc: Loc) -> int | None:

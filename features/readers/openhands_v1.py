@@ -32,7 +32,8 @@ Mapping (the V0 conventions, where V1 has the same notion):
   (``ConversationErrorEvent`` with ``is_error``). Unknown kinds warn and stay ``other``.
 * A ``model_call`` is emitted before the first event carrying each ``llm_response_id``
   (actions of one response, an agent message, a condensation). Its tokens come from
-  ``base_state.json`` (``stats.usage_to_metrics.*.token_usages`` matched by
+  ``base_state.json`` (``stats.usage_to_metrics.*.token_usages``, in early SDKs
+  ``stats.service_to_metrics.*.token_usages``, matched by
   ``response_id``: input = ``prompt_tokens``, cached = ``cache_read_tokens``, output =
   ``completion_tokens``) and its ``duration`` from ``response_latencies``; without a
   base state (the list form) they stay None. Usage records no event names are counted in
@@ -51,30 +52,26 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
+from features.readers.errors import TrajectoryFormatError, warn_unknown
+from features.readers.events import classify_command, new_step_on_user_input
+from features.readers.fields import (
     Loc,
-    TrajectoryFormatError,
-    classify_command,
-    current_limits,
-    finish,
     get,
     int_field,
     iso_field,
-    load_json,
-    load_json_files,
     message_text,
-    new_step_on_user_input,
-    stem,
     to_duration,
     to_int,
-    warn_unknown,
     without,
 )
+from features.readers.files import current_limits, stem
 from features.readers.openhands import (
     created_file_bytes,
     editor_bytes,
     settle_result,
 )
+from features.readers.stream import StreamParser, read_document
+from features.readers.strict_json import load_json, load_json_files
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
 
@@ -242,9 +239,12 @@ def _usage_index(state: dict[str, Any] | None, base: Path) -> tuple[dict[str, di
         return out, set()
     sloc = Loc(base) / "stats"
     stats = get(state, "stats", dict, Loc(base), default={})
-    metrics = get(stats, "usage_to_metrics", dict, sloc, default={})
+    # early SDKs named it service_to_metrics (per LLM service, the same records)
+    key = "service_to_metrics" if "usage_to_metrics" not in stats and (
+        "service_to_metrics" in stats) else "usage_to_metrics"
+    metrics = get(stats, key, dict, sloc, default={})
     for usage_id, m in metrics.items():
-        mloc = sloc / "usage_to_metrics" / usage_id
+        mloc = sloc / key / usage_id
         if not isinstance(m, dict):
             raise mloc.error("expected object")
         for j, u in enumerate(get(m, "token_usages", list, mloc, default=[])):
@@ -264,127 +264,152 @@ def _usage_index(state: dict[str, Any] | None, base: Path) -> tuple[dict[str, di
     return out, set(out)
 
 
-def read_openhands_v1(
-    path: str | Path, *, task_id: str | None = None, repo: str | None = None
-) -> Trajectory:
-    """Read an OpenHands V1 conversation (directory or JSON event list; see module doc).
+class OpenHandsV1Parser(StreamParser):
+    """Reader of an OpenHands V1 conversation (see the module docstring): one record per
+    event. A directory's events come with their files (:meth:`conversation`), a list's
+    from the list itself."""
 
-    Fields are read with plain type checks; the checked :func:`get` / :func:`to_int`
-    (and the field's :class:`Loc`) run only when a check fails, so a bad field raises the
-    same error at the same point."""
-    path = Path(path)
-    state: dict[str, Any] | None = None
-    if path.is_dir():
-        files, docs, state, root = _read_dir(path)
-        locs: list[Loc] | None = list(map(Loc, files))
-        list_loc = None
-        base = root / BASE_STATE
-    else:
-        doc = load_json(path)
-        if not isinstance(doc, list):
-            raise Loc(path).error(f"expected a JSON list of OpenHands V1 events, got "
-                                  f"{type(doc).__name__}")
-        docs, locs, list_loc = doc, None, Loc(path, None, "")
-        root, base = path.parent, path.parent / BASE_STATE
-    usage, unused = _usage_index(state, base)
+    FORMAT = FORMAT
+    LAYOUT = "json"
 
-    events: list[Event] = []
-    by_id: dict[str, Event] = {}
-    by_call: dict[str, Event] = {}
-    seen_responses: set[str] = set()
-    st = {"step": 1, "agent_acted": False}
-    for i, raw in enumerate(docs):
-        loc = list_loc / i if locs is None else locs[i]
+    def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
+                 repo: str | None = None) -> None:
+        super().__init__(source=source, task_id=task_id, repo=repo)
+        self._state: dict[str, Any] | None = None  # the base state, for a directory
+        self._locs: list[Loc] | None = None  # each event's file, for a directory
+        self._list_loc = Loc(self.source, None, "")
+        self._root = self.source.parent
+        self._base = self.source.parent / BASE_STATE
+        self._n_docs = 0
+        self._usage: dict[str, dict[str, Any]] = {}
+        self._unused: set[str] = set()
+        self._by_id: dict[str, Event] = {}
+        self._by_call: dict[str, Event] = {}
+        self._seen_responses: set[str] = set()
+        self._st = {"step": 1, "agent_acted": False}
+
+    def conversation(self, files: list[str], state: dict[str, Any] | None, root: Path) -> None:
+        """A conversation directory's event files (in index order), base state and root:
+        its events are then fed as :meth:`records` of the list of their documents."""
+        self._locs = list(map(Loc, files))
+        self._state, self._root, self._base = state, root, root / BASE_STATE
+
+    def records(self, doc: Any) -> list[Any]:
+        if self._locs is None and not isinstance(doc, list):
+            raise Loc(self.source).error(f"expected a JSON list of OpenHands V1 events, got "
+                                         f"{type(doc).__name__}")
+        self._n_docs = len(doc)
+        self._usage, self._unused = _usage_index(self._state, self._base)
+        return doc
+
+    def on_record(self, raw: Any, i: int, arrival: float | None) -> None:
+        loc = self._list_loc / i if self._locs is None else self._locs[i]
         if type(raw) is not dict:
             raise loc.error(f"expected an OpenHands V1 event object, got {type(raw).__name__}")
-        kind = raw.get("kind")
-        if type(kind) is not str:
-            kind = get(raw, "kind", str, loc, required=True)
-        eid = raw.get("id")
-        if type(eid) is not str:
-            eid = get(raw, "id", str, loc, required=True)
+        st = self._st
+        kind = get(raw, "kind", str, loc, required=True)
+        eid = get(raw, "id", str, loc, required=True)
         ts = iso_field(raw, "timestamp", loc)
-        source = raw.get("source")
-        if type(source) is not str:
-            source = get(raw, "source", str, loc)
-        rid = raw.get("llm_response_id")
-        if type(rid) is not str:
-            rid = get(raw, "llm_response_id", str, loc)
-        if rid is not None and rid not in seen_responses:
-            seen_responses.add(rid)
-            unused.discard(rid)
-            events.append(_model_call(rid, usage.get(rid), st["step"], i))
+        source = get(raw, "source", str, loc)
+        rid = get(raw, "llm_response_id", str, loc)
+        if rid is not None and rid not in self._seen_responses:
+            self._seen_responses.add(rid)
+            self._unused.discard(rid)
+            self.place(_model_call(rid, self._usage.get(rid), st["step"], i))
 
         if kind in _RESULTS:
-            target = _result_target(raw, loc, by_id, by_call)
+            target = _result_target(raw, loc, self._by_id, self._by_call)
             if target is not None:
                 _merge_result(target, raw, kind, loc, ts, i)
                 target.step = st["step"]
-                continue
-            events.append(Event(
+                return
+            self.place(Event(
                 index=0, kind=EventKind.OTHER, step=st["step"], start=ts,
                 is_error=kind != "ObservationEvent" or _obs_error(raw, loc),
                 text=_result_text(raw, kind, loc) or None,
                 extra={"event_index": i, **raw}))
-            continue
+            return
 
         if kind == "MessageEvent":
-            msg = raw.get("llm_message")
-            if type(msg) is not dict:
-                msg = get(raw, "llm_message", dict, loc, required=True)
+            msg = get(raw, "llm_message", dict, loc, required=True)
             if source == "user":
                 new_step_on_user_input(st)
             elif source == "agent":
                 st["agent_acted"] = True
-            events.append(Event(
+            self.place(Event(
                 index=0, kind=EventKind.MESSAGE, step=st["step"], start=ts,
-                text=message_text(msg.get("content"), loc / "llm_message" / "content"),
+                text=message_text(msg.get("content"), loc, "llm_message", "content"),
                 extra={"event_index": i, "role": msg.get("role"),
                        **without(raw, "llm_message"),
                        "llm_message": without(msg, "content")}))
-            continue
+            return
         if kind == "SystemPromptEvent":
             sp = raw.get("system_prompt")
-            text = message_text([sp] if isinstance(sp, dict) else sp, loc / "system_prompt")
-            events.append(Event(
+            text = message_text([sp] if isinstance(sp, dict) else sp, loc, "system_prompt")
+            self.place(Event(
                 index=0, kind=EventKind.MESSAGE, step=st["step"], start=ts, text=text,
                 extra={"event_index": i, **without(raw, "system_prompt")}))
-            continue
+            return
         if kind != "ActionEvent":
             if kind not in KINDS:
                 warn_unknown(loc.path, str(loc).removeprefix(f"{loc.path}: ") or "event",
                              f"OpenHands V1 event kind {kind!r}")
-            events.append(Event(
+            self.place(Event(
                 index=0, kind=EventKind.OTHER, step=st["step"], start=ts,
                 is_error=kind == "ConversationErrorEvent",
                 text=_str_field(raw, ("summary", "detail", "error"), loc),
                 extra={"event_index": i, **raw}))
-            continue
+            return
 
         if source is None or source == "agent":
             st["agent_acted"] = True
         ev = _action_event(raw, loc, st["step"], ts, i)
-        events.append(ev)
-        by_id[eid] = ev
-        call = raw.get("tool_call_id")
-        if type(call) is not str:
-            call = get(raw, "tool_call_id", str, loc)
+        self.place(ev)
+        self._by_id[eid] = ev
+        call = get(raw, "tool_call_id", str, loc)
         if call:
-            by_call[call] = ev
+            self._by_call[call] = ev
 
-    events.sort(key=_position)
-    meta: dict[str, Any] = {
-        "format_version": "v1",
-        "n_events_in_log": len(docs),
-        "n_results_merged": sum(1 for e in events if "observation" in e.extra),
-        "token_usages_without_event": len(unused),
-    }
-    if state is not None:
-        meta["base_state"] = without(state, "secret_registry")
-    conv = state.get("id") if state is not None else None
-    tid = task_id or (conv if isinstance(conv, str) and conv else None) or (
-        root.name if path.is_dir() and root.name else stem(path))
-    return finish(tid, repo or "unknown", FORMAT, events, meta, path=path)
+    def position(self, ev: Event) -> tuple[int, int]:
+        """An action sits where its result arrived; a model call just before its first
+        event."""
+        pos = ev.extra.get("observation_index", ev.extra["event_index"])
+        return pos, 0 if ev.kind == EventKind.MODEL_CALL else 1
+
+    def on_end(self) -> None:
+        self.release_placed()
+
+    def on_final(self) -> None:
+        meta = self.meta
+        meta.update({
+            "format_version": "v1",
+            "n_events_in_log": self._n_docs,
+            "n_results_merged": sum(1 for e in self._events if "observation" in e.extra),
+            "token_usages_without_event": len(self._unused),
+        })
+        if self._state is not None:
+            meta["base_state"] = without(self._state, "secret_registry")
+
+    def task_default(self) -> str:
+        conv = self._state.get("id") if self._state is not None else None
+        if isinstance(conv, str) and conv:
+            return conv
+        return self._root.name if self._locs is not None and self._root.name else stem(
+            self.source)
+
+
+def read_openhands_v1(
+    path: str | Path, *, task_id: str | None = None, repo: str | None = None
+) -> Trajectory:
+    """Read an OpenHands V1 conversation (directory or JSON event list; see module doc)."""
+    path = Path(path)
+    parser = OpenHandsV1Parser(source=path, task_id=task_id, repo=repo)
+    if not path.is_dir():
+        return read_document(parser, path)
+    files, docs, state, root = _read_dir(path)
+    parser.conversation(files, state, root)
+    parser.feed_document(docs)
+    return parser.finish()
 
 
 def _model_call(rid: str, rec: dict[str, Any] | None, step: int, i: int) -> Event:
@@ -415,28 +440,15 @@ def _str_field(raw: dict[str, Any], keys: tuple[str, ...], loc: Loc) -> str | No
 def _action_event(raw: dict[str, Any], loc: Loc, step: int, ts: float | None, i: int
                   ) -> Event:
     """The event of an ``ActionEvent``."""
-    action = raw.get("action")
-    if action is not None and type(action) is not dict:
-        get(raw, "action", (dict, type(None)), loc)
-    tool = raw.get("tool_name")
-    if type(tool) is not str:
-        tool = get(raw, "tool_name", str, loc)
-    akind = None
-    if action is not None:
-        akind = action.get("kind")
-        if type(akind) is not str:
-            akind = get(action, "kind", str, loc / "action")
+    action = get(raw, "action", (dict, type(None)), loc)
+    tool = get(raw, "tool_name", str, loc)
+    akind = None if action is None else get(action, "kind", str, loc, "action")
     extra = {"event_index": i, **raw}
     extra.pop("thought", None)
     text = None
     thought = raw.get("thought")
     if thought is not None:
-        try:  # the field's Loc only for an error, worded again with it below
-            text = message_text(thought, loc) or None
-        except TrajectoryFormatError:
-            text = _MISSING
-        if text is _MISSING:
-            message_text(thought, loc / "thought")  # raises the error at its field
+        text = message_text(thought, loc, "thought") or None
     if action is None:
         extra["not_executed"] = True
         return Event(index=0, kind=EventKind.OTHER, step=step, start=ts, text=text,
@@ -446,12 +458,8 @@ def _action_event(raw: dict[str, Any], loc: Loc, step: int, ts: float | None, i:
     paths_read: list[str] = []
     paths_written: list[str] = []
     if akind in _TERMINAL or (akind not in _EDITOR and tool in _TERMINAL_TOOLS):
-        cmd = action.get("command")
-        if type(cmd) is not str:
-            cmd = get(action, "command", str, loc / "action", required=True)
-        is_input = action.get("is_input", False)
-        if type(is_input) is not bool:
-            is_input = get(action, "is_input", bool, loc / "action", default=False)
+        cmd = get(action, "command", str, loc, "action", required=True)
+        is_input = get(action, "is_input", bool, loc, "action", default=False)
         if is_input:
             extra["input"] = cmd  # keys for a running process, not a command line
         else:
@@ -459,12 +467,8 @@ def _action_event(raw: dict[str, Any], loc: Loc, step: int, ts: float | None, i:
             argv = split_command(cmd)
             kind = classify_command(cmd, argv)
     elif akind in _EDITOR or tool in _EDITOR_TOOLS:
-        p = action.get("path")
-        if type(p) is not str:
-            p = get(action, "path", str, loc / "action", required=True)
-        sub = action.get("command")
-        if type(sub) is not str:
-            sub = get(action, "command", str, loc / "action", required=True)
+        p = get(action, "path", str, loc, "action", required=True)
+        sub = get(action, "command", str, loc, "action", required=True)
         if sub == "view":
             paths_read = [p]
         else:
@@ -473,9 +477,7 @@ def _action_event(raw: dict[str, Any], loc: Loc, step: int, ts: float | None, i:
             bytes_written = editor_bytes(sub, action, loc / "action")
     elif (field := _MESSAGE_ACTIONS.get(akind or "") or _MESSAGE_TOOLS.get(tool or "")):
         kind = EventKind.MESSAGE
-        said = action.get(field)
-        if type(said) is not str:
-            said = get(action, field, str, loc / "action")
+        said = get(action, field, str, loc, "action")
         if said:
             text = said
     elif akind not in _KNOWN_ACTIONS:
@@ -488,14 +490,10 @@ def _action_event(raw: dict[str, Any], loc: Loc, step: int, ts: float | None, i:
 
 def _result_target(raw: dict[str, Any], loc: Loc, by_id: dict[str, Event],
                    by_call: dict[str, Event]) -> Event | None:
-    aid = raw.get("action_id")
-    if type(aid) is not str:
-        aid = get(raw, "action_id", str, loc)
+    aid = get(raw, "action_id", str, loc)
     target = by_id.get(aid) if aid is not None else None
     if target is None:
-        call = raw.get("tool_call_id")
-        if type(call) is not str:
-            call = get(raw, "tool_call_id", str, loc)
+        call = get(raw, "tool_call_id", str, loc)
         target = by_call.get(call) if call is not None else None
     if target is None or "observation" in target.extra:
         return None
@@ -506,40 +504,20 @@ def _obs_error(raw: dict[str, Any], loc: Loc) -> bool:
     obs = raw.get("observation")
     if type(obs) is not dict:
         return False
-    is_error = obs.get("is_error", False)
-    if type(is_error) is not bool:
-        is_error = get(obs, "is_error", bool, loc / "observation", default=False)
-    if is_error:
+    if get(obs, "is_error", bool, loc, "observation", default=False):
         return True
-    error = obs.get("error", False)
-    if error is not None and type(error) is not bool and type(error) is not str:
-        error = get(obs, "error", (bool, str, type(None)), loc / "observation", default=False)
-    return bool(error)
+    return bool(get(obs, "error", (bool, str, type(None)), loc, "observation", default=False))
 
 
 def _result_text(raw: dict[str, Any], kind: str, loc: Loc) -> str:
     if kind == "AgentErrorEvent":
-        text = raw.get("error", "")
-        return text if type(text) is str else get(raw, "error", str, loc, default="")
+        return get(raw, "error", str, loc, default="")
     if kind == "UserRejectObservation":
-        text = raw.get("rejection_reason", "")
-        return text if type(text) is str else get(raw, "rejection_reason", str, loc,
-                                                  default="")
-    obs = raw.get("observation")
-    if type(obs) is not dict:
-        obs = get(raw, "observation", dict, loc, required=True)
-    content = obs.get("content", _MISSING)
-    if content is not _MISSING:
-        if type(content) is str:
-            return content
-        try:  # the field's Loc only for an error, worded again with it below
-            return message_text(content, loc)
-        except TrajectoryFormatError:
-            pass
-        return message_text(content, loc / "observation" / "content")  # raises at the field
-    text = obs.get("output", "")  # older SDKs
-    return text if type(text) is str else get(obs, "output", str, loc / "observation",
-                                              default="")
+        return get(raw, "rejection_reason", str, loc, default="")
+    obs = get(raw, "observation", dict, loc, required=True)
+    if "content" in obs:
+        return message_text(obs["content"], loc, "observation", "content")
+    return get(obs, "output", str, loc, "observation", default="")  # older SDKs
 
 
 def _merge_result(ev: Event, raw: dict[str, Any], kind: str, loc: Loc, ts: float | None,
@@ -562,9 +540,7 @@ def _merge_result(ev: Event, raw: dict[str, Any], kind: str, loc: Loc, ts: float
         extra["observation"] = without(raw, "error")
     ev.is_error = kind != "ObservationEvent" or _obs_error(raw, loc)
     if type(obs) is dict:
-        md = obs.get("metadata")
-        if type(md) is not dict:
-            md = get(obs, "metadata", dict, loc / "observation", default={})
+        md = get(obs, "metadata", dict, loc, "observation", default={})
         cwd = md.get("working_dir")
         if type(cwd) is str:
             extra["cwd"] = cwd
@@ -576,9 +552,3 @@ def _merge_result(ev: Event, raw: dict[str, Any], kind: str, loc: Loc, ts: float
         if ev.kind == EventKind.FILE_CHANGE and ev.bytes_written is None:
             ev.bytes_written = created_file_bytes(obs)
     settle_result(ev, output)
-
-
-def _position(ev: Event) -> tuple[int, int]:
-    """An action sits where its result arrived; a model call just before its first event."""
-    pos = ev.extra.get("observation_index", ev.extra["event_index"])
-    return pos, 0 if ev.kind == EventKind.MODEL_CALL else 1

@@ -1,10 +1,18 @@
-"""The streaming-parser interface: one parser per line-oriented log format, a line in, events out.
+"""The one shape of a log reader: a :class:`StreamParser` per format, records in, events out.
 
 Every line-oriented format (``codex exec --json``, the Codex rollout, Claude Code's
 ``stream-json`` output and its session file) has one :class:`StreamParser` subclass, named in
 its :class:`~features.readers.ReaderSpec` (``parser``). ``read_trajectory`` reads such a file
 by feeding every line to a fresh parser and taking :meth:`StreamParser.finish`; a live harness
 feeds lines as they arrive. Both therefore get the same events (the stream-vs-file identity).
+
+A format whose log is one JSON document (mini-SWE-agent, SWE-agent, OpenHands V0 and V1;
+``LAYOUT = "json"``) is read by a subclass of the same shape: :func:`read_document` hands
+the document to :meth:`StreamParser.feed_document`, which feeds its records
+(:meth:`StreamParser.records`: messages, steps or events) to the same
+:meth:`~StreamParser.on_record` one by one, with their index in the document. Such a parser
+places each event where what it did became known (:meth:`StreamParser.place`: an action
+where its result arrived) and releases them in that order at the end of the document.
 
 API::
 
@@ -34,12 +42,12 @@ Rules every parser keeps (each tested):
   feed ``{"arrival": t, "line": {...}}`` (the stamped form), unwrapped here.
 * **Bad input.** A line that is not JSON, or not a JSON object, or one a file reader would
   refuse (duplicate keys, NaN/Infinity, nesting deeper than the limit, a lone surrogate:
-  :func:`~features.readers.common.parse_json_line`), or text past the
-  :class:`~features.readers.common.ReadLimits` size bound, raises
-  :class:`~features.readers.common.TrajectoryFormatError` naming the source and the line;
+  :func:`~features.readers.strict_json.parse_json_line`), or text past the
+  :class:`~features.readers.files.ReadLimits` size bound, raises
+  :class:`~features.readers.errors.TrajectoryFormatError` naming the source and the line;
   blank lines are skipped (and counted, so line numbers match the file's). Times running
   backwards are kept and flagged as events are released, and a stream with no events warns,
-  as for files (:func:`~features.readers.common.seal`).
+  as for files (:func:`~features.readers.events.seal`).
 * After :meth:`finish`, :meth:`feed` raises.
 """
 
@@ -49,21 +57,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from features.readers.common import (
-    Loc,
-    TrajectoryFormatError,
-    current_limits,
-    jsonl_records,
-    parse_json_line,
-    read_text,
-    seal,
-    stem,
-    time_flags,
-    to_float,
-)
+from features.readers.errors import TrajectoryFormatError
+from features.readers.events import seal, time_flags
+from features.readers.fields import Loc, to_float
+from features.readers.files import current_limits, read_text, stem
+from features.readers.memory import check_memory
+from features.readers.strict_json import jsonl_records, load_json, parse_json_line
 from features.schema import Event, Trajectory
 
-__all__ = ["StreamParser", "TextStreamParser", "read_text_with", "read_with"]
+__all__ = ["StreamParser", "TextStreamParser", "read_document", "read_text_with", "read_with"]
 
 
 class StreamParser:
@@ -76,6 +78,7 @@ class StreamParser:
     """
 
     FORMAT: ClassVar[str] = ""
+    LAYOUT: ClassVar[str] = "jsonl"  # "json": one document, fed whole (feed_document)
     ARRIVAL_TIMES: ClassVar[bool] = False  # the format has no times: arrival_s times events
 
     def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
@@ -95,6 +98,8 @@ class StreamParser:
         self._fed_bytes = 0  # raw text fed so far, bounded by ReadLimits.max_bytes
         self._latest_end: float | None = None
         self._time_flagged: list[int] = []
+        self._line_loc = Loc(self.source)  # see line_loc
+        self._placed: list[Event] = []  # a document's events, until its end (see place)
 
     # -- the public face -----------------------------------------------------------------
     @property
@@ -167,7 +172,11 @@ class StreamParser:
             raise RuntimeError(f"{self.source}: feed() after the end of the stream")
         on_record = self.on_record
         stamped = self.ARRIVAL_TIMES
+        n = 0
         for lineno, obj in records:
+            n += 1
+            if not n & 4095:  # every 4,096 records: the read's memory (features.readers.memory)
+                check_memory(f"line {lineno}")
             if stamped and len(obj) == 2 and "arrival" in obj and "line" in obj:
                 self.feed_record(obj, lineno)  # the stamped form: unwrapped there
                 continue
@@ -198,15 +207,51 @@ class StreamParser:
         self._closed = True
         self.on_final()
         meta = self.meta
-        meta["has_arrival_times"] = self._wrapped or self._given_arrival
+        if self.LAYOUT == "jsonl":
+            meta["has_arrival_times"] = self._wrapped or self._given_arrival
         tid = self.task_id or self.task_default()
         return seal(tid, self.repo or self.repo_default() or "unknown", self.FORMAT,
                     list(self._events), meta, path=self.source, time_flagged=self._time_flagged)
 
+    def feed_document(self, doc: Any) -> None:
+        """A document format's whole document: each of its :meth:`records` handed to
+        :meth:`on_record` in order, with its index in the document (then :meth:`finish`)."""
+        if self._flushed:
+            raise RuntimeError(f"{self.source}: feed() after the end of the stream")
+        on_record = self.on_record
+        for i, rec in enumerate(self.records(doc)):
+            if not (i + 1) & 4095:
+                check_memory()
+            on_record(rec, i, None)
+
     # -- for subclasses ------------------------------------------------------------------
-    def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
-        """Handle one JSON object of the log (``arrival`` is None unless ARRIVAL_TIMES)."""
+    def on_record(self, obj: Any, lineno: int, arrival: float | None) -> None:
+        """Handle one record of the log: a line's JSON object (``lineno``, 1-based;
+        ``arrival`` is None unless ARRIVAL_TIMES), or a document's record (its index)."""
         raise NotImplementedError
+
+    def records(self, doc: Any) -> Sequence[Any]:
+        """A document format: the records of its document, in order (the document's own
+        shape checked here, its top-level fields kept for :meth:`on_final`)."""
+        raise NotImplementedError(f"{type(self).__name__} reads lines, not a document")
+
+    def place(self, ev: Event) -> None:
+        """A document format: keep ``ev`` until the end of the document, where every kept
+        event is released in :meth:`position` order (an event is placed where what it did
+        became known; its fields may still change until then)."""
+        self._placed.append(ev)
+
+    def position(self, ev: Event) -> Any:
+        """The sort key of a placed event (default: the order of placing)."""
+        raise NotImplementedError
+
+    def release_placed(self) -> None:
+        """Release every placed event in :meth:`position` order (a stable sort), each one's
+        ``turn_end`` from the next one's step."""
+        placed, self._placed = self._placed, []
+        placed.sort(key=self.position)
+        for ev in placed:
+            self.emit(ev)
 
     def on_end(self) -> None:
         """Release what is still pending at the end of the stream (default: nothing)."""
@@ -221,6 +266,15 @@ class StreamParser:
     def repo_default(self) -> str | None:
         """The repository when none was given (None: ``"unknown"``)."""
         return None
+
+    def line_loc(self, lineno: int) -> Loc:
+        """The :class:`Loc` of line ``lineno`` of the source, for the checked reads of the
+        line being handled: one object per parser, its line moved (a reader makes one per
+        line, and reads it only to word an error). Keep nothing that holds it past the
+        line; ``Loc(self.source, lineno)`` is a location of one's own."""
+        loc = self._line_loc
+        loc.line = lineno
+        return loc
 
     def emit(self, ev: Event, turn_end: bool | None = None) -> None:
         """Release ``ev`` (final from now on). ``turn_end`` True/False when the log says
@@ -254,6 +308,13 @@ class StreamParser:
         self._out.append(ev)
 
 
+def read_document(parser: StreamParser, path: str | Path) -> Trajectory:
+    """Read a document format's log through ``parser``: its JSON document
+    (:func:`~features.readers.strict_json.load_json`) fed whole, then finished."""
+    parser.feed_document(load_json(Path(path)))
+    return parser.finish()
+
+
 def read_with(
     parser: StreamParser,
     path: str | Path,
@@ -263,7 +324,7 @@ def read_with(
 ) -> Trajectory:
     """Read a whole log file through ``parser``: every line fed in order, then finished.
 
-    Lines come from :func:`~features.readers.common.jsonl_records` (so file checks and a torn
+    Lines come from :func:`~features.readers.strict_json.jsonl_records` (so file checks and a torn
     last line are handled there). ``arrival_times``: one float per non-blank line.
     """
     path = Path(path)
@@ -338,7 +399,7 @@ class TextStreamParser(StreamParser):
 
 def read_text_with(parser: TextStreamParser, path: str | Path) -> Trajectory:
     """Read a whole text log through ``parser`` (the file's checks, decompression and
-    decoding are :func:`~features.readers.common.read_text`'s): every line fed in order,
+    decoding are :func:`~features.readers.files.read_text`'s): every line fed in order,
     then finished."""
     text = read_text(Path(path))
     if "\r" in text:  # CRLF line ends (Aider's --line-endings crlf): cut as feed() cuts them

@@ -36,22 +36,19 @@ import re
 from pathlib import Path
 from typing import Any
 
-from features.readers.common import (
+from features.readers.events import apply_test_counts, classify_command, mark_tool_return
+from features.readers.fields import (
     Loc,
-    apply_test_counts,
-    classify_command,
-    finish,
     get,
-    load_embedded_json,
-    load_json,
-    mark_tool_return,
     message_text,
     repo_from_instance_id,
-    stem,
     to_duration,
     to_int,
     without,
 )
+from features.readers.files import stem
+from features.readers.stream import StreamParser, read_document
+from features.readers.strict_json import load_embedded_json
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
 
@@ -107,36 +104,63 @@ def _edit_payload(action: str, argv: list[str] | None) -> str | None:
     return None
 
 
-def read_swe_agent(
-    path: str | Path, *, task_id: str | None = None, repo: str | None = None
-) -> Trajectory:
-    """Read a SWE-agent ``.traj`` into a :class:`Trajectory` (see module doc)."""
-    path = Path(path)
-    doc = load_json(path)
-    root = Loc(path)
-    if not isinstance(doc, dict):
-        raise root.error(f"expected a JSON object at top level, got {type(doc).__name__}")
-    traj = get(doc, "trajectory", list, root, required=True)
-    history = get(doc, "history", list, root, default=[])
-    info = get(doc, "info", dict, root, default={})
+class SweAgentParser(StreamParser):
+    """Reader of a SWE-agent ``.traj`` (see the module docstring): its records are the
+    history's messages before the first action, then the trajectory's steps."""
 
-    events: list[Event] = []
-    for i, h in enumerate(history):
-        hloc = root / "history" / i
+    FORMAT = FORMAT
+    LAYOUT = "json"
+
+    def __init__(self, *, source: str | Path = "<stream>", task_id: str | None = None,
+                 repo: str | None = None) -> None:
+        super().__init__(source=source, task_id=task_id, repo=repo)
+        self._root = Loc(self.source)
+        self._doc: dict[str, Any] = {}
+        self._history: list[Any] = []
+        self._info: dict[str, Any] = {}
+        self._actions: list[tuple[int, dict[str, Any]]] = []
+        self._versions: set[str] = set()
+        self._prelude = True  # the history's messages before its first action
+        self._iid: str | None = None
+
+    def records(self, doc: Any) -> list[tuple[str, int, Any]]:
+        root = self._root
+        if not isinstance(doc, dict):
+            raise root.error(f"expected a JSON object at top level, got {type(doc).__name__}")
+        self._doc = doc
+        traj = get(doc, "trajectory", list, root, required=True)
+        history = self._history = get(doc, "history", list, root, default=[])
+        self._info = get(doc, "info", dict, root, default={})
+        self._actions = _history_actions(history, root)
+        return [*(("history", i, h) for i, h in enumerate(history)),
+                *(("trajectory", i, st) for i, st in enumerate(traj))]
+
+    def on_record(self, rec: tuple[str, int, Any], at: int, arrival: float | None) -> None:
+        part, i, item = rec
+        if part == "history":
+            if self._prelude:
+                self._message(i, item)
+        else:
+            self._step(i, item)
+
+    def _message(self, i: int, h: Any) -> None:
+        """A message of the history before its first action."""
+        hloc = self._root / "history" / i
         if not isinstance(h, dict):
             raise hloc.error("expected object")
         role = get(h, "role", str, hloc, required=True)
         if role == "assistant":
-            break
+            self._prelude = False
+            return
         content = h.get("content")
-        text = None if content is None else message_text(content, hloc / "content")
-        events.append(Event(index=0, kind=EventKind.MESSAGE, step=1, text=text,
-                            extra={"history_index": i,
-                                   **without(h, "content")}))
+        text = None if content is None else message_text(content, hloc, "content")
+        self.emit(Event(index=0, kind=EventKind.MESSAGE, step=1, text=text,
+                        extra={"history_index": i, **without(h, "content")}))
 
-    actions = _history_actions(history, root)
-    versions = set()
-    for i, s in enumerate(traj):
+    def _step(self, i: int, s: Any) -> None:
+        """A step of the trajectory: one command."""
+        root = self._root
+        actions = self._actions
         sloc = root / "trajectory" / i
         if not isinstance(s, dict):
             raise sloc.error(f"expected object, got {type(s).__name__}")
@@ -144,7 +168,7 @@ def read_swe_agent(
         obs = get(s, "observation", (str, type(None)), sloc, default=None)
         thought = get(s, "thought", (str, type(None)), sloc, default=None)
         raw_state = s.get("state")
-        versions.add("0.x" if isinstance(raw_state, str) else "v1")
+        self._versions.add("0.x" if isinstance(raw_state, str) else "v1")
         state = _state(raw_state, sloc / "state")
         et = to_duration(s.get("execution_time"), sloc / "execution_time")
         hist = actions[i] if i < len(actions) and actions[i][1].get("action") == action else None
@@ -199,46 +223,61 @@ def read_swe_agent(
         )
         apply_test_counts(ev, obs)
         mark_tool_return(ev)
-        events.append(ev)
+        self.emit(ev)
 
-    model_stats = info.get("model_stats")
-    if model_stats is not None and not isinstance(model_stats, dict):
-        raise (root / "info" / "model_stats").error("expected object")
-    ms = model_stats or {}
-    sub = info.get("submission")
-    replay = doc.get("replay_config")
-    iid = None
-    rc: Any = replay
-    if isinstance(replay, str) and replay.strip():
-        try:
-            rc = load_embedded_json(replay, root / "replay_config")
-        except json.JSONDecodeError as exc:
-            raise (root / "replay_config").error(
-                f"a string that is not JSON ({exc.msg} at column {exc.colno})") from exc
-    ps = rc.get("problem_statement") if isinstance(rc, dict) else None
-    if isinstance(ps, dict) and isinstance(ps.get("id"), str):
-        iid = ps["id"]
-    meta: dict[str, Any] = {
-        "format_version": "/".join(sorted(versions)) if versions else None,
-        "exit_status": info.get("exit_status"),
-        "submission_present": isinstance(sub, str) and bool(sub.strip()),
-        "model_stats": ms,
-        "tokens_sent": to_int(ms.get("tokens_sent"), root / "info" / "model_stats" /
-                              "tokens_sent"),
-        "tokens_received": to_int(ms.get("tokens_received"), root / "info" / "model_stats" /
-                                  "tokens_received"),
-        "api_calls": to_int(ms.get("api_calls"), root / "info" / "model_stats" / "api_calls"),
-        "info": info,
-        "environment": doc.get("environment"),
-        "replay_config": replay,
-        "instance_id": iid,
-        "history_len": len(history),
-        **{f"top_{k}": v for k, v in doc.items()
-           if k not in ("trajectory", "history", "info", "environment", "replay_config")},
-    }
-    tid = task_id or iid or stem(path)
-    rep = repo or repo_from_instance_id(iid) or "unknown"
-    return finish(tid, rep, FORMAT, events, meta, path=path)
+
+    def on_final(self) -> None:
+        root, doc, info, history, versions = (self._root, self._doc, self._info, self._history,
+                                              self._versions)
+        model_stats = info.get("model_stats")
+        if model_stats is not None and not isinstance(model_stats, dict):
+            raise (root / "info" / "model_stats").error("expected object")
+        ms = model_stats or {}
+        sub = info.get("submission")
+        replay = doc.get("replay_config")
+        iid = None
+        rc: Any = replay
+        if isinstance(replay, str) and replay.strip():
+            try:
+                rc = load_embedded_json(replay, root / "replay_config")
+            except json.JSONDecodeError as exc:
+                raise (root / "replay_config").error(
+                    f"a string that is not JSON ({exc.msg} at column {exc.colno})") from exc
+        ps = rc.get("problem_statement") if isinstance(rc, dict) else None
+        if isinstance(ps, dict) and isinstance(ps.get("id"), str):
+            iid = ps["id"]
+        self._iid = iid
+        self.meta.update({
+            "format_version": "/".join(sorted(versions)) if versions else None,
+            "exit_status": info.get("exit_status"),
+            "submission_present": isinstance(sub, str) and bool(sub.strip()),
+            "model_stats": ms,
+            "tokens_sent": to_int(ms.get("tokens_sent"), root / "info" / "model_stats" /
+                                  "tokens_sent"),
+            "tokens_received": to_int(ms.get("tokens_received"), root / "info" / "model_stats" /
+                                      "tokens_received"),
+            "api_calls": to_int(ms.get("api_calls"), root / "info" / "model_stats" / "api_calls"),
+            "info": info,
+            "environment": doc.get("environment"),
+            "replay_config": replay,
+            "instance_id": iid,
+            "history_len": len(history),
+            **{f"top_{k}": v for k, v in doc.items()
+               if k not in ("trajectory", "history", "info", "environment", "replay_config")},
+        })
+
+    def task_default(self) -> str:
+        return self._iid or stem(self.source)
+
+    def repo_default(self) -> str | None:
+        return repo_from_instance_id(self._iid)
+
+
+def read_swe_agent(
+    path: str | Path, *, task_id: str | None = None, repo: str | None = None
+) -> Trajectory:
+    """Read a SWE-agent ``.traj`` into a :class:`Trajectory` (see module doc)."""
+    return read_document(SweAgentParser(source=path, task_id=task_id, repo=repo), path)
 
 
 def _history_actions(history: list[Any], root: Loc) -> list[tuple[int, dict[str, Any]]]:

@@ -276,6 +276,11 @@ class _ScoredPolicy(PlacementPolicy):
         """The model's score for checkpointing at ``obs`` (advantage seconds or P(A>0))."""
         return float(self._scorer(observation_vector(obs, self.feature_names_)[None, :])[0])
 
+    def scorer_data(self) -> tuple[str, dict[str, Any], dict[str, np.ndarray]]:
+        """The fitted scorer as data (kind, scalars, arrays): what an exported model stores
+        and :func:`scorer_from_data` rebuilds, without a pickle."""
+        return self._scorer.to_data()
+
     def score_frame(self, X: np.ndarray) -> np.ndarray:
         return self._scorer(np.asarray(X, dtype=np.float64))
 
@@ -388,6 +393,47 @@ class PackedTrees:
         return cls(np.concatenate(feat), np.concatenate(thr), np.concatenate(lo), np.concatenate(hi),
                    np.concatenate(dl), np.concatenate(val), roots, 0.0, True, False, "identity")
 
+    #: the arrays of :meth:`to_data` and :meth:`from_data`
+    ARRAYS = ("feature", "threshold", "left", "right", "default_left", "value", "roots")
+
+    def to_data(self) -> tuple[str, dict[str, Any], dict[str, np.ndarray]]:
+        """The trees as data: ``("trees", scalars, arrays)`` (:func:`scorer_from_data`)."""
+        return ("trees", {"base": self.base, "mean": self.mean, "strict": self.strict,
+                          "link": self.link},
+                {k: np.asarray(getattr(self, k)) for k in self.ARRAYS})
+
+    @classmethod
+    def from_data(cls, params: dict[str, Any], arrays: dict[str, np.ndarray]) -> PackedTrees:
+        """The trees :meth:`to_data` wrote, checked: node indices inside the arrays, one
+        length for every per-node array, a known link (a corrupt file fails here, once,
+        not at a boundary)."""
+        n = len(arrays["feature"])
+        if any(len(arrays[k]) != n for k in cls.ARRAYS if k != "roots"):
+            raise ValueError("trees: the per-node arrays differ in length")
+        for k in ("left", "right", "roots"):
+            a = np.asarray(arrays[k])
+            if a.dtype.kind not in "iu" or (len(a) and (a.min() < 0 or a.max() >= n)):
+                raise ValueError(f"trees: {k} holds a node index outside 0..{n - 1}")
+        if params["link"] not in ("identity", "logistic"):
+            raise ValueError(f"trees: unknown link {params['link']!r}")
+        thr = np.asarray(arrays["threshold"])
+        if thr.dtype.kind != "f":
+            raise ValueError("trees: thresholds are not floating point")
+        trees = cls(arrays["feature"], thr, arrays["left"], arrays["right"],
+                    arrays["default_left"], arrays["value"], arrays["roots"],
+                    float(params["base"]), bool(params["mean"]), bool(params["strict"]),
+                    str(params["link"]))
+        if len(trees.feature) and trees.feature.max() >= 0:
+            inner = trees.feature >= 0
+            # an inner node's children come after it: the level-by-level walk ends
+            idx = np.arange(n)
+            if ((trees.left[inner] <= idx[inner]).any() or (trees.right[inner] <= idx[inner]).any()):
+                raise ValueError("trees: a child node does not follow its parent")
+        return trees
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        return self.predict(X)
+
     def predict(self, X: np.ndarray) -> np.ndarray:
         X = np.atleast_2d(np.asarray(X, dtype=np.float32))
         if not self.strict:
@@ -411,7 +457,7 @@ class PackedTrees:
         return out
 
 
-class _Constant:
+class Constant:
     """A degenerate classifier (one class in training): a constant probability."""
 
     def __init__(self, p: float) -> None:
@@ -420,28 +466,64 @@ class _Constant:
     def __call__(self, X: np.ndarray) -> np.ndarray:
         return np.full(len(X), self.p)
 
+    def to_data(self) -> tuple[str, dict[str, Any], dict[str, np.ndarray]]:
+        """``("constant", {"p": p}, {})`` (:func:`scorer_from_data`)."""
+        return "constant", {"p": float(self.p)}, {}
+
+
+class LinearScorer:
+    """A fitted imputer, scaler and linear model folded into arrays (microseconds per
+    boundary): ``z = ((x, NaN filled) - mean) / scale . coef + intercept``, through the
+    logistic function for a classifier."""
+
+    ARRAYS = ("fill", "mean", "scale", "coef")
+
+    def __init__(self, fill: Any, mean: Any, scale: Any, coef: Any, intercept: float,
+                 logistic: bool = False) -> None:
+        self.fill = np.asarray(fill, dtype=float)
+        self.mean = np.asarray(mean, dtype=float)
+        self.scale = np.asarray(scale, dtype=float)
+        self.coef = np.asarray(coef, dtype=float)
+        self.intercept = float(intercept)
+        self.logistic = bool(logistic)
+        if not (self.fill.shape == self.mean.shape == self.scale.shape == self.coef.shape
+                and self.coef.ndim == 1):
+            raise ValueError("linear: fill, mean, scale and coef differ in shape")
+
+    @classmethod
+    def from_pipeline(cls, pipe: Pipeline, logistic: bool = False) -> LinearScorer:
+        imp: SimpleImputer = pipe.named_steps["impute"]
+        sc: StandardScaler = pipe.named_steps["scale"]
+        lin = pipe.named_steps["model"]
+        return cls(imp.statistics_, sc.mean_, sc.scale_, np.ravel(lin.coef_),
+                   float(np.ravel(lin.intercept_)[0]), logistic)
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        X = np.where(np.isnan(X), self.fill, X)
+        z = ((X - self.mean) / self.scale) @ self.coef + self.intercept
+        return 1.0 / (1.0 + np.exp(-z)) if self.logistic else z
+
+    def to_data(self) -> tuple[str, dict[str, Any], dict[str, np.ndarray]]:
+        """``("linear", scalars, arrays)`` (:func:`scorer_from_data`)."""
+        return ("linear", {"intercept": self.intercept, "logistic": self.logistic},
+                {k: getattr(self, k) for k in self.ARRAYS})
+
+
+def scorer_from_data(kind: str, params: dict[str, Any], arrays: dict[str, np.ndarray]) -> Scorer:
+    """The scorer a policy's ``to_data`` wrote (``kind``: trees, linear or constant), rebuilt
+    from its numbers alone."""
+    if kind == "trees":
+        return PackedTrees.from_data(params, arrays)
+    if kind == "linear":
+        return LinearScorer(*(arrays[k] for k in LinearScorer.ARRAYS), float(params["intercept"]),
+                            bool(params["logistic"]))
+    if kind == "constant":
+        return Constant(float(params["p"]))
+    raise ValueError(f"unknown scorer kind {kind!r}")
+
 
 def _xgb_scorer(model: Any) -> Scorer:
-    return PackedTrees.from_xgboost(model).predict
-
-
-def _linear_pipeline_scorer(pipe: Pipeline, logistic: bool = False) -> Scorer:
-    """Fold imputer, scaler and linear model into arrays: microseconds per boundary."""
-    imp: SimpleImputer = pipe.named_steps["impute"]
-    sc: StandardScaler = pipe.named_steps["scale"]
-    lin = pipe.named_steps["model"]
-    fill = np.asarray(imp.statistics_, dtype=float)
-    mean = np.asarray(sc.mean_, dtype=float)
-    scale = np.asarray(sc.scale_, dtype=float)
-    coef = np.ravel(lin.coef_).astype(float)
-    icpt = float(np.ravel(lin.intercept_)[0])
-
-    def scorer(X: np.ndarray) -> np.ndarray:
-        X = np.where(np.isnan(X), fill, X)
-        z = ((X - mean) / scale) @ coef + icpt
-        return 1.0 / (1.0 + np.exp(-z)) if logistic else z
-
-    return scorer
+    return PackedTrees.from_xgboost(model)
 
 
 def _linear_pipeline(model: Any) -> Pipeline:
@@ -517,7 +599,7 @@ class AdvantageRegressorPolicy(_ScoredPolicy):
         raise ValueError(f"model must be 'xgboost' or 'ridge', got {self.model!r}")
 
     def _scorer_for(self, model: Any) -> Scorer:
-        return _linear_pipeline_scorer(model) if isinstance(model, Pipeline) else _xgb_scorer(model)
+        return LinearScorer.from_pipeline(model) if isinstance(model, Pipeline) else _xgb_scorer(model)
 
 
 class AdvantageClassifierPolicy(_ScoredPolicy):
@@ -565,7 +647,7 @@ class AdvantageClassifierPolicy(_ScoredPolicy):
         pos = int(y.sum())
         neg = int(len(y) - pos)
         if pos == 0 or neg == 0:
-            return _Constant(float(pos > 0))
+            return Constant(float(pos > 0))
         if self.model == "xgboost":
             from xgboost import XGBClassifier
 
@@ -588,10 +670,10 @@ class AdvantageClassifierPolicy(_ScoredPolicy):
         raise ValueError(f"model must be 'xgboost' or 'logistic', got {self.model!r}")
 
     def _scorer_for(self, model: Any) -> Scorer:
-        if isinstance(model, _Constant):
+        if isinstance(model, Constant):
             return model
         if isinstance(model, Pipeline):
-            return _linear_pipeline_scorer(model, logistic=True)
+            return LinearScorer.from_pipeline(model, logistic=True)
         return _xgb_scorer(model)  # binary:logistic: inplace_predict returns P(A > 0)
 
     def report(self, table: AdvantageTable) -> dict[str, float]:
@@ -608,6 +690,6 @@ class AdvantageClassifierPolicy(_ScoredPolicy):
         return out
 
     def feature_importances(self) -> pd.Series:
-        if isinstance(self.model_, _Constant):
+        if isinstance(self.model_, Constant):
             return pd.Series(np.zeros(len(self.feature_names_)), index=self.feature_names_, name="importance")
         return super().feature_importances()

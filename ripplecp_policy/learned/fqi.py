@@ -125,6 +125,11 @@ class FittedQPolicy(PlacementPolicy):
         else:
             self._packed = PackedTrees.from_sklearn_forest(self.model_)
 
+    def scorer_data(self) -> tuple[str, dict[str, Any], dict[str, np.ndarray]]:
+        """The fitted cost-to-go as data (``PackedTrees.to_data``): what an exported model
+        stores, without a pickle."""
+        return self._packed.to_data()
+
     def _predict(self, X: np.ndarray) -> np.ndarray:
         return self._packed.predict(X)
 

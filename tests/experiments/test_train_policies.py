@@ -80,6 +80,9 @@ def test_quick_study_logs_runs_trials_and_model(labels: Path, tmp_path: Path, ca
     out = loaded.predict(frame)
     assert list(out.columns) == ["task_id", "boundary", "checkpoint", "score", "out_of_range"]
     assert len(out) == task.n_boundaries and out["checkpoint"].sum() <= 2
+    # it names what it was trained on: the advisor warns when it follows something else
+    cfg = loaded.unwrap_python_model().config
+    assert cfg["log_format"] and cfg["training_runtime"] and len(cfg["label_set_sha256"]) == 64
 
 
 def test_kinds_are_the_registered_learned_policies() -> None:

@@ -10,29 +10,16 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
+from features.fixtures import trajectories
 from features.readers import read_trajectory
 from features.schema import EventKind, Trajectory
 
-
-def _find_trajectories() -> Path:
-    env = os.environ.get("RIPPLECP_FIXTURES")
-    if env:
-        return Path(env) / "trajectories"
-    repo = Path(__file__).resolve().parents[2]
-    for up in repo.parents:
-        cand = up / "shared" / "fixtures" / "trajectories"
-        if cand.is_dir():
-            return cand
-    return repo.parent / "shared" / "fixtures" / "trajectories"
-
-
-TRAJECTORIES = _find_trajectories()
+TRAJECTORIES = trajectories()
 
 
 def fixture_file(rel: str) -> Path:

@@ -18,7 +18,7 @@ from features.commands import (
     might_run_tests,
     program_name,
 )
-from features.readers.common import classify_command
+from features.readers.events import classify_command
 from features.schema import EventKind
 from features.shell import is_git_commit, is_test_command, parse_command, split_command
 

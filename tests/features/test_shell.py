@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from features.patches import patch_paths
 from features.shell import (
     ShellEffects,
     is_git_commit,
     is_test_command,
     parse_command,
     parse_with,
-    patch_paths,
     split_command,
 )
 

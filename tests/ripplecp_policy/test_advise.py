@@ -115,20 +115,30 @@ def test_a_recorded_session_is_replayed_as_a_stream(model: Path, tmp_path: Path)
     assert "4 decisions, 2 checkpoints" in p.stderr and "budget left 0 of 2ckpt" in p.stderr
 
 
-def test_a_model_that_does_not_load_fails_open(tmp_path: Path) -> None:
+def test_a_model_that_does_not_load_fails_open_at_run_time_and_loud_offline(tmp_path: Path,
+                                                                          stops_servers) -> None:
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "MLmodel").write_text("not: [a model\n")
+    # a replay has no agent to protect: refused in one line, nothing written
     p = _run("--model", str(bad), "--budget", "count:2", "--input", str(RECORDING), "--log",
              str(tmp_path / "d.jsonl"), timeout=120)
-    assert p.returncode == 0 and "warning: model" in p.stderr, p.stderr[-2000:]
-    recs = read_decisions(tmp_path / "d.jsonl")
-    assert len(recs) == 4 and all(r["decision"] == "SKIP" and "did not load" in r["reason"]
-                                  for r in recs)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "did not load" in p.stderr, p.stderr
+    assert not (tmp_path / "d.jsonl").exists()
+    # the in-process hook: every boundary SKIP, saying why
+    args = Args(model=str(bad), hook="claude-code", log=tmp_path / "h.jsonl", budget="count:2")
+    session = RECORDING.parents[1] / "claude-code-2.1.197" / "task.session.jsonl"
+    assert hook(args, io.StringIO(json.dumps({"transcript_path": str(session),
+                                              "session_id": "s"}))) == 0
+    recs = read_decisions(tmp_path / "h.jsonl")
+    assert recs and all(r["decision"] == "SKIP" for r in recs)  # older ones: past
+    assert "did not load" in recs[-1]["reason"]
     # a command whose advisor has no model still runs, and its exit status is kept
-    p = _run("--model", str(bad), "--log", str(tmp_path / "e.jsonl"), "--", "sh", "-c",
+    p = _run("--model", str(bad), "--log", str(tmp_path / "e.jsonl"), "--state",
+             str(tmp_path / "state"), "--wait", "0", "--", "sh", "-c",
              f"cat {RECORDING}; exit 3", timeout=120)
     assert p.returncode == 3 and p.stdout == RECORDING.read_text()
+    assert "advisor skipped this session" in p.stderr or "not up" in p.stderr, p.stderr
 
 
 def test_the_hook_never_fails_the_session(model: Path, tmp_path: Path, capsys) -> None:
@@ -171,32 +181,83 @@ def _check(log: Path, store_root: Path, session_file: Path, tmp_path: Path) -> l
     return recs
 
 
+@pytest.fixture()
+def stops_servers(tmp_path: Path):
+    """Shut down the advisor server a test started (its state under ``tmp_path``)."""
+    yield
+    from ripplecp_policy.hook_client import request
+
+    for state in (tmp_path / "state",):
+        try:
+            request(state, "POST", "/v1/shutdown", timeout=5)
+        except OSError:
+            pass
+
+
+def _install(runtime: str, model: Path, state: Path, store: Path, env: dict) -> None:
+    p = subprocess.run([sys.executable, "-m", MODULE, "install", "--runtime", runtime, "--scope",
+                        "user", "--model", str(model), "--budget", "count:2", "--store", str(store),
+                        "--state", str(state)], env={**env, "PYTHONPATH": str(REPO)},
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    client = REPO / "ripplecp_policy" / "hook_client.py"
+    p = subprocess.run([sys.executable, "-I", "-S", str(client), "--state", str(state), "--start",
+                        "--wait-s", "120"], capture_output=True, text=True, timeout=200)
+    assert p.returncode == 0
+
+
 @pytest.mark.slow
-def test_claude_code_under_the_advisor_hook(model: Path, tmp_path: Path) -> None:
+def test_claude_code_under_the_advisor_hook(model: Path, tmp_path: Path, stops_servers) -> None:
+    """The hooks `advise install` writes (http hooks to the server) in a real Claude Code
+    session; `advise uninstall` puts the settings back as they were."""
     rt = _ready("claude-code")
     ws = tmp_path / "ws"
     ws.mkdir()
-    log, store = tmp_path / "decisions.jsonl", tmp_path / "store"
+    state, store = tmp_path / "state", tmp_path / "store"
     with ModelServer(ScriptedBrain(FIVE_FILES)) as srv:
         launch = rt.launch("make five files", home=tmp_path / "home", cwd=ws, base_url=srv.url)
         settings_file = Path(launch.env["CLAUDE_CONFIG_DIR"]) / "settings.json"
-        settings = json.loads(settings_file.read_text())
-        command = (f"PYTHONPATH={REPO} {sys.executable} -m {MODULE} --hook claude-code "
-                   f"--model {model} --budget count:2 --store {store} --log {log}")
-        entry = [{"hooks": [{"type": "command", "command": command}]}]
-        settings["hooks"] = {"PostToolUse": [{"matcher": "*", **entry[0]}], "Stop": entry}
-        settings_file.write_text(json.dumps(settings, indent=1))
+        before = settings_file.read_text()
+        _install("claude-code", model, state, store,
+                 {**os.environ, "CLAUDE_CONFIG_DIR": launch.env["CLAUDE_CONFIG_DIR"]})
+        assert '"type": "http"' in settings_file.read_text()
         p = subprocess.run(launch.argv, env=dict(launch.env), cwd=ws, text=True,
                            capture_output=True, stdin=subprocess.DEVNULL, timeout=600)
     assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
     assert sorted(f.name for f in ws.iterdir()) == [f"{n}.txt" for n in
                                                     sorted(("one", "two", "three", "four", "five"))]
-    recs = _check(log, store, rt.sessions(tmp_path / "home")[-1], tmp_path)
+    session = rt.sessions(tmp_path / "home")[-1]
+    recs = _check(state / "sessions" / f"{session.stem}.jsonl", store, session, tmp_path)
     assert len([r for r in recs if r["decision"] == CP]) == 2
+    p = subprocess.run([sys.executable, "-m", MODULE, "uninstall", "--state", str(state)],
+                       env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0 and json.loads(settings_file.read_text()) == json.loads(before)
 
 
 @pytest.mark.slow
-def test_codex_exec_run_by_the_advisor(model: Path, tmp_path: Path) -> None:
+def test_codex_under_the_advisor_hooks(model: Path, tmp_path: Path, stops_servers) -> None:
+    """The Codex command hooks `advise install` writes, in a real `codex exec` (hooks it has
+    not been asked to trust yet run with --dangerously-bypass-hook-trust)."""
+    rt = _ready("codex")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    state, store = tmp_path / "state", tmp_path / "store"
+    with ModelServer(ScriptedBrain(FIVE_FILES)) as srv:
+        launch = rt.launch("make five files", home=tmp_path / "home", cwd=ws, base_url=srv.url,
+                           extra=["--dangerously-bypass-hook-trust"])
+        _install("codex", model, state, store, {**os.environ, "CODEX_HOME": launch.env["CODEX_HOME"]})
+        p = subprocess.run(launch.argv, env=dict(launch.env), cwd=ws, text=True,
+                           capture_output=True, stdin=subprocess.DEVNULL, timeout=600)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
+    rollout = rt.sessions(tmp_path / "home")[-1]
+    session = rt.thread_id(rollout)
+    recs = _check(state / "sessions" / f"{session}.jsonl", store, rollout, tmp_path)
+    assert [r["decision"] for r in recs] == [CP, CP, "SKIP", "SKIP", "SKIP"]
+
+
+@pytest.mark.slow
+def test_codex_exec_run_by_the_advisor(model: Path, tmp_path: Path, stops_servers) -> None:
     rt = _ready("codex")
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -205,7 +266,8 @@ def test_codex_exec_run_by_the_advisor(model: Path, tmp_path: Path) -> None:
         launch = rt.launch("make five files", home=tmp_path / "home", cwd=ws, base_url=srv.url)
         p = subprocess.run(
             [sys.executable, "-m", MODULE, "--model", str(model), "--budget", "count:2",
-             "--store", str(store), "--log", str(log), "--", *launch.argv],
+             "--store", str(store), "--log", str(log), "--state", str(tmp_path / "state"), "--",
+             *launch.argv],
             env={**launch.env, "PYTHONPATH": str(REPO)}, cwd=ws, text=True, capture_output=True,
             stdin=subprocess.DEVNULL, timeout=600)
     assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]

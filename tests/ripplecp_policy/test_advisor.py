@@ -207,3 +207,25 @@ def test_store_for_excludes_a_store_inside_the_workspace(tmp_path: Path) -> None
     assert store_for(tmp_path / "elsewhere", tmp_path / "ws").exclude == CheckpointStore(
         tmp_path / "x").exclude
     shutil.rmtree(tmp_path / "x")
+
+
+def test_a_policy_following_another_runtime_warns_once(tmp_path: Path) -> None:
+    """A model whose config says it was trained on codex logs, following Claude Code: one
+    warning, and the mismatch named for `advise status`; the same runtime: none."""
+    import warnings
+
+    from baselines import EveryBoundary
+    from ripplecp_policy.advisor import AdvisorModel, ProvenanceWarning
+
+    cfg = {"budget_kind": "count", "budget_amount": 2.0, "training_runtime": ["codex"],
+           "log_format": ["codex-exec"]}
+    model = AdvisorModel(EveryBoundary(), cfg, "every")
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        adv = _follow(Advisor(model, BUDGET, source=LOGS[1]), LOGS[1])
+    assert sum(issubclass(w.category, ProvenanceWarning) for w in got) == 1
+    assert adv.mismatch and "claude-code" in adv.mismatch and "codex" in adv.mismatch
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ProvenanceWarning)
+        adv = _follow(Advisor(model, BUDGET, source=LOGS[2]), LOGS[2])
+    assert adv.mismatch is None

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from baselines import EveryBoundary
+from oracle.store.checkpoint import CheckpointStore
+from ripplecp_policy.advisor import Advisor, AdvisorModel
 from ripplecp_policy.datasets import TaskReplay
 from ripplecp_policy.episode import Episode, LiveFeatures, observation, prefix_features
 from ripplecp_policy.evaluation import Evaluator
@@ -107,3 +111,43 @@ def test_training_replay_is_the_same_episode(label_set):
         assert (a.boundary, a.remaining, a.history, a.affordable, a.elapsed_s) == \
             (b.boundary, b.remaining, b.history, b.affordable, b.elapsed_s)
         assert a.features == pytest.approx(b.features, nan_ok=True)
+
+
+def test_the_episode_owns_its_ledger_settle_cancel_replay_resume():
+    """Every change of spend goes through the episode: a checkpoint taken on an estimate is
+    settled at its measured charge, a failed one cancelled (no charge left behind), one
+    decided by an earlier call replayed, a spend from elsewhere resumed."""
+    ep = Episode("t", "r", Budget("seconds", 10.0), prior=2.0)
+    assert ep.offer(1, 2.0)
+    ep.settle(3.5)  # measured: 3.5 s
+    assert (ep.spent, ep.charges, ep.taken) == (3.5, [3.5], [1])
+    assert ep.offer(2, 3.5)
+    ep.cancel()  # the checkpoint failed: nothing taken, nothing charged
+    assert (ep.spent, ep.charges, ep.taken, ep.failed) == (3.5, [3.5], [1], [2])
+    assert ep.requested == [1, 2]
+    ep.replay(3, 1.5)
+    assert (ep.spent, ep.charges, ep.taken) == (5.0, [3.5, 1.5], [1, 3])
+    with pytest.raises(ValueError, match="no checkpoint"):
+        Episode("t", "r", Budget("count", 1)).cancel()
+    fresh = Episode("t", "r", Budget("count", 3))
+    fresh.resume(2.0)
+    assert fresh.spent == 2.0 and fresh.offer(1, 1.0) and not fresh.offer(2, 1.0)
+
+
+def test_a_failed_advisor_checkpoint_leaves_no_charge(tmp_path):
+    """The advisor's checkpoint fails (its workspace is gone): the boundary is SKIP and the
+    episode holds no charge for it, so the estimate of the next charge is not skewed."""
+    lines = (Path(__file__).resolve().parents[1] / "data" / "recordings" / "codex-0.171.0"
+             / "task.exec.jsonl").read_bytes().splitlines()
+    model = AdvisorModel(EveryBoundary(), {"budget_kind": "seconds", "budget_amount": 100.0,
+                                           "default_checkpoint_cost": 7.0}, "every")
+    adv = Advisor(model, Budget("seconds", 100.0), store=CheckpointStore(tmp_path / "s"),
+                  workspace=tmp_path / "gone")
+    adv.feed(lines[0])
+    made = []
+    for line in lines[1:]:
+        made += adv.feed(line)
+        if made:
+            break
+    assert made[0].decision == "SKIP" and "error: checkpoint" in made[0].reason
+    assert adv.episode.charges == [] and adv.episode.spent == 0.0 and adv.episode.taken == []

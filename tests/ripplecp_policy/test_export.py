@@ -126,7 +126,8 @@ def test_an_xgboost_policy_is_stored_without_a_pickle(eager_model, fold) -> None
     and the rebuilt policy decides and scores as the fitted one."""
     import json
 
-    from ripplecp_policy.export import PYFUNC_CODE, BoosterPolicy
+    from ripplecp_policy.export import PYFUNC_CODE
+    from ripplecp_policy.stored import StoredPolicy
 
     policy, path, frame = eager_model
     files = {p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()}
@@ -137,16 +138,17 @@ def test_an_xgboost_policy_is_stored_without_a_pickle(eager_model, fold) -> None
     assert json.loads((path / "artifacts" / "config.json").read_text())["format"] == "xgboost-json"
     loaded = mlflow.pyfunc.load_model(str(path))
     inner = loaded.unwrap_python_model().policy
-    assert isinstance(inner, BoosterPolicy) and inner.name == policy.name
+    assert isinstance(inner, StoredPolicy) and inner.name == policy.name
     assert inner.setting_ == policy.setting_
     out = loaded.predict(frame)
     assert list(out["score"]) == pytest.approx(list(decide_frame(
         policy, frame, model_config(policy, BUDGET))["score"]), rel=1e-6)
-    # fitted-Q has no booster of its own: stored as before, and said so
+    # fitted-Q has no booster of its own: its trees are stored as arrays, no pickle either
     train, _ = fold
     fqi = FittedQPolicy(n_estimators=5, n_behaviour_seeds=1).fit(train, Setting(BUDGET))
     fpath = log_policy_model(fqi, BUDGET, frame.head(2), path=path.parent / "fqi")
-    assert json.loads((fpath / "artifacts" / "config.json").read_text())["format"] == "joblib"
+    assert json.loads((fpath / "artifacts" / "config.json").read_text())["format"] == "arrays"
+    assert not list(fpath.rglob("*.joblib"))
 
 
 def test_budget_and_budget_left_are_params_step_is_an_input(eager_model) -> None:

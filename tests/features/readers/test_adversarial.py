@@ -353,7 +353,7 @@ def test_fed_lines_are_parsed_as_strictly_as_files(fmt: str, line: str, pattern:
 
 
 def test_fed_text_is_bounded_by_the_size_limit() -> None:
-    from features.readers.common import read_limits
+    from features.readers.files import read_limits
     line = json.dumps({"type": "item.completed", "item": {
         "id": "i", "type": "agent_message", "text": "x" * 600_000}})
     p = stream_parser("codex-exec", source="live-8")

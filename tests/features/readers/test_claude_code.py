@@ -20,7 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from features.readers import UnknownEventWarning, detect_format, read_trajectory
+from features.readers import (
+    TrajectoryFormatError,
+    UnknownEventWarning,
+    detect_format,
+    read_trajectory,
+)
 from features.readers.claude_code import ClaudeStreamParser
 from features.schema import BoundaryKind, EventKind, Trajectory
 
@@ -229,6 +234,98 @@ def test_session_subagents_inline_compaction_and_tool_variants(kinds: Callable[.
     assert t.meta["summaries"] == ["Fix the failing parser test"]
 
 
+def test_session_output_tokens_from_a_message_last_record_whatever_its_stop_reason() -> None:
+    """A response's usage comes from its last record even when ``stop_reason`` is null
+    there (v1.0.x, 2.0.28, 2.1.39 ... leave it null on every record); a lone first-block
+    snapshot is still no output count (issue 31). By hand: msg_1's last record says 230,
+    msg_2 has only its snapshot (None), msg_3 ends final with 75: 305 in all."""
+    t = read_trajectory(HANDMADE / "null-stop-reason.session.jsonl")
+    calls = [e for e in t.events if e.kind is EventKind.MODEL_CALL]
+    assert [c.extra["message_id"] for c in calls] == ["msg_1", "msg_2", "msg_3"]
+    assert [c.output_tokens for c in calls] == [230, None, 75]
+    assert [c.input_tokens for c in calls] == [4210, 4510, 4610]
+    assert [c.extra["usage_final"] for c in calls] == [False, False, True]
+
+
+def test_session_reads_its_compaction_agent_files() -> None:
+    """A compaction runs as an agent of its own, logged in ``agent-acompact-<id>.jsonl``
+    beside the session (here in ``<session>/subagents/``): its model call (170,012 input
+    tokens here) belongs to the session and was not read (issue 31). It is read right
+    before the session's compact_boundary; another session's compaction file in the same
+    folder (its sessionId differs) is not. By hand: 4 model calls, 2,175 output tokens."""
+    t = read_trajectory(HANDMADE / "compacted.session.jsonl")
+    calls = [e for e in t.events if e.kind is EventKind.MODEL_CALL]
+    assert [c.extra["message_id"] for c in calls] == ["msg_1", "msg_2", "msg_c", "msg_3"]
+    comp = calls[2]
+    assert comp.input_tokens == 12 + 170000 and comp.output_tokens == 2100
+    assert comp.extra["subagent"] == "acompact-5f1e"
+    assert sum(c.output_tokens for c in calls) == 40 + 20 + 2100 + 15
+    boundary = next(e for e in t.events if e.extra.get("subtype") == "compact_boundary")
+    assert comp.index < boundary.index
+    assert all(e.step == 1 for e in t.events if e.extra.get("subagent"))  # no prompt of its own
+    assert t.meta["subagents"] == ["acompact-5f1e"]
+    assert t.meta["n_prompts"] == 2  # "Refactor the parser.", "Go on."
+
+
+def _placeholder_stream(ids: str | None, cache_key: str | None) -> str:
+    """A two-response stream-json log; ``ids``: one placeholder for every message and tool
+    id; ``cache_key``: one placeholder for both cache-token keys (as some publishers do)."""
+    def usage(out: int) -> str:
+        keys = [cache_key or "cache_creation_input_tokens", cache_key or "cache_read_input_tokens"]
+        return (f'{{"input_tokens": 9, "{keys[0]}": 100, "{keys[1]}": 2000, '
+                f'"output_tokens": {out}}}')
+
+    def msg(mid: str, block: str, out: int) -> str:
+        return ('{"type": "assistant", "session_id": "s-1", "message": {"id": "' + (ids or mid)
+                + '", "role": "assistant", "model": "m", "content": [' + block
+                + '], "stop_reason": "tool_use", "usage": ' + usage(out) + "}}")
+
+    def tool(tid: str, cmd: str) -> str:
+        return ('{"type": "tool_use", "id": "' + (ids or tid) + '", "name": "Bash", '
+                '"input": {"command": "' + cmd + '"}}')
+
+    def result(tid: str) -> str:
+        return ('{"type": "user", "session_id": "s-1", "message": {"role": "user", "content": '
+                '[{"type": "tool_result", "tool_use_id": "' + (ids or tid) + '", '
+                '"content": "ok", "is_error": false}]}}')
+
+    return "\n".join([
+        '{"type": "system", "subtype": "init", "session_id": "s-1", "cwd": "/w"}',
+        msg("msg_1", tool("toolu_1", "ls"), 12), result("toolu_1"),
+        msg("msg_2", tool("toolu_2", "pwd"), 7), result("toolu_2"),
+        '{"type": "result", "subtype": "success", "session_id": "s-1", "is_error": false}',
+    ]) + "\n"
+
+
+def test_stream_json_with_placeholder_ids_and_keys_is_refused_with_a_hint(
+        tmp_path: Path) -> None:
+    """A publisher replaced message ids, tool ids and the cache-token keys by one
+    placeholder. Decision (issue 31): refused, in one line naming the file and the line,
+    saying why — the values under one key and the calls under one id cannot be told apart,
+    so a read would pair results with the wrong calls and count one model call for many."""
+    ok = tmp_path / "ok.jsonl"
+    ok.write_text(_placeholder_stream(None, None))
+    t = read_trajectory(ok)
+    assert len([e for e in t.events if e.kind is EventKind.MODEL_CALL]) == 2
+    assert [e.command for e in t.events if e.kind is EventKind.COMMAND] == ["ls", "pwd"]
+
+    keys = tmp_path / "keys.jsonl"
+    keys.write_text(_placeholder_stream("[REDACTED]", "[REDACTED]"))
+    with pytest.raises(TrajectoryFormatError) as err:
+        read_trajectory(keys)
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"{keys}: line 2: ")
+    assert "duplicate key '[REDACTED]'" in msg and "placeholder" in msg
+
+    ids = tmp_path / "ids.jsonl"
+    ids.write_text(_placeholder_stream("[REDACTED]", None))
+    with pytest.raises(TrajectoryFormatError) as err:
+        read_trajectory(ids)
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"{ids}: line 4: ")
+    assert "'[REDACTED]'" in msg and "placeholder" in msg and "line 2" in msg
+
+
 def test_session_subagent_in_its_own_file() -> None:
     t = read_trajectory(HANDMADE / "newer.jsonl")
     sub = [e for e in t.events if e.extra.get("subagent") == "b2c3"]
@@ -400,31 +497,3 @@ def test_stream_json_output_total_is_never_a_partial_sum() -> None:
         p.feed(ln)
     totals = p.finish().meta["totals"]
     assert totals["output_tokens"] == 12 and "output_tokens_partial" not in totals
-
-
-def test_positional_event_builders_follow_the_event_fields() -> None:
-    """The reader builds its hot-path events positionally: each builder must set exactly the
-    fields its parameters name (a field added to or moved in Event breaks this test)."""
-    import dataclasses
-
-    from features.readers import claude_code as cc
-    from features.schema import Event
-
-    extra = {"k": 1}
-    built = {
-        "message": (cc._message_event(3, 1.5, "t", True, extra),
-                    Event(index=0, kind=EventKind.MESSAGE, step=3, start=1.5, text="t",
-                          is_error=True, extra=extra)),
-        "call": (cc._call_event(2, 4.5, 10, 7, 5, extra),
-                 Event(index=0, kind=EventKind.MODEL_CALL, step=2, end=4.5, input_tokens=10,
-                       cached_tokens=7, output_tokens=5, extra=extra)),
-        "tool": (cc._tool_use_event(EventKind.FILE_CHANGE, 4, 2.5, "c", ["c"], ["r"], ["w"], 9,
-                                    extra),
-                 Event(index=0, kind=EventKind.FILE_CHANGE, step=4, start=2.5, command="c",
-                       argv=["c"], paths_read=["r"], paths_written=["w"], bytes_written=9,
-                       extra=extra)),
-    }
-    assert len(dataclasses.fields(Event)) == 23
-    for name, (fast, slow) in built.items():
-        assert dataclasses.asdict(fast) == dataclasses.asdict(slow), name
-        assert fast.extra is extra

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from features.readers import UnknownEventWarning, read_trajectory
-from features.schema import BoundaryKind, Event, EventKind, Trajectory
+from features.readers import TimeOrderWarning, UnknownEventWarning, read_trajectory
+from features.schema import BoundaryKind, EventKind, Trajectory
 
 ROLLOUT_FILE = "codex_rollout/agentcmd_rollout-2025-09-24T19-22-20-01997e76.jsonl"
 
@@ -279,6 +280,84 @@ def test_rollout_code_mode_cells(kinds: Callable[..., list]) -> None:
     assert grep.index < edit.index < ok.index
 
 
+def test_rollout_code_mode_0144_reads_the_calls_from_the_cells(kinds: Callable[..., list]
+                                                                 ) -> None:
+    """Codex 0.144 code mode logs no item per nested call: the calls are read from each
+    cell's code, their results from what the cell printed (issue 31). The hand-made log:
+    cell c1 runs one pytest (printed: exit 1, 3 passed 1 failed); cell c2 yields, is
+    polled once by wait and completes: git status (exit 0), an apply_patch of src/a.py, a
+    pytest (exit 0, 4 passed); cell c3 runs `wc -l src/${f}` in a loop (not a literal) and
+    fails. By hand: 4 nested commands (2 tests), 1 file change, exit codes 1, 0, 0, None."""
+    t = read_trajectory(HANDMADE / "code-mode-0.144.rollout.jsonl")
+    nested = [e for e in t.events if e.extra.get("nested_in") == "exec"]
+    assert [e.kind for e in nested] == [EventKind.TEST, EventKind.COMMAND,
+                                        EventKind.FILE_CHANGE, EventKind.TEST,
+                                        EventKind.COMMAND]
+    first, status, patch, pytest_run, loop = nested
+    assert first.command == "pytest -q tests/test_a.py" and first.exit_code == 1
+    assert (first.tests_passed, first.tests_failed) == (3, 1)
+    assert first.extra["cwd"] == "/repo"
+    assert status.command == "git status --short" and status.exit_code == 0
+    assert status.extra["output"] == " M src/a.py\n"
+    assert patch.paths_written == ["src/a.py"] and not patch.is_error
+    assert pytest_run.exit_code == 0 and (pytest_run.tests_passed, pytest_run.tests_failed) == (
+        4, 0)
+    # a command built at run time is counted, never guessed: no command text, no exit code
+    assert loop.command is None and loop.exit_code is None
+    assert "wc -l src/${f}" in loop.extra["source"]
+    assert loop.extra["cell_failed"] is True
+    # each cell's calls sit just before the cell, which stays the safe boundary
+    cells = [e for e in t.events if e.extra.get("name") == "exec"]
+    assert [c.is_error for c in cells] == [False, False, True]
+    assert all(c.safe_boundary for c in cells) and not any(e.safe_boundary for e in nested)
+    assert nested[0].index == cells[0].index - 1 and nested[3].index == cells[1].index - 1
+    assert nested[4].index == cells[2].index - 1
+    assert len(kinds(t, EventKind.MODEL_CALL)) == 2
+
+
+def test_rollout_exit_codes_after_a_command_line_and_in_a_later_exec_command_end() -> None:
+    """Codex 0.115.0-alpha.27 starts each exec_command output with ``Command: …`` before
+    the ``Chunk ID / Wall time / Process exited with code N`` header; and a command still
+    running at its yield, never polled to its end, has its exit code only in a later
+    ``exec_command_end`` (issue 31). The hand-made log: ls (exit 2), pytest (exit 0, 5
+    passed), make build (running; exec_command_end: exit 0 after 9 s), git diff (exit 0)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TimeOrderWarning)  # the file's times never decrease
+        t = read_trajectory(HANDMADE / "command-line-header.rollout.jsonl")
+    runs = [e for e in t.events if e.kind in (EventKind.COMMAND, EventKind.TEST)]
+    assert [e.command for e in runs] == ["ls missing", "pytest -q", "make build",
+                                         "git diff --stat"]
+    assert [e.exit_code for e in runs] == [2, 0, 0, 0]
+    ls, pytest_run, build, diff = runs
+    assert ls.extra["output_header"]["command"] == "/bin/bash -lc 'ls missing'"
+    assert (pytest_run.tests_passed, pytest_run.tests_failed) == (5, 0)
+    # the running command is released where its end became known, before git diff
+    assert build.index < diff.index and build.duration == 9.0
+    assert build.end == datetime(2025, 8, 1, 12, 0, 20, tzinfo=UTC).timestamp()
+    assert build.safe_boundary and "incomplete" not in build.extra
+    assert "time_flags" not in t.meta
+
+
+def test_code_cells_reads_literal_calls_only() -> None:
+    from features.readers.code_cells import UNRESOLVED, nested_calls
+
+    code = ('// tools.exec_command({cmd: "in a comment"})\n'
+            'const a = await tools.exec_command({"cmd": "ls -la", yield_time_ms: 500});\n'
+            "const s = 'tools.exec_command(\"in a string\")';\n"
+            "await tools.apply_patch('*** Begin Patch\\n*** Add File: x.py\\n+1\\n*** End Patch');\n"
+            "await tools.exec_command({cmd});\n"
+            "await tools.exec_command(build(cmd), {x: 1});\n"
+            "await tools.shell_command({command: `echo \\`hi\\``});\n")
+    calls = nested_calls(code)
+    assert [c.tool for c in calls] == ["exec_command", "apply_patch", "exec_command",
+                                       "exec_command", "shell_command"]
+    assert calls[0].argument == {"cmd": "ls -la", "yield_time_ms": 500}
+    assert calls[1].argument == "*** Begin Patch\n*** Add File: x.py\n+1\n*** End Patch"
+    assert calls[2].argument == {"cmd": UNRESOLVED}
+    assert calls[3].argument is None and calls[3].source.startswith("tools.exec_command(build")
+    assert calls[4].argument == {"command": "echo `hi`"}
+
+
 def test_rollout_output_header_parsing() -> None:
     from features.readers.codex_rollout import parse_output_header
 
@@ -290,13 +369,3 @@ def test_rollout_output_header_parsing() -> None:
     assert parse_output_header("Process exited with code 0") == {"pexit": "0", "body": ""}
     assert parse_output_header("hello\nOutput:\n") is None
     assert parse_output_header("Success. Updated the following files:\nM a") is None
-
-
-def test_codex_rollout_event_by_position_matches_the_fields() -> None:
-    # the reader builds events by position (fast); a schema change must not shift a field
-    from features.readers.codex_rollout import _event
-
-    got = _event(EventKind.COMMAND, 3, {"a": 1}, 1.5, 2.5, "t", 7, 8, 9)
-    assert got == Event(index=0, kind=EventKind.COMMAND, step=3, start=1.5, end=2.5, text="t",
-                        input_tokens=7, cached_tokens=8, output_tokens=9, extra={"a": 1})
-    assert _event(EventKind.OTHER, 1, {}) == Event(index=0, kind=EventKind.OTHER, extra={})

@@ -1,5 +1,6 @@
-"""The readers' shared pieces (``features.readers.common``): bad input named by file and
-line or field, unknown types kept, test summaries, apply_patch bodies.
+"""The readers' shared pieces (``features.readers``: errors, files, strict_json, fields,
+testcounts, events; ``features.patches``): bad input named by file and line or field, unknown
+types kept, test summaries, apply_patch bodies.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from features.patches import parse_apply_patch
 from features.readers import TrajectoryFormatError, UnknownEventWarning, read_trajectory
-from features.readers.common import Loc, parse_apply_patch, parse_iso, parse_test_counts
+from features.readers.fields import Loc, parse_iso
+from features.readers.testcounts import parse_test_counts
 from features.schema import EventKind
 
 CODEX_EXEC = "codex_exec_jsonl"
@@ -216,7 +219,7 @@ def test_pytest_summaries_are_found_as_the_multiline_pattern_finds_them(
         pieces: list[str], lead: bool, tail: bool) -> None:
     """The summaries are found by scanning for newlines (a literal the regex engine skips
     to), not by trying "^" at every position: the same summaries, in the same order."""
-    from features.readers.common import _PYTEST_SUMMARY, _pytest_summaries
+    from features.readers.testcounts import _PYTEST_SUMMARY, _pytest_summaries
 
     text = ("\n" if lead else "") + "\n".join(pieces) + ("\n" if tail else "")
     assert [m.group("body") for m in _pytest_summaries(text)] == [

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from features.readers import ReadLimits, TrajectoryFormatError, read_limits
-from features.readers.common import (
-    Loc,
+from features.readers.fields import Loc
+from features.readers.strict_json import (
     _bulk_jsonl,
     _bulk_jsonl_bytes,
     iter_jsonl,
@@ -225,7 +225,7 @@ def test_a_whole_file_parses_as_line_by_line(docs: list[Any], escape: bool, asci
 
 def test_the_whole_file_marks_do_not_depend_on_how_the_text_is_cut(monkeypatch) -> None:
     """The ASCII text's marks are taken 16 MiB at a time; cut anywhere, the same answer."""
-    from features.readers import common
+    from features.readers import strict_json as common
 
     shallow = '{"k": [' + ", ".join(['{"a": 1}'] * 80) + "]}"
     deep = '{"a": ' + "[" * 129 + "]" * 129 + "}"
@@ -243,7 +243,7 @@ def test_the_bytes_are_checked_piece_by_piece_with_the_answer_of_the_whole(monke
     """The bytes form takes a file a piece of whole lines at a time; cut anywhere, a
     duplicate, a deep line, an escaped colon or a blank line in any piece refuses the
     file, and a good file gives the same documents (trailing blank lines included)."""
-    from features.readers import common
+    from features.readers import strict_json as common
 
     shallow = '{"k": [' + ", ".join(['{"a": 1}'] * 80) + "]}"
     good = [shallow, '{"b": ":"}', '{"c": "\u2713 x:y"}', shallow, '{"d": [1, {"e": 2}]}']
@@ -264,7 +264,7 @@ def test_a_file_read_by_its_bytes_reads_as_its_text(tmp_path: Path) -> None:
     """Inside a read, a JSONL file is parsed from its bytes; where they might disagree with
     the decoded text (a byte-order mark, a trailing line of Unicode blank space), the text
     decides, as before."""
-    from features.readers.common import reading
+    from features.readers.files import reading
 
     body = '{"a": "\u2713 \U0001f600"}\n{"b": [1, {"c": ":"}]}\n'.encode()
     for raw, by_bytes in ((body, True), (b"\xef\xbb\xbf" + body, False),
@@ -335,7 +335,8 @@ def test_a_jsonl_log_is_read_from_its_bytes_and_decoded_only_when_they_are_refus
     bytes, so a clean log's text is never decoded whole (a copy of the file, 50 MB for a
     50 MB log); a log whose bytes are refused is decoded and words the error as before
     (here: not UTF-8 on line 3, found by the text's decoding)."""
-    from features.readers import common, read_trajectory
+    from features.readers import files as common
+    from features.readers import read_trajectory
 
     decoded: list[int] = []
     real = common.decode_log

@@ -103,6 +103,27 @@ def test_directory_with_base_state(kinds: Callable[..., list]) -> None:
     assert read_trajectory(CONV / "events") == t  # its folder of events: the same
 
 
+def test_early_sdk_stats_under_service_to_metrics(tmp_path: Path) -> None:
+    """Early V1 conversations keep their token stats under ``stats.service_to_metrics`` (the
+    SDK renamed it ``usage_to_metrics`` later); they were read as no tokens at all (issue
+    31). The hand-made conversation with only that key renamed reads the same tokens:
+    11 model calls, 82,600 prompt, 71,100 cached, 1,095 completion tokens (as above)."""
+    conv = tmp_path / "early"
+    shutil.copytree(CONV, conv)
+    state = json.loads((conv / "base_state.json").read_text())
+    state["stats"] = {"service_to_metrics": state["stats"].pop("usage_to_metrics")}
+    (conv / "base_state.json").write_text(json.dumps(state))
+    t = read_trajectory(conv)
+    calls = [e for e in t.events if e.kind is EventKind.MODEL_CALL]
+    assert len(calls) == 11
+    assert sum(e.input_tokens for e in calls) == 40000 + 900 * 45 + 2100
+    assert sum(e.cached_tokens for e in calls) == 9 * 3500 + 880 * 45
+    assert sum(e.output_tokens for e in calls) == 600 + 7 * 45 + 180
+    assert t.meta["token_usages_without_event"] == 1
+    assert [e.input_tokens for e in calls] == [
+        e.input_tokens for e in read_trajectory(CONV).events if e.kind is EventKind.MODEL_CALL]
+
+
 def test_directory_order_is_the_file_name_index(tmp_path: Path) -> None:
     events = json.loads(LIST.read_text())[:4]
     d = tmp_path / "conv" / "events"

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from features.fixtures import fixtures_root
 from oracle.protocol import TaskSpec
 
-# the shared fixtures beside the checkout or above it (a worktree sits deeper), or where
-# RIPPLECP_FIXTURES points (the same search as tests/features/conftest.py)
-FIXTURES = Path(os.environ["RIPPLECP_FIXTURES"]) if os.environ.get("RIPPLECP_FIXTURES") else next(
-    (up / "shared" / "fixtures" for up in Path(__file__).resolve().parents[3:]
-     if (up / "shared" / "fixtures").is_dir()),
-    Path(__file__).resolve().parents[3].parent / "shared" / "fixtures")
+FIXTURES = fixtures_root()
 
 
 @pytest.fixture

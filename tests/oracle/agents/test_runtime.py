@@ -157,7 +157,7 @@ def test_a_runtime_agent_names_what_it_takes() -> None:
         RuntimeAgent("codex", brain="scripted")
     with pytest.raises(ValueError, match="tool-call boundaries only"):
         RuntimeAgent("codex", granularity="turn")
-    with pytest.raises(ValueError, match="'aider' has no harness adapter; choose from codex, "
+    with pytest.raises(ValueError, match="unknown runtime 'aider'; choose from codex, "
                                          "claude-code, mini-swe-agent"):
         RuntimeAgent("aider")
     with pytest.raises(ValueError, match="cannot generate tasks"):
