@@ -34,8 +34,10 @@ Run::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -54,7 +56,13 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from features.schema import read_parquet as read_trajectories  # noqa: E402
 from features.schema import write_parquet as write_trajectories  # noqa: E402
-from labelsets.tables import LabelSet, LabelSetError, read_table, write_table  # noqa: E402
+from labelsets.tables import (  # noqa: E402
+    LabelSet,
+    LabelSetError,
+    labels_from_recovery,
+    read_table,
+    write_table,
+)
 from oracle.simulator import simulate_label_set  # noqa: E402
 from ripplecp_cli import opt, run  # noqa: E402
 
@@ -82,6 +90,13 @@ class Args:
     """commands run at once"""
     workdir: str | None = opt(None, metavar="DIR")
     """where the scratch copies go (default: the system temp folder)"""
+    generated: int = opt(24, min=0)
+    """cases drawn afresh from --seed: impossible pair labels resealed, plausible edits to
+    signed sets resealed without the key (issue 32)"""
+    seed: int | None = opt(None, min=0)
+    """seed of the generated cases (default: a fresh one, printed)"""
+    fixed: bool = True
+    """run the fixed list of corruptions too (off: the controls and the generated cases)"""
 
 
 @dataclass(frozen=True)
@@ -93,6 +108,7 @@ class Case:
     edit: Callable[[Path], None]
     expect: str = "refused"
     needs_pairs: bool = False
+    key: str | None = None  # the signing key its readers run with (RIPPLECP_SIGNING_KEY)
 
 
 # ---------------------------------------------------------------------------- edits
@@ -202,6 +218,118 @@ def _first_row(col: str, f: Callable) -> Callable:
     return change
 
 
+KEY = "reliability benchmark signing key (32 bytes+)"
+
+
+def _signed(edit: Callable[[Path], None] | None) -> Callable[[Path], None]:
+    """Sign the copy with :data:`KEY` (as its owner would), then apply ``edit`` (as someone
+    without the key would, resealing the plain hash)."""
+    def run_edit(d: Path) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ls = LabelSet.load(d)
+        old = os.environ.get("RIPPLECP_SIGNING_KEY")
+        os.environ["RIPPLECP_SIGNING_KEY"] = KEY
+        try:
+            ls.save(d)
+        finally:
+            if old is None:
+                del os.environ["RIPPLECP_SIGNING_KEY"]
+            else:
+                os.environ["RIPPLECP_SIGNING_KEY"] = old
+        if edit is not None:
+            edit(d)
+    return run_edit
+
+
+def _forge(d: Path, tables: dict) -> None:
+    """Write ``tables`` (name -> frame) and reseal the plain hash, with no check run: what a
+    hand-written script does."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ls = LabelSet.load(d) if os.environ.get("RIPPLECP_SIGNING_KEY") else None
+    if ls is None:
+        forged = LabelSet.__new__(LabelSet)
+        for name in ("tasks", "checkpoints", "recovery", "labels"):
+            setattr(forged, name, read_table(d / f"{name}.parquet", name))
+        forged.trajectories = {t.task_id: t for t in
+                               read_trajectories(d / "trajectories.parquet")}
+        forged.provenance = _manifest(d)["provenance"]
+    else:  # pragma: no cover - the generated cases run without a key in this process
+        forged = ls
+    for name, df in tables.items():
+        setattr(forged, name, df)
+        write_table(df, name, d / f"{name}.parquet")
+    m = _manifest(d)
+    m.update(n_branches=len(forged.recovery), n_pairs=len(forged.labels),
+             hash=forged.content_hash())
+    _put(d, m)
+
+
+def _generated(rng: np.random.Generator, n: int) -> list[Case]:
+    """``n`` cases drawn from ``rng``: an impossible pair label resealed (a J_cp below its
+    floor, an advantage that is not J_skip - J_cp, a J_skip that is not its branch's cost, a
+    negative J_skip, a creation cost that is not the checkpoint's, a non-finite value), or
+    a plausible edit (a cost, a seed, a verified flag) resealed in a set signed with a key."""
+    out = []
+    for i in range(n):
+        row = int(rng.integers(0, 1 << 30))
+        delta = float(rng.uniform(0.5, 2000.0))
+        if i % 2 == 0:
+            kind = str(rng.choice(["j-floor", "advantage", "j-skip", "negative", "creation",
+                                   "non-finite"]))
+
+            def change(df, kind=kind, row=row, delta=delta):
+                r = df.index[row % len(df)]
+                if kind == "j-floor":
+                    df.loc[r, "j_cp"] = df.loc[r, "creation_s"] - delta
+                    df.loc[r, "advantage"] = df.loc[r, "j_skip"] - df.loc[r, "j_cp"]
+                elif kind == "advantage":
+                    df.loc[r, "advantage"] += delta
+                elif kind == "j-skip":
+                    df.loc[r, "j_skip"] += delta
+                    df.loc[r, "advantage"] += delta
+                elif kind == "negative":
+                    df.loc[r, "j_skip"] = -delta
+                    df.loc[r, "advantage"] = -delta - df.loc[r, "j_cp"]
+                elif kind == "creation":
+                    df.loc[r, "creation_s"] += delta
+                    df.loc[r, "j_cp"] += delta
+                    df.loc[r, "advantage"] -= delta
+                else:
+                    df.loc[r, str(rng.choice(["j_cp", "j_skip", "advantage"]))] = float(
+                        rng.choice([np.inf, -np.inf, np.nan]))
+                df.loc[r, "quarantined"] = False
+                return df
+
+            out.append(Case(f"gen: resealed label, {kind} ({delta:.1f} s)",
+                            lambda d, change=change: _forge(
+                                d, {"labels": change(read_table(d / "labels.parquet", "labels"))}),
+                            needs_pairs=True))
+        else:
+            kind = str(rng.choice(["cost", "seed", "verified"]))
+
+            def plausible(d: Path, kind=kind, row=row, delta=delta) -> None:
+                rec = read_table(d / "recovery.parquet", "recovery")
+                r = rec.index[row % len(rec)]
+                if kind == "cost":
+                    rec.loc[r, "cost_s"] = float(rec.loc[r, "cost_s"]) + delta
+                elif kind == "seed":
+                    rec.loc[r, "seed"] = int(rec.loc[r, "seed"]) + 1
+                else:
+                    rec.loc[r, "verified"] = not bool(rec.loc[r, "verified"])
+                tables = {"recovery": rec}
+                if rec["pair_id"].notna().any():  # the labels follow, consistent
+                    tables["labels"] = labels_from_recovery(
+                        read_table(d / "tasks.parquet", "tasks"),
+                        read_table(d / "checkpoints.parquet", "checkpoints"), rec)
+                _forge(d, tables)
+
+            out.append(Case(f"gen: signed set, {kind} edited, resealed without the key",
+                            _signed(plausible), key=KEY))
+    return out
+
+
 CASES: list[Case] = [
     Case("pristine (control)", lambda d: None, "read"),
     Case("version 1 with its own hash (control)", _as_v1, "read-with-warning"),
@@ -252,12 +380,31 @@ CASES: list[Case] = [
     Case("resealed: a negative cost", _resealed("recovery", _first_row("cost_s", lambda v: -v))),
     Case("resealed: duplicate branch",
          _resealed("recovery", lambda df: df.iloc[np.r_[0, 0:len(df)]].reset_index(drop=True))),
+    Case("manifest nested 10^5 deep", _bytes("label_set.json",
+                                             lambda b: b"[" * 100_000 + b"]" * 100_000)),
+    Case("signed with the key (control)", _signed(None), "read", key=KEY),
+    Case("signed, read without a key (control)", _signed(None), "read"),
+    Case("signed, its hmac forged", _then(_signed(None), _field(lambda m: m.update(
+        hmac="0" * 64))), key=KEY),
+    Case("unsigned, read with a key", lambda d: None, key=KEY),
 ]
 
 
 # ---------------------------------------------------------------------------- readers
-def read_with_loader(d: Path) -> tuple[str, str]:
+def read_with_loader(d: Path, key: str | None = None) -> tuple[str, str]:
     """The loader itself: refused (LabelSetError naming a file of the set) or read."""
+    old = os.environ.pop("RIPPLECP_SIGNING_KEY", None)
+    if key is not None:
+        os.environ["RIPPLECP_SIGNING_KEY"] = key
+    try:
+        return _read_with_loader(d)
+    finally:
+        os.environ.pop("RIPPLECP_SIGNING_KEY", None)
+        if old is not None:
+            os.environ["RIPPLECP_SIGNING_KEY"] = old
+
+
+def _read_with_loader(d: Path) -> tuple[str, str]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -272,10 +419,14 @@ def read_with_loader(d: Path) -> tuple[str, str]:
     return "read", ""
 
 
-def read_with_command(module: str, d: Path, scratch: Path) -> tuple[str, str]:
+def read_with_command(module: str, d: Path, scratch: Path, key: str | None = None
+                      ) -> tuple[str, str]:
     """The real command in a subprocess: one-line refusal (exit 2), or a run that read it."""
     out = scratch / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT), RIPPLECP_MLRUNS=str(scratch / "mlruns"))
+    env.pop("RIPPLECP_SIGNING_KEY", None)
+    if key is not None:
+        env["RIPPLECP_SIGNING_KEY"] = key
     res = subprocess.run(
         [sys.executable, "-m", f"experiments.{module}", "--labels", str(d), "--out", str(out),
          *COMMANDS[module]], cwd=scratch, env=env, capture_output=True, text=True, timeout=900)
@@ -311,6 +462,11 @@ def _full(src: Path) -> bool:
 
 
 def study(args: Args) -> int:
+    if args.seed is None:
+        args = dataclasses.replace(args, seed=random.SystemRandom().randrange(1 << 31))
+    print(f"seed {args.seed}", flush=True)
+    fixed = CASES if args.fixed else [c for c in CASES if c.expect != "refused"]
+    cases = fixed + _generated(np.random.default_rng(args.seed), args.generated)
     t0 = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="reliability-labelsets-", dir=args.workdir))
     try:
@@ -320,7 +476,7 @@ def study(args: Args) -> int:
         for src_name, src in sources.items():
             has_pairs = bool(_manifest(src)["n_pairs"])
             full = _full(src)
-            for i, case in enumerate(CASES):
+            for i, case in enumerate(cases):
                 if case.needs_pairs and not has_pairs:
                     continue
                 d = root / f"{src.name}-{i:02d}"
@@ -332,11 +488,11 @@ def study(args: Args) -> int:
         def one(job: tuple) -> tuple:
             src_name, case, reader, d = job
             if reader == "loader":
-                got, why = read_with_loader(d)
+                got, why = read_with_loader(d, case.key)
             else:
                 scratch = root / "runs" / f"{d.name}-{reader}"
                 scratch.mkdir(parents=True)
-                got, why = read_with_command(reader, d, scratch)
+                got, why = read_with_command(reader, d, scratch, case.key)
             return src_name, case, reader, got, why
 
         # the loader in this thread (warnings are process-global), the commands in a pool
@@ -356,9 +512,9 @@ def study(args: Args) -> int:
         mark = "WRONG " if bad else ""
         print(f"{src_name:<22} {case.name:<46} {reader:<15} {mark + got:<18} {why[:110]}")
     corrupt = sum(1 for _, c, *_ in results if c.expect == "refused")
-    print(f"\ntried {tried} (case x reader; {corrupt} corruptions, {tried - corrupt} controls and "
-          f"known limits); refused in one line {refused} of {corrupt}; wrong {wrong}; "
-          f"{time.perf_counter() - t0:.0f} s")
+    print(f"\ntried {tried} (case x reader, seed {args.seed}; {corrupt} corruptions, "
+          f"{tried - corrupt} controls and known limits); refused in one line {refused} of "
+          f"{corrupt}; right {tried - wrong}; wrong {wrong}; {time.perf_counter() - t0:.0f} s")
     return 1 if wrong else 0
 
 

@@ -89,6 +89,8 @@ class Args:
     """local (process pool), inline, or dask"""
     scheduler: str | None = opt(None, metavar="ADDR")
     """a Dask scheduler address (--executor dask; default: a local cluster of --jobs workers)"""
+    dashboard: str | None = opt(None, metavar="HOST:PORT")
+    """where a local Dask cluster serves its dashboard (default: 127.0.0.1, a free port)"""
     cap: float = opt(600.0, check=positive)
     """per-branch cap, seconds"""
     runtime: str | None = opt(None, choices=RUNTIMES)
@@ -192,7 +194,7 @@ def collect(args: Args) -> int:
         name, agent_opts = runtime_agent(args.agent, args.runtime, gran)
         agent = get_agent(name, **agent_opts)
         agent.check_installed()
-    ex = make_executor(args.executor, args.jobs, args.scheduler)
+    ex = make_executor(args.executor, args.jobs, args.scheduler, args.dashboard)
     bar = _bar(args.progress)
     try:
         # --- phase 1 and 2: tasks, nominal runs, frozen plan (skipped when already frozen)

@@ -42,6 +42,7 @@ from sklearn.base import clone
 
 from baselines import BASELINES, all_baselines
 from baselines.grid import training_objective
+from features.files import atomic_path, write_text_atomic
 from labelsets.tables import LabelSet
 from oracle.simulator.workloads import family_names
 from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, parse, progress, run
@@ -491,17 +492,17 @@ def plot_curves(summary: pd.DataFrame, family: str, out: Path) -> Path:
     ax.legend(fontsize=7, title="budget", title_fontsize=7)
     fig.tight_layout()
     path = out / f"budget_cost_{safe_key(family).replace('/', '_')}.png"
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with atomic_path(path) as tmp:  # a full disk or an interrupt leaves no temp file
+            fig.savefig(tmp, dpi=110)
+    finally:
+        plt.close(fig)
     return path
 
 
 def _atomic_csv(df: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    df.to_csv(tmp, index=False)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False)
 
 
 def _fast_sqlite() -> None:
@@ -684,9 +685,7 @@ def _study(
     _atomic_csv(best, out / "best_simple.csv")
     _atomic_csv(pd.DataFrame([v.as_dict() for v in two_bar] + all_verdicts), out / "verdicts.csv")
     report = out / "report.txt"
-    tmp = report.with_name("report.txt.tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(report)
+    write_text_atomic(report, "\n".join(lines) + "\n")
     elapsed = time.perf_counter() - t0
     if client is not None:
         from mlflow.entities import Metric

@@ -59,6 +59,7 @@ from labelsets.definitions import (
     pilot_cells,
     stratum,
 )
+from labelsets.integrity import keyed_seal, signing_key, verify_seal
 
 #: the version :meth:`LabelSet.save` writes; ``"2"`` seals trajectories and manifest fields
 LABEL_SET_VERSION = "2"
@@ -349,6 +350,7 @@ class LabelSet:
         if stray:
             raise LabelSetError(f"trajectories: task ids not in tasks table: {sorted(stray)[:5]}")
         _check_rows(self.tasks, self.checkpoints, self.recovery)
+        _check_labels(self.tasks, self.checkpoints, self.labels)
 
     @property
     def task_ids(self) -> list[str]:
@@ -425,6 +427,9 @@ class LabelSet:
             write_table(getattr(self, name), name, path / f"{name}.parquet")
         write_trajectories([self.trajectories[t] for t in self.task_ids], path / "trajectories.parquet")
         manifest = {**self.manifest_fields(), "hash": self.content_hash()}
+        key = signing_key()
+        if key is not None:
+            manifest["hmac"] = keyed_seal("label_set", manifest["hash"], key)
         write_text_atomic(path / "label_set.json",
                           json.dumps(manifest, indent=2, sort_keys=True, default=str))
         return path
@@ -460,6 +465,17 @@ class LabelSet:
             raise LabelSetError(
                 f"{manifest_path}: field 'hash' does not match the content (a table, the "
                 f"trajectories or a manifest field changed after the set was sealed)")
+        try:
+            problem = verify_seal("label_set", manifest["hash"], manifest.get("hmac"),
+                                  str(manifest_path))
+        except ValueError as exc:  # the signing key itself (too short, unreadable)
+            raise LabelSetError(str(exc)) from None
+        if problem is not None:
+            raise LabelSetError(problem)
+        try:
+            _check_derived_labels(ls)
+        except LabelSetError as exc:
+            raise LabelSetError(f"{path}: {exc}") from None
         if version != LABEL_SET_VERSION:
             warnings.warn(
                 f"{path}: label-set version {version}: its hash does not cover "
@@ -506,16 +522,19 @@ def _read_manifest(path: Path) -> dict[str, Any]:
         raise LabelSetError(f"{path}: unreadable: {_first_line(exc)}") from exc
     except json.JSONDecodeError as exc:
         raise LabelSetError(f"{path}: invalid JSON: {exc}") from exc
+    except RecursionError:
+        raise LabelSetError(f"{path}: invalid JSON: nested too deeply") from None
     if not isinstance(manifest, dict):
         raise LabelSetError(f"{path}: must be a JSON object, got {type(manifest).__name__}")
     for name in ("version", "hash", *MANIFEST_FIELDS[1:]):
         if name not in manifest:
             raise LabelSetError(f"{path}: field {name!r} is missing"
                                 + (": an unsealed label set is refused" if name == "hash" else ""))
-    unknown = sorted(set(manifest) - {"hash", *MANIFEST_FIELDS})
+    unknown = sorted(set(manifest) - {"hash", "hmac", *MANIFEST_FIELDS})
     if unknown:
         raise LabelSetError(f"{path}: field {unknown[0]!r} is not a label-set field "
-                            f"(expected {', '.join(('hash', *MANIFEST_FIELDS))})")
+                            f"(expected {', '.join(('hash', *MANIFEST_FIELDS))}, and 'hmac' "
+                            "when signed)")
     version = manifest["version"]
     if not isinstance(version, str) or version not in READABLE_VERSIONS:
         raise LabelSetError(f"{path}: field 'version': {version!r} is not a label-set version "
@@ -584,6 +603,81 @@ def _check_rows(tasks: pd.DataFrame, checkpoints: pd.DataFrame, recovery: pd.Dat
         cost = recovery["cost_s"].astype("float64").to_numpy()
         bad("recovery", "cost_s", used & (~np.isfinite(cost) | (cost < 0)),
             "negative or not finite on a branch that is not quarantined")
+
+
+def _check_labels(tasks: pd.DataFrame, checkpoints: pd.DataFrame, labels: pd.DataFrame) -> None:
+    """Refuse pair labels no study produces (issue 32: a resealed set with a J_cp of
+    -1,000 s made a 1,000.4 s advantage out of 0.40 s): a cell outside 0 <= c- < t < f <=
+    B + 1; on a label that is not quarantined, a cost that is not finite, a J_skip below 0,
+    a J_cp below its floor (the candidate's creation cost: J_cp = J(t, f) + C(t) with
+    J >= 0), a creation cost that is not the candidate checkpoint's, or an advantage that
+    is not J_skip - J_cp."""
+    if not len(labels):
+        return
+
+    def bad(column: str, mask: Any, what: str) -> None:
+        mask = np.asarray(mask, dtype=bool)
+        if mask.any():
+            row = int(np.flatnonzero(mask)[0])
+            raise LabelSetError(f"labels: column {column!r}: {what} (row {row}, cell "
+                                f"{labels['cell_id'].iloc[row]!r}, {int(mask.sum())} row(s) "
+                                "in all)")
+
+    n_b = labels["task_id"].map(tasks.set_index("task_id")["n_boundaries"]).astype("float64")
+    t = labels["candidate"].astype("float64").to_numpy()
+    c = labels["fallback"].astype("float64").to_numpy()
+    f = labels["failure"].astype("float64").to_numpy()
+    bad("candidate", ~((c >= 0) & (c < t) & (t < f) & (f <= n_b.to_numpy() + 1)),
+        "cell not 0 <= fallback < candidate < failure <= n_boundaries + 1")
+    used = ~labels["quarantined"].fillna(False).astype(bool).to_numpy()
+    col = {k: labels[k].astype("float64").to_numpy()
+           for k in ("j_cp", "j_skip", "advantage", "creation_s")}
+    for k in ("j_cp", "j_skip", "advantage", "creation_s"):
+        bad(k, used & ~np.isfinite(col[k]), "not finite on a label that is not quarantined")
+    with np.errstate(invalid="ignore"):
+        tol = 1e-9 * (1.0 + np.abs(col["j_skip"]) + np.abs(col["j_cp"]))
+        bad("j_skip", used & (col["j_skip"] < 0), "negative: no recovery takes less than 0 s")
+        bad("creation_s", used & (col["creation_s"] < 0), "negative")
+        bad("j_cp", used & (col["j_cp"] < col["creation_s"] - tol),
+            "below its floor, the candidate's creation cost (J_cp = J(t, f) + C(t), J >= 0)")
+        bad("advantage", used & (np.abs(col["advantage"] - (col["j_skip"] - col["j_cp"])) > tol),
+            "not J_skip - J_cp")
+        if len(checkpoints):
+            at = pd.MultiIndex.from_arrays([labels["task_id"], labels["candidate"]])
+            cp = checkpoints.set_index(["task_id", "boundary"])["creation_s"]
+            want = cp.reindex(at).astype("float64").to_numpy()
+            bad("creation_s", used & np.isfinite(want)
+                & (np.abs(col["creation_s"] - want) > 1e-9 * (1.0 + np.abs(want))),
+                "not the creation cost of the candidate's checkpoint")
+
+
+def _check_derived_labels(ls: LabelSet) -> None:
+    """Refuse labels that are not what the recovery table derives (the verified loader's
+    check): a pair label's J_cp and J_skip are its two branches' costs (J_cp charged the
+    candidate's creation), so an edited label cannot hide behind a recomputed hash."""
+    if not len(ls.labels) or not ls.recovery["pair_id"].notna().any():
+        return
+    try:
+        derived = labels_from_recovery(ls.tasks, ls.checkpoints, ls.recovery)
+    except (LabelSetError, KeyError) as exc:
+        raise LabelSetError(f"labels: not derivable from the recovery table: {exc}") from None
+    key = ["cell_id", "repetition"]
+    got = ls.labels.merge(derived[[*key, "j_cp", "j_skip", "advantage"]], on=key, how="left",
+                          suffixes=("", "_derived"), indicator=True)
+    missing = (got["_merge"] != "both").to_numpy()
+    if missing.any():
+        row = int(np.flatnonzero(missing)[0])
+        raise LabelSetError(f"labels: row {row} (cell {got['cell_id'].iloc[row]!r}) has no "
+                            "CP/SKIP pair in the recovery table")
+    for k in ("j_cp", "j_skip", "advantage"):
+        a = got[k].astype("float64").to_numpy()
+        b = got[k + "_derived"].astype("float64").to_numpy()
+        off = ~(np.isclose(a, b, rtol=1e-9, atol=1e-9) | (np.isnan(a) & np.isnan(b)))
+        if off.any():
+            row = int(np.flatnonzero(off)[0])
+            raise LabelSetError(f"labels: column {k!r}: {float(a[row])!r} is not what the recovery "
+                                f"table's pair derives ({float(b[row])!r}) (row {row}, cell "
+                                f"{got['cell_id'].iloc[row]!r}, {int(off.sum())} row(s) in all)")
 
 
 def labels_from_recovery(

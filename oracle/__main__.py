@@ -55,13 +55,19 @@ def _kv_pairs(items: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _kv(items: Sequence[str]) -> dict[str, Any]:
+def _kv(items: Sequence[str], flag: str = "--agent-opt") -> dict[str, Any]:
+    """``KEY=VALUE`` words as a dict, each value read as JSON where it parses; a value that
+    starts like a JSON list, object or string must parse (one-line error naming it)."""
     out: dict[str, Any] = {}
     for it in items:
         k, v = it.split("=", 1)
         try:
             out[k] = json.loads(v)
-        except json.JSONDecodeError:
+        except RecursionError:
+            raise ValueError(f"{flag} {k}: value nested too deeply") from None
+        except json.JSONDecodeError as exc:
+            if v.lstrip()[:1] in ("{", "[", '"'):
+                raise ValueError(f"{flag} {k}={v[:60]}: not valid JSON ({exc})") from None
             out[k] = v
     return out
 
@@ -142,6 +148,9 @@ class PlanArgs:
     """parallel processes (local and dask executors)"""
     scheduler: str | None = None
     """dask scheduler address (default: a local cluster)"""
+    dashboard: str | None = opt(None, metavar="HOST:PORT")
+    """where a local Dask cluster serves its dashboard (default: 127.0.0.1, a free port;
+    name another address to reach it from elsewhere)"""
     progress: bool = True
     """show progress (a bar on a terminal, else one line per nominal run)"""
 
@@ -158,12 +167,14 @@ class PlanArgs:
 
 
 def cmd_plan(a: PlanArgs) -> int:
+    from labelsets.integrity import signing_key
     from oracle.agents import get_agent
     from oracle.harness.branch import HarnessConfig, StudyContext
     from oracle.harness.executors import close_executor, make_executor
     from oracle.harness.study import freeze_plan
     from oracle.protocol import clock_kind, make_tasks
 
+    signing_key()  # a bad key is refused before any nominal run, not at the end
     out = a.out.resolve()
     study = a.study.resolve() if a.study else default_study_dir(out)
     agent_opts = _kv(a.agent_opt)
@@ -183,14 +194,18 @@ def cmd_plan(a: PlanArgs) -> int:
     check = getattr(agent, "check_installed", None)
     if check is not None:
         check()
+    task_opts = _kv(a.task_opt, "--task-opt")
     try:
-        tasks = make_tasks(agent, a.tasks, a.seed, study / "tasks", **_kv(a.task_opt))
+        tasks = make_tasks(agent, a.tasks, a.seed, study / "tasks", **task_opts)
+    except TypeError as exc:  # an option the task maker does not take, or a value of a wrong type
+        raise ValueError(f"--task-opt {' '.join(a.task_opt)}: the {a.agent} task maker "
+                         f"refused it: {exc}") from None
     except ValueError as exc:
         raise ValueError(f"--tasks {a.tasks}: {exc}") from None
     config = HarnessConfig(granularity=gran, branch_cap_s=a.cap,
                            require_obs_determinism=a.determinism, clock=clock_kind(agent))
     ctx = StudyContext(a.agent, agent_opts, {t.task_id: t for t in tasks}, config, study)
-    ex = make_executor(a.executor, a.jobs, a.scheduler)
+    ex = make_executor(a.executor, a.jobs, a.scheduler, a.dashboard)
     try:
         reps = a.repetitions if a.repetitions is not None else (1 if a.design == "sparse" else 2)
         plan = freeze_plan(ctx, tasks, a.design, seed=a.seed, repetitions=reps,
@@ -198,8 +213,10 @@ def cmd_plan(a: PlanArgs) -> int:
                            progress=a.progress, branches=a.branches,
                            branches_per_task=a.branches_per_task,
                            shares=tuple(a.shares))  # type: ignore[arg-type]
-    finally:
-        close_executor(ex)
+    except BaseException:
+        close_executor(ex, wait=False)  # Ctrl-C or an error: do not wait for running work
+        raise
+    close_executor(ex)
     plan.save(out)
     print(f"plan {out} (sha256 {plan.hash[:16]}): {len(tasks)} tasks, {len(plan.cells)} cells, "
           f"{plan.n_branches()} branches before third repetitions; study dir {study}")
@@ -227,6 +244,9 @@ class RunArgs:
     """parallel processes (local and dask executors)"""
     scheduler: str | None = None
     """dask scheduler address (default: a local cluster)"""
+    dashboard: str | None = opt(None, metavar="HOST:PORT")
+    """where a local Dask cluster serves its dashboard (default: 127.0.0.1, a free port;
+    name another address to reach it from elsewhere)"""
     progress: bool = True
     """show progress (a bar on a terminal, else one line per branch)"""
     adaptive_branches: int = opt(0, min=0)
@@ -245,12 +265,14 @@ def cmd_run(a: RunArgs) -> int:
     plan_path = a.plan.resolve()
     plan = Plan.load(plan_path)
     study = a.study.resolve() if a.study else default_study_dir(plan_path)
-    ex = make_executor(a.executor, a.jobs, a.scheduler)
+    ex = make_executor(a.executor, a.jobs, a.scheduler, a.dashboard)
     try:
         ls = run_study(plan, study, executor=ex, out=a.out, progress=a.progress,
                        adaptive_branches=a.adaptive_branches, adaptive_batch=a.adaptive_batch)
-    finally:
-        close_executor(ex)
+    except BaseException:
+        close_executor(ex, wait=False)  # Ctrl-C or an error: finished branches are in the
+        raise  # audit log; running ones are stopped, not waited for (a rerun resumes)
+    close_executor(ex)
     n_q = int(ls.recovery["quarantined"].fillna(False).sum())
     print(f"label set: {len(ls.tasks)} tasks, {len(ls.recovery)} branches ({n_q} quarantined), "
           f"{len(ls.labels)} pairs -> {a.out if a.out else study / 'labelset'}")

@@ -45,6 +45,7 @@ import difflib
 import inspect
 import os
 import sys
+import tempfile
 import textwrap
 import types
 import typing
@@ -55,7 +56,7 @@ from typing import Any
 from ripplecp_cli.progress import Progress, progress
 
 __all__ = [
-    "CommandLineError", "Progress", "choice_error", "existing_dir", "existing_file",
+    "CommandLineError", "Progress", "check_out", "choice_error", "existing_dir", "existing_file",
     "existing_path", "opt", "parse", "positive", "progress", "run", "run_subcommands", "suggest",
 ]
 
@@ -369,6 +370,11 @@ def _build(ns: argparse.Namespace, cls: type, prog: str) -> Any:
                 name = f.name if (f.metadata.get(_META) or {}).get("positional") else _flag(f.name)
                 raise CommandLineError(f"argument {name}: {exc}") from None
             v = v if out is None else out
+        if (f.name == "out" or f.name.endswith("_out")) and isinstance(v, str | os.PathLike):
+            try:
+                check_out(v)
+            except ValueError as exc:
+                raise CommandLineError(f"argument {_flag(f.name)}: {exc}") from None
         values[f.name] = v
     try:
         return cls(**values)
@@ -376,6 +382,28 @@ def _build(ns: argparse.Namespace, cls: type, prog: str) -> Any:
         raise
     except ValueError as exc:  # a rule between options, from the dataclass's __post_init__
         raise CommandLineError(_one_line(exc)) from None
+
+
+def check_out(path: str | os.PathLike) -> None:
+    """Refuse an output path no result could be written to, before any computation: a
+    component above it that is not a directory, or a directory (the nearest that exists)
+    in which no file can be created (tried for real: a read-only or special filesystem, no
+    permission). Nothing is left behind; ``path`` itself is not created. Every option named
+    ``out`` or ``*_out`` is checked this way when parsed."""
+    p = Path(os.path.abspath(path))
+    probe = p
+    while not os.path.lexists(probe) and probe != probe.parent:
+        probe = probe.parent
+    if probe != p and not probe.is_dir():
+        raise ValueError(f"{path}: {probe} is not a directory")
+    where = probe if probe != p or p.is_dir() else p.parent
+    try:
+        fd, tmp = tempfile.mkstemp(dir=where, prefix=".ripplecp-out-check-")
+    except OSError as exc:
+        raise ValueError(f"{path}: nothing can be written in {where}: "
+                         f"{exc.strerror or exc}") from None
+    os.close(fd)
+    os.unlink(tmp)
 
 
 def _parser(cls: type | None, prog: str, description: str | None) -> _Parser:

@@ -93,7 +93,9 @@ def tune(
             on_trial(trial.number, params, value, vals)
         return value
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # ERROR: a trial that raises reaches the caller as its own (one-line) error; at WARNING,
+    # Optuna first logs it with its whole traceback (hundreds of lines from train_policies)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=seed))
     study.optimize(objective_fn, n_trials=n_trials)
     return TuningResult(dict(study.best_params), float(study.best_value), pd.DataFrame(rows), objective, audit)

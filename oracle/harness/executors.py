@@ -5,7 +5,8 @@
   workers never outlive the process that made the pool (:func:`oracle.processes.guard_worker`):
   a SIGKILLed study runner leaves no worker, no forkserver, and no branch started after it.
 * :func:`dask_executor` - a Dask ``distributed`` client's executor (``client.get_executor()``),
-  for the ``cluster`` extra; pass a scheduler address, or nothing for a ``LocalCluster``.
+  for the ``cluster`` extra; pass a scheduler address, or nothing for a ``LocalCluster``
+  (scheduler and dashboard on loopback only unless told otherwise).
 * :class:`InlineExecutor` - runs each call synchronously in the caller (workers = 0), for
   debugging and for strictly sequential studies.
 
@@ -24,7 +25,12 @@ from typing import Any
 
 from oracle.processes import guard_worker
 
-__all__ = ["InlineExecutor", "close_executor", "dask_executor", "local_executor", "make_executor"]
+__all__ = ["LOOPBACK_DASHBOARD", "InlineExecutor", "close_executor", "dask_executor",
+           "local_executor", "make_executor"]
+
+LOOPBACK_DASHBOARD = "127.0.0.1:0"
+"""Where a local Dask cluster's dashboard listens unless told otherwise: loopback, a free
+port (its link is printed when the cluster starts)."""
 
 
 class InlineExecutor(Executor):
@@ -59,7 +65,9 @@ def dask_executor(address: str | None = None, *, client: Any = None, **cluster_k
     """The executor of a ``distributed.Client`` (``cluster`` extra).
 
     ``client``: an existing client; ``address``: a scheduler to connect to; neither: a new
-    ``LocalCluster(**cluster_kwargs)`` (closed with the client's ``close``). The returned
+    ``LocalCluster(**cluster_kwargs)`` (closed with the client's ``close``), whose scheduler
+    and dashboard listen on loopback only unless ``cluster_kwargs`` name another ``host``
+    or ``dashboard_address`` (Dask's own default is every interface: issue 32). The returned
     executor keeps a reference to its client as ``executor.client``.
     """
     try:
@@ -71,6 +79,9 @@ def dask_executor(address: str | None = None, *, client: Any = None, **cluster_k
         if address is not None:
             client = Client(address)
         else:
+            if cluster_kwargs.get("processes", True):  # threads only: in-process transport
+                cluster_kwargs.setdefault("host", "127.0.0.1")
+            cluster_kwargs.setdefault("dashboard_address", LOOPBACK_DASHBOARD)
             cluster = LocalCluster(**cluster_kwargs)
             client = Client(cluster)
             client._ripplecp_owned_cluster = cluster  # closed by close_executor
@@ -79,8 +90,18 @@ def dask_executor(address: str | None = None, *, client: Any = None, **cluster_k
     return ex
 
 
-def close_executor(ex: Executor) -> None:
-    """Shut an executor down (and a Dask client/cluster this module created)."""
+def close_executor(ex: Executor, *, wait: bool = True) -> None:
+    """Shut an executor down (and a Dask client/cluster this module created).
+
+    ``wait=False`` (after Ctrl-C or an error): queued calls are cancelled and a local
+    pool's workers are terminated at once (the branches they run end with them, by their
+    fail-stop), instead of waiting for the running calls to finish.
+    """
+    if not wait:
+        ex.shutdown(wait=False, cancel_futures=True)
+        if isinstance(ex, ProcessPoolExecutor):
+            for proc in multiprocessing.active_children():  # this process's pool workers
+                proc.terminate()
     ex.shutdown(wait=True)
     client = getattr(ex, "client", None)
     if client is not None:
@@ -90,8 +111,10 @@ def close_executor(ex: Executor) -> None:
             cluster.close()
 
 
-def make_executor(kind: str = "local", workers: int = 2, address: str | None = None) -> Executor:
-    """``"local"`` (process pool), ``"inline"`` or ``"dask"`` (``address`` or LocalCluster)."""
+def make_executor(kind: str = "local", workers: int = 2, address: str | None = None,
+                  dashboard: str | None = None) -> Executor:
+    """``"local"`` (process pool), ``"inline"`` or ``"dask"`` (``address`` or LocalCluster;
+    its dashboard at ``dashboard``, default :data:`LOOPBACK_DASHBOARD`)."""
     if kind == "local":
         return local_executor(workers)
     if kind == "inline":
@@ -99,5 +122,6 @@ def make_executor(kind: str = "local", workers: int = 2, address: str | None = N
     if kind == "dask":
         if address is not None:
             return dask_executor(address)
-        return dask_executor(n_workers=max(1, workers), threads_per_worker=1, processes=True)
+        return dask_executor(n_workers=max(1, workers), threads_per_worker=1, processes=True,
+                             dashboard_address=dashboard or LOOPBACK_DASHBOARD)
     raise ValueError(f"executor must be local, inline or dask, got {kind!r}")

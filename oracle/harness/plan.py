@@ -5,6 +5,16 @@ content; :meth:`Plan.load` recomputes the hash and refuses a plan that was edite
 audit record of a study carries the plan hash, so a study directory cannot silently mix
 two plans.
 
+**A plan is code** (its tasks name the verifier commands a run executes) and so a *trusted
+input*: the plain sha256 detects corruption and accidental edits, not a forger who
+recomputes it. :meth:`Plan.load` therefore checks everything it can before anything runs:
+every field's type, every cell re-derived from the study seed (its id, seeds and branch
+order), and :func:`oracle.harness.study.run_study` checks each task against the task its
+nominal run in the study directory ran (an edited verifier is refused there, before any
+branch starts). For plans that pass through hands you do not trust, set a signing key
+(:mod:`labelsets.integrity`: ``RIPPLECP_SIGNING_KEY`` or ``RIPPLECP_SIGNING_KEY_FILE``):
+plans are then written with an ``hmac`` under it and only plans carrying a valid one load.
+
 Cells. A *pair* cell (candidate t, fallback c-, failure f) with c- < t < f yields, per
 repetition, one CP branch (restores t) and one SKIP branch (restores c-), both driven from
 the candidate state t into segment f (see :mod:`oracle.harness.branch`). A *table* cell
@@ -41,12 +51,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from features.files import write_text_atomic
 from labelsets.definitions import (
+    DESIGNS,
     THIRD_RULE,
     cell_id,
     cp_first,
@@ -56,6 +70,7 @@ from labelsets.definitions import (
     stratum,
     table_cell_id,
 )
+from labelsets.integrity import keyed_seal, signing_key, verify_seal
 from labelsets.recovery_model import SPARSE, SparseDesign, cell_stratum, sparse_provenance
 from oracle.harness.branch import BranchSpec, HarnessConfig, StudyContext
 from oracle.protocol import TaskSpec
@@ -72,6 +87,10 @@ __all__ = [
 ]
 
 PLAN_VERSION = 1
+#: the fields of a plan file: its content, its hash, and its hmac when signed
+_FIELDS = ("version", "design", "study_seed", "agent", "config", "tasks", "n_boundaries",
+           "cells", "repetitions", "third_repetition", "nominal", "nominal_seeds", "hash",
+           "hmac", "design_params")
 
 
 class PlanError(ValueError):
@@ -91,13 +110,122 @@ def task_to_dict(t: TaskSpec) -> dict:
 
 def task_from_dict(d: Mapping[str, Any], where: str = "task") -> TaskSpec:
     """Inverse of :func:`task_to_dict`; errors name the field."""
+    if not isinstance(d, Mapping):
+        raise PlanError(f"{where}: must be a JSON object")
+    unknown = sorted(set(d) - {"task_id", "repo", "family", "workspace_template", "verifier",
+                               "params"})
+    if unknown:
+        raise PlanError(f"{where}: field {unknown[0]!r} is not a task field")
     for k in ("task_id", "repo", "family"):
         if not isinstance(d.get(k), str):
             raise PlanError(f"{where}: field {k!r} must be a string")
     wt = d.get("workspace_template")
+    if wt is not None and not isinstance(wt, str):
+        raise PlanError(f"{where}: field 'workspace_template' must be a path or null")
+    ver = d.get("verifier")
+    if ver is not None and not (isinstance(ver, list) and ver
+                                and all(isinstance(x, str) for x in ver)):
+        raise PlanError(f"{where}: field 'verifier' must be a command (a list of strings) or "
+                        "null")
+    params = d.get("params")
+    if params is not None and not isinstance(params, dict):
+        raise PlanError(f"{where}: field 'params' must be an object")
     return TaskSpec(d["task_id"], d["repo"], d["family"], None if wt is None else Path(wt),
-                    None if d.get("verifier") is None else [str(x) for x in d["verifier"]],
-                    dict(d.get("params") or {}))
+                    None if ver is None else list(ver), dict(params or {}))
+
+
+def _read_json(path: Path, what: str) -> Any:
+    """The JSON document at ``path``, read without blocking (a FIFO, a device or a
+    directory is refused, not waited on) and without a RecursionError: PlanError naming it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise PlanError(f"{path}: cannot read {what}: not a regular file")
+    with open(fd, "rb") as f:
+        if st.st_size > MAX_PLAN_BYTES:
+            raise PlanError(f"{path}: {what} of {st.st_size} bytes, more than the "
+                            f"{MAX_PLAN_BYTES} read")
+        data = f.read(MAX_PLAN_BYTES + 1)
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise PlanError(f"{path}: cannot read {what}: JSON nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise PlanError(f"{path}: cannot read {what}: {exc}") from None
+
+
+def _int(v: Any, lo: int, hi: int | None = None) -> bool:
+    return type(v) is int and v >= lo and (hi is None or v <= hi)
+
+
+def _check_cells(cells: Any, plan: Plan, where: str) -> None:
+    """Every cell well-typed, in range, and exactly the cell its design derives from the
+    study seed (id, stratum, seeds, branch order): an edited cell is refused even under a
+    recomputed hash."""
+    if not isinstance(cells, list) or not cells:
+        raise PlanError(f"{where}: field 'cells' must be a non-empty list")
+    ids: set[str] = set()
+    for i, c in enumerate(cells):
+        at = f"{where}: cells[{i}]"
+        if not isinstance(c, dict):
+            raise PlanError(f"{at}: must be an object")
+        tid, kind = c.get("task_id"), c.get("kind")
+        if tid not in plan.n_boundaries:
+            raise PlanError(f"{at}: field 'task_id' {tid!r} is not a task of the plan")
+        b = plan.n_boundaries[tid]
+        if kind == "pair":
+            t, cm, f = c.get("candidate"), c.get("fallback"), c.get("failure")
+            if not (_int(cm, 0) and _int(t, cm + 1) and _int(f, t + 1, b + 1)):
+                raise PlanError(f"{at}: fields 'candidate', 'fallback', 'failure' must be "
+                                f"integers with 0 <= fallback < candidate < failure <= {b + 1}, "
+                                f"got {t!r}, {cm!r}, {f!r}")
+            want = _pair_cell(tid, t, cm, f, plan.study_seed, plan.repetitions)
+        elif kind == "table":
+            r, f = c.get("restore_point"), c.get("failure")
+            if not (_int(r, 0) and _int(f, r + 1, b + 1)):
+                raise PlanError(f"{at}: fields 'restore_point', 'failure' must be integers "
+                                f"with 0 <= restore_point < failure <= {b + 1}, got {r!r}, {f!r}")
+            want = _table_cell(tid, r, f, plan.study_seed, plan.repetitions)
+            if plan.design == SPARSE:  # a sparse cell also records its stratum and probability
+                want["stratum"] = cell_stratum(r, f)
+                want["inclusion"] = (plan.design_params.get("inclusion") or {}).get(want["stratum"])
+        else:
+            raise PlanError(f"{at}: field 'kind' must be 'pair' or 'table', got {kind!r}")
+        if c != want:
+            bad = sorted(k for k in set(c) | set(want) if c.get(k, _MISSING) != want.get(k))
+            raise PlanError(f"{at}: field {bad[0]!r} is not what the plan's design derives "
+                            f"from its study seed ({c.get(bad[0], 'missing')!r}, expected "
+                            f"{want.get(bad[0])!r}): the plan was edited")
+        if want["cell_id"] in ids:
+            raise PlanError(f"{at}: duplicate cell {want['cell_id']!r}")
+        ids.add(want["cell_id"])
+    if plan.design == SPARSE:
+        _check_sparse_draw(cells, plan, where)
+
+
+def _check_sparse_draw(cells: list[dict], plan: Plan, where: str) -> None:
+    """A sparse plan's cells are exactly the draw its recorded rule makes from the study
+    seed (and the rule's inclusion probabilities the ones recorded)."""
+    dp = plan.design_params
+    try:
+        design = SparseDesign(tuple(float(x) for x in dp["shares"]), int(dp["repetitions"]),
+                              bool(dp["include_final"]))
+        chosen, probs = design.choose({t: int(b) for t, b in plan.n_boundaries.items()},
+                                      int(dp["n_cells"]), plan.study_seed)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PlanError(f"{where}: field 'design_params' does not state a sparse rule ({exc})") from None
+    got = [(c["task_id"], c["restore_point"], c["failure"]) for c in cells]
+    if got != chosen or {k: float(v) for k, v in (dp.get("inclusion") or {}).items()} != probs:
+        raise PlanError(f"{where}: field 'cells' is not the draw the sparse rule in "
+                        "'design_params' makes from the study seed: the plan was edited")
+
+
+_MISSING = object()
+MAX_PLAN_BYTES = 256 << 20
 
 
 @dataclass
@@ -138,37 +266,60 @@ class Plan:
         return hashlib.sha256(_canonical(self.content())).hexdigest()
 
     def save(self, path: str | Path) -> Path:
-        """Write the plan with its hash atomically (temp file + rename)."""
+        """Write the plan with its hash (and, with a signing key, its ``hmac``: module doc)
+        atomically."""
         path = Path(path)
         self.hash = self.compute_hash()
         doc = {**self.content(), "hash": self.hash}
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
-        tmp.replace(path)
+        key = signing_key()
+        if key is not None:
+            doc["hmac"] = keyed_seal("plan", self.hash, key)
+        write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True))
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> Plan:
-        """Load and verify a plan file (hash, version, fields)."""
+        """Load and verify a plan file: hash, version, every field's type, every cell
+        against its design, and the ``hmac`` when a signing key is set (module doc)."""
         path = Path(path)
-        try:
-            doc = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise PlanError(f"{path}: cannot read plan: {exc}") from exc
+        doc = _read_json(path, "plan")
         if not isinstance(doc, dict):
             raise PlanError(f"{path}: plan must be a JSON object")
         if doc.get("version") != PLAN_VERSION:
             raise PlanError(f"{path}: field 'version' is {doc.get('version')!r}, expected {PLAN_VERSION}")
+        unknown = sorted(set(doc) - set(_FIELDS))
+        if unknown:
+            raise PlanError(f"{path}: field {unknown[0]!r} is not a plan field")
         try:
+            for k, kinds in (("design", str), ("study_seed", int), ("agent", dict),
+                             ("config", dict), ("tasks", list), ("n_boundaries", dict),
+                             ("cells", list), ("repetitions", int), ("hash", str)):
+                if not isinstance(doc.get(k), kinds) or isinstance(doc.get(k), bool):
+                    raise PlanError(f"{path}: field {k!r} is missing or not a "
+                                    f"{kinds.__name__}")
+            if doc["design"] not in DESIGNS:
+                raise PlanError(f"{path}: field 'design' {doc['design']!r} is not one of "
+                                f"{', '.join(DESIGNS)}")
+            if not isinstance(doc["agent"].get("name"), str) or not isinstance(
+                    doc["agent"].get("options") or {}, dict):
+                raise PlanError(f"{path}: field 'agent' must be {{'name': str, 'options': {{}}}}")
+            if not all(isinstance(k, str) and _int(v, 1) for k, v in doc["n_boundaries"].items()):
+                raise PlanError(f"{path}: field 'n_boundaries' must map task ids to counts >= 1")
+            if not _int(doc["repetitions"], 1):
+                raise PlanError(f"{path}: field 'repetitions' must be an integer >= 1")
+            if not isinstance(doc.get("nominal") or {}, dict):
+                raise PlanError(f"{path}: field 'nominal' must be an object")
+            if not isinstance(doc.get("design_params") or {}, dict):
+                raise PlanError(f"{path}: field 'design_params' must be an object")
             cfg = dict(doc["config"])
             cfg["exclude"] = tuple(cfg.get("exclude", ()))
             plan = cls(
-                design=doc["design"], study_seed=int(doc["study_seed"]),
+                design=doc["design"], study_seed=doc["study_seed"],
                 agent=doc["agent"]["name"], agent_options=dict(doc["agent"].get("options") or {}),
                 config=HarnessConfig(**cfg),
                 tasks=[task_from_dict(t, f"{path}: tasks[{i}]") for i, t in enumerate(doc["tasks"])],
-                n_boundaries={k: int(v) for k, v in doc["n_boundaries"].items()},
-                cells=list(doc["cells"]), repetitions=int(doc["repetitions"]),
+                n_boundaries=dict(doc["n_boundaries"]),
+                cells=list(doc["cells"]), repetitions=doc["repetitions"],
                 third_repetition=doc.get("third_repetition") is not None,
                 nominal=dict(doc.get("nominal") or {}),
                 design_params=dict(doc.get("design_params") or {}),
@@ -177,11 +328,17 @@ class Plan:
             if isinstance(exc, PlanError):
                 raise
             raise PlanError(f"{path}: missing or bad field: {exc!r}") from exc
+        if sorted(plan.n_boundaries) != sorted(plan.task_ids):
+            raise PlanError(f"{path}: field 'n_boundaries' must name exactly the plan's tasks")
         want = doc.get("hash")
         got = plan.compute_hash()
         if want != got:
             raise PlanError(f"{path}: plan hash mismatch (file says {str(want)[:12]}, content "
                             f"hashes to {got[:12]}): the plan was modified after it was frozen")
+        problem = verify_seal("plan", got, doc.get("hmac"), str(path))
+        if problem is not None:
+            raise PlanError(problem)
+        _check_cells(doc["cells"], plan, str(path))
         plan.hash = got
         return plan
 
@@ -264,7 +421,19 @@ class Plan:
         return out
 
     def check_nominal(self, task_id: str, rec: dict) -> None:
-        """Refuse a nominal record that does not match what the plan was frozen against."""
+        """Refuse a nominal record that does not match what the plan was frozen against:
+        its boundaries, its trajectory, and the task it ran (a verifier, template or
+        parameter edited in the plan since is refused before any branch runs)."""
+        ran = rec.get("task")
+        if isinstance(ran, dict):
+            # as the audit log holds it: through JSON (tuples are lists there)
+            now = json.loads(json.dumps(task_to_dict(next(t for t in self.tasks
+                                                          if t.task_id == task_id)), default=str))
+            for k in sorted(set(ran) | set(now)):
+                if ran.get(k) != now.get(k):
+                    raise PlanError(f"task {task_id}: field {k!r} of the plan differs from the "
+                                    "task its nominal run ran: the plan was edited after it "
+                                    "was frozen; refused before running anything")
         b = self.n_boundaries.get(task_id)
         if b is not None and int(rec["n_boundaries"]) != b:
             raise PlanError(f"task {task_id}: nominal run has {rec['n_boundaries']} boundaries, "

@@ -13,6 +13,7 @@ checkpoint at every boundary, one branch) are :mod:`oracle.harness.branch`'s.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import shutil
 import sys
@@ -40,7 +41,14 @@ from labelsets.recovery_model import ADAPTIVE_CRITERION, SparseDesign, next_cell
 from labelsets.tables import RECOVERY_COLUMNS, LabelSet, conform, empty, labels_from_recovery
 from oracle.harness.branch import BranchSpec, StudyContext, finish_discards, run_branch, run_nominal
 from oracle.harness.executors import InlineExecutor
-from oracle.harness.plan import Plan, full_table_plan, pilot_plan, sparse_plan, tool_call_plan
+from oracle.harness.plan import (
+    Plan,
+    full_table_plan,
+    pilot_plan,
+    sparse_plan,
+    task_to_dict,
+    tool_call_plan,
+)
 from oracle.protocol import TaskSpec
 from oracle.store.audit import AuditLog
 
@@ -64,6 +72,7 @@ def run_nominal_job(task_id: str, ctx: StudyContext, seed: int) -> dict:
     rec = res.record()
     rec.update(key=f"nominal/{task_id}", kind="nominal", seed=seed,
                repo=task.repo, family=task.family,
+               task=json.loads(json.dumps(task_to_dict(task), default=str)),  # the task it ran
                trajectory_file=str(traj_path.relative_to(ctx.study_dir)),
                trajectory_sha256=hashlib.sha256(traj_path.read_bytes()).hexdigest())
     for cp in rec["checkpoints"]:  # audit records are strict JSON: no NaN
@@ -247,6 +256,9 @@ def run_study(
         if r.get("kind") in ("branch", "adaptive") and r.get("plan_hash") != plan.hash:
             raise ValueError(f"{audit.path}: record {r['key']!r} belongs to plan "
                              f"{str(r.get('plan_hash'))[:12]}, not {plan.hash[:12]}; use a new study dir")
+    for r in audit.records():  # before anything runs: the plan still is what was frozen
+        if r.get("kind") == "nominal" and r.get("task_id") in plan.n_boundaries:
+            plan.check_nominal(r["task_id"], r)
     ctx = plan.context(study_dir)
     ex = executor or InlineExecutor()
     bar = _Progress(progress)

@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 import warnings
 from pathlib import Path
 from typing import Any
@@ -65,8 +66,11 @@ class AuditLog:
     # ------------------------------------------------------------------ plumbing
     def _open(self) -> int:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK, 0o644)
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would read as an empty study, not an error
+            os.close(fd)
+            raise AuditCorruptError(f"{self.path}: not a regular file: an audit log is one")
         if self._ino is not None and (st.st_ino != self._ino or st.st_size < self._offset):
             # The file was replaced or shrank behind our back: start over from disk.
             self._records, self._keys = [], set()

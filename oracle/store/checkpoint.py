@@ -47,7 +47,9 @@ member*: the attempt is discarded (nothing is published, its partial pack is del
 is still changing, :class:`WorkspaceChangedError` names the member. Nothing outside the
 workspace is ever read, and no content is stored for a path that did not hold it.
 :func:`state_digest` reads by the same rule. (Only the root itself may be a symlink: it is
-the caller's own path.)
+the caller's own path.) A scan that holds a member restore would refuse (a symlink that
+resolves outside the workspace, a path of 4096 bytes or more) is refused by ``create``
+with :class:`UnrestorableMemberError`: every checkpoint ``create`` reports can be restored.
 
 Crash safety: the pack and the manifest are written to ``tmp/`` and renamed (the manifest
 hard-linked, which also refuses to overwrite an existing id) into place, the manifest
@@ -65,16 +67,32 @@ cost are covered, and a manifest edited in any byte is refused by ``restore`` an
 ``info``. (The digest detects edits and corruption, not a forger who recomputes it: the
 checks below do not rely on it.)
 
+Every file of the store is opened with ``O_NOFOLLOW | O_NONBLOCK`` and must be a regular
+file (a FIFO or device planted in ``packs/`` or ``manifests/`` blocks nothing; the pack is
+ignored with a warning, the manifest refused). A manifest or pack index is inflated to at
+most ``MAX_MANIFEST_BYTES`` and holds at most ``MAX_JSON_VALUES`` values, counted before
+it is parsed, so reading one takes at most about a gigabyte whatever its compression ratio.
+
 Restore is safe and bounded: the manifest is inflated to at most ``MAX_MANIFEST_BYTES``
 and validated whole first (types and ranges of every field, names of at most 255 bytes,
 paths and link targets of at most 4095, no absolute path, no ``..`` or empty component, no
 member below a symlink or file member, no symlink that resolves outside the workspace,
 following the manifest's own symlinks; each blob's size in its pack index must equal the
-member's), then files are written into a temporary directory next to ``dest``, each blob
-inflated to at most its declared size (refused at the first byte over, so the total is
-bounded by the manifest's sum of sizes) and its content hash checked, and the directory is
-renamed onto ``dest`` only when complete. Any malformed, corrupt or unsafe manifest or pack
-raises :class:`UnsafeArchiveError` naming the file and field, and ``dest`` is untouched.
+member's); its members and their bytes are checked against the store's bounds
+(``max_restore_files``, default ``DEFAULT_MAX_RESTORE_FILES``; ``max_restore_bytes``) and
+against the free space (less ``RESTORE_RESERVE_BYTES``) and inodes of ``dest``'s
+filesystem, all before anything is written. Then files are written into a temporary
+directory next to ``dest``, each blob inflated to at most its declared size (refused at
+the first byte over, so the total is bounded by the manifest's sum of sizes) and its
+content hash checked, and the directory is renamed onto ``dest`` only when complete. Every
+write is relative to a directory descriptor opened component by component with
+``O_NOFOLLOW`` (files with ``O_EXCL | O_NOFOLLOW``): another process that swaps a directory
+of the temp directory for a symlink gets the restore refused, never a file written
+outside it. A restore ``flock``s its temp directory until the rename, so one left by a
+killed restore (nobody holds its lock) is removed by the next restore next to it
+(:meth:`CheckpointStore.clean_restores`). Any malformed, corrupt, unsafe or too large
+manifest or pack raises :class:`UnsafeArchiveError` naming the file and field, and
+``dest`` is untouched.
 
 Durable fork points (``../shared/paper/002_*.txt``): given an :class:`~oracle.store.effects.EffectLog`,
 ``create`` first checks that the log is drained up to the point the checkpoint covers
@@ -120,6 +138,7 @@ __all__ = [
     "CheckpointStore",
     "ForkBarrierError",
     "RestoreInfo",
+    "UnrestorableMemberError",
     "UnsafeArchiveError",
     "WorkspaceChangedError",
     "decode_manifest",
@@ -147,8 +166,17 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
 against the whole relative path instead."""
 
 MANIFEST_FORMAT = 2  # 2: sealed by a digest; every file member carries its size
-MAX_MANIFEST_BYTES = 1 << 30
+MAX_MANIFEST_BYTES = 256 << 20
 """Largest manifest (or pack index) the store writes or inflates, in uncompressed bytes."""
+MAX_JSON_VALUES = 4_000_000
+"""Most JSON values (counted as the ``{``, ``[`` and ``,`` bytes of its text, an upper
+bound) a manifest or pack index may hold, checked before it is parsed: each value is a
+Python object of up to ~100 bytes, so parsing one costs at most ~1 GB whatever its
+compression ratio (a 300,000-file workspace's manifest holds ~2.1 million)."""
+DEFAULT_MAX_RESTORE_FILES = 1_000_000
+"""Members a restore writes at most unless the store is told otherwise."""
+RESTORE_RESERVE_BYTES = 256 << 20
+"""Free space a restore leaves on the destination's filesystem (checked before writing)."""
 DEFAULT_RETRIES = 2  # fresh scans after a changed member (see the consistency rule)
 RACY_SLACK_NS = 100_000_000  # 100 ms: generous against coarse (jiffy) filesystem clocks
 STREAM_THRESHOLD = 32 * 1024 * 1024  # files larger than this are hashed/compressed in chunks
@@ -177,6 +205,12 @@ _T = TypeVar("_T")
 
 class CheckpointError(RuntimeError):
     """A checkpoint is missing, or could not be taken or read."""
+
+
+class UnrestorableMemberError(CheckpointError):
+    """The workspace holds a member no checkpoint of it could be restored with (a symlink
+    leading outside the workspace, a path too long): ``create`` refuses it rather than
+    report a checkpoint that ``restore`` would refuse."""
 
 
 class WorkspaceChangedError(CheckpointError):
@@ -503,6 +537,32 @@ def _scan(tree: _Tree, exclude: Sequence[str], cache: dict[str, _CacheEntry] | N
     return out
 
 
+def _check_restorable(entries: list[_Scanned], workspace: Path) -> None:
+    """Refuse (UnrestorableMemberError) a scan that holds a member restore would refuse:
+    a path or link target too long, or a symlink that resolves outside the workspace
+    (by the manifest's own links, as restore checks it). So every checkpoint ``create``
+    reports can be restored."""
+    links: dict[str, str] = {}
+    for rel, kind, _, _, target in entries:
+        n = len(rel.encode("utf-8", "surrogateescape"))
+        if n >= _PATH_MAX:
+            raise UnrestorableMemberError(
+                f"workspace {workspace}: {rel[:60]!r}...: path of {n} bytes is too long for a "
+                f"checkpoint (at most {_PATH_MAX - 1}); exclude it to checkpoint the rest")
+        if kind == "symlink":
+            links[rel] = target
+    for rel, target in links.items():
+        try:
+            if len(target.encode("utf-8", "surrogateescape")) >= _PATH_MAX:
+                raise UnsafeArchiveError(workspace, f"symlink {rel!r}",
+                                         f"-> {target[:60]!r}...: target too long")
+            _resolve_inside(links, rel.split("/")[:-1], target, rel, [0], workspace)
+        except UnsafeArchiveError as exc:
+            raise UnrestorableMemberError(
+                f"workspace {workspace}: symlink {rel!r} {exc.problem}; no "
+                "checkpoint of it could be restored (remove the link or exclude it)") from None
+
+
 def _digest_row(path: str, kind: str, mode: int, ref: str) -> str:
     # No field can contain NUL, so this encoding is unambiguous.
     return f"{path}\0{kind}\0{mode:o}\0{ref}\0"
@@ -621,8 +681,19 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _parse_json(data: bytes, where: str | Path, field: str) -> Any:
-    """JSON text -> value; any malformation (deep nesting included) is UnsafeArchiveError."""
+def _json_values(data: bytes | bytearray) -> int:
+    """An upper bound on the values JSON text ``data`` holds (its ``{``, ``[`` and ``,``
+    bytes, plus one): what bounds the memory parsing it takes, before it is parsed."""
+    return data.count(b"{") + data.count(b"[") + data.count(b",") + 1
+
+
+def _parse_json(data: bytes | bytearray, where: str | Path, field: str) -> Any:
+    """JSON text -> value; any malformation (deep nesting included) is UnsafeArchiveError,
+    and so is text of more than :data:`MAX_JSON_VALUES` values (refused before parsing)."""
+    n = _json_values(data)
+    if n > MAX_JSON_VALUES:
+        raise UnsafeArchiveError(where, field, f"holds up to {n} JSON values, more than the "
+                                 f"{MAX_JSON_VALUES} allowed (parsing it would take gigabytes)")
     try:
         return json.loads(data, parse_constant=_reject_constant)
     except RecursionError:
@@ -631,7 +702,7 @@ def _parse_json(data: bytes, where: str | Path, field: str) -> Any:
         raise UnsafeArchiveError(where, field, f"not valid JSON: {exc}") from None
 
 
-def _inflate(data: bytes, limit: int, where: str | Path, field: str) -> bytes:
+def _inflate(data: bytes, limit: int, where: str | Path, field: str) -> bytearray:
     """Decompress one zstd frame to at most ``limit`` bytes (refused at the first over)."""
     try:
         declared = zstandard.frame_content_size(data)
@@ -640,19 +711,17 @@ def _inflate(data: bytes, limit: int, where: str | Path, field: str) -> bytes:
     if declared > limit:
         raise UnsafeArchiveError(where, field,
                                  f"declares {declared} bytes, more than the {limit} allowed")
-    parts: list[bytes] = []
-    total = 0
+    out = bytearray()  # grown in place: no list of chunks and joined copy beside it
     try:
         reader = zstandard.ZstdDecompressor().stream_reader(data)
-        while chunk := reader.read(min(_CHUNK, limit + 1 - total)):
-            total += len(chunk)
-            if total > limit:
+        while chunk := reader.read(min(_CHUNK, limit + 1 - len(out))):
+            out += chunk
+            if len(out) > limit:
                 raise UnsafeArchiveError(where, field,
                                          f"inflates to more than the {limit} bytes allowed")
-            parts.append(chunk)
     except zstandard.ZstdError as exc:
         raise UnsafeArchiveError(where, field, f"corrupt zstd data: {exc}") from None
-    return b"".join(parts)
+    return out
 
 
 def _seal(body: bytes) -> bytes:
@@ -683,8 +752,9 @@ def decode_manifest(data: bytes, where: str | Path) -> dict:
     if not body.startswith(_SEAL_HEAD) or body[n:n + 2] != b'",':
         raise UnsafeArchiveError(where, "digest", "missing: not a sealed checkpoint "
                                  f"manifest (format {MANIFEST_FORMAT})")
-    rest = b"{" + body[n + 2:]
-    if hashlib.sha256(_SEAL_TAG + rest).hexdigest().encode("ascii") != body[len(_SEAL_HEAD):n]:
+    seal = hashlib.sha256(_SEAL_TAG + b"{")
+    seal.update(memoryview(body)[n + 2:])  # no copy of a body of up to MAX_MANIFEST_BYTES
+    if seal.hexdigest().encode("ascii") != body[len(_SEAL_HEAD):n]:
         raise UnsafeArchiveError(where, "digest",
                                  "does not match the manifest's content: edited or corrupt")
     man = _parse_json(body, where, "manifest")
@@ -959,9 +1029,26 @@ def _umask() -> int:
     return mask
 
 
+def _open_regular(path: str | Path) -> int:
+    """A read-only descriptor of store file ``path``, refused (UnsafeArchiveError) unless
+    it is a regular file: a FIFO, device or symlink planted in a store never blocks or
+    redirects a read (``O_NONBLOCK | O_NOFOLLOW``, then ``fstat``)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | _CLOEXEC)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise UnsafeArchiveError(path, "file", "is a symlink, not a regular file") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise UnsafeArchiveError(path, "file", f"is {_kind_of(st.st_mode)}, not a regular file")
+    return fd
+
+
 def _read_pack_index(path: Path) -> list[tuple[str, int, int, int]]:
     """The index rows of pack ``path``; any malformation is UnsafeArchiveError."""
-    with open(path, "rb") as f:
+    with open(_open_regular(path), "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size < len(_PACK_MAGIC) + _FOOTER.size:
             raise UnsafeArchiveError(path, "footer", "too short")
@@ -970,6 +1057,9 @@ def _read_pack_index(path: Path) -> list[tuple[str, int, int, int]]:
         if magic != _PACK_MAGIC or off + length + _FOOTER.size != size:
             raise UnsafeArchiveError(path, "footer", "bad magic or index bounds")
         f.seek(off)
+        if length > MAX_MANIFEST_BYTES:
+            raise UnsafeArchiveError(path, "footer", f"index of {length} bytes, more than "
+                                     f"the {MAX_MANIFEST_BYTES} allowed")
         rows = _parse_json(_inflate(f.read(length), MAX_MANIFEST_BYTES, path, "index"),
                            path, "index")
     if not isinstance(rows, list):
@@ -987,6 +1077,129 @@ def _read_pack_index(path: Path) -> list[tuple[str, int, int, int]]:
     return out
 
 
+class _DirChain:
+    """Descriptors of the directories on one path below a restore's temp directory.
+
+    ``get(rel)`` opens ``rel`` one component at a time, each relative to its parent's
+    descriptor with ``O_DIRECTORY | O_NOFOLLOW`` (creating it first with ``create``), and
+    keeps the chain, so the next path (members come sorted) reopens only what differs.
+    A component that is not a directory of ours (a symlink or file swapped in by another
+    process) is refused with UnsafeArchiveError, never followed. Up to ``_MAX_CHAIN_FDS``
+    descriptors stay open; deeper ones are closed and reopened from the deepest open one.
+    """
+
+    def __init__(self, root_fd: int, where: str | Path) -> None:
+        self.root, self.where = root_fd, where
+        self.names: list[str] = []
+        self.fds: list[int | None] = []
+
+    def __enter__(self) -> _DirChain:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cut(0)
+
+    def _cut(self, n: int) -> None:
+        for fd in self.fds[n:]:
+            if fd is not None:
+                os.close(fd)
+        del self.names[n:], self.fds[n:]
+
+    def _open(self, parent: int, name: str, rel: str, create: bool) -> int:
+        if create:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o700, dir_fd=parent)
+        try:
+            return os.open(name, _SUBDIR_OPEN, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT, errno.EMLINK):
+                raise
+            raise UnsafeArchiveError(self.where, f"member {rel!r}", "a directory of the "
+                                     "restore was replaced (by a symlink or another file) "
+                                     "while it was written: refused, nothing followed") from None
+
+    def _fd(self, i: int) -> int:
+        """Descriptor of chain element ``i`` (-1: the root), reopened if it was closed."""
+        if i < 0:
+            return self.root
+        fd = self.fds[i]
+        if fd is not None:
+            return fd
+        j = i
+        while j >= 0 and self.fds[j] is None:
+            j -= 1
+        cur = self._fd(j) if j >= 0 else self.root
+        owned = False
+        for k in range(j + 1, i + 1):
+            nxt = self._open(cur, self.names[k], "/".join(self.names[:k + 1]), False)
+            if owned:
+                os.close(cur)
+            cur, owned = nxt, True
+        self.fds[i] = cur
+        return cur
+
+    def get(self, rel: str, create: bool) -> int:
+        parts = rel.split("/") if rel else []
+        i = 0
+        while i < len(self.names) and i < len(parts) and self.names[i] == parts[i]:
+            i += 1
+        self._cut(i)
+        for k in range(i, len(parts)):
+            fd = self._open(self._fd(k - 1), parts[k], "/".join(parts[:k + 1]), create)
+            self.names.append(parts[k])
+            self.fds.append(fd)
+            if len(self.fds) > _MAX_CHAIN_FDS:
+                far = len(self.fds) - _MAX_CHAIN_FDS - 1
+                if self.fds[far] is not None:
+                    os.close(self.fds[far])  # type: ignore[arg-type]
+                    self.fds[far] = None
+        return self._fd(len(parts) - 1)
+
+
+_RESTORE_TMP = re.compile(r"\..+\.restore-[a-z0-9_]{8}")
+_STALE_RESTORE_S = 2.0  # a restore locks its temp directory within microseconds of making it
+
+
+def _make_writable(root_fd: int) -> None:
+    """Give every directory below ``root_fd`` mode 0700 (a checkpointed read-only mode
+    must not stop its removal), opening each with ``O_NOFOLLOW``; errors are ignored."""
+    stack = [os.dup(root_fd)]
+    try:
+        while stack:
+            fd = stack.pop()
+            try:
+                os.fchmod(fd, 0o700)
+                for name in os.listdir(fd):
+                    with contextlib.suppress(OSError):
+                        if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                            os.chmod(name, 0o700, dir_fd=fd)  # to open it (read permission)
+                            stack.append(os.open(name, _SUBDIR_OPEN, dir_fd=fd))
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+    finally:
+        for fd in stack:
+            os.close(fd)
+
+
+def _remove_tree(path: str | Path, fd: int | None = None) -> None:
+    """Remove a restore's temp directory ``path`` (open as ``fd`` if given), never
+    following a symlink in it (``shutil.rmtree`` works through descriptors on Linux)."""
+    own = fd is None
+    if own:
+        try:
+            fd = os.open(path, _SUBDIR_OPEN)
+        except OSError:
+            return
+    try:
+        _make_writable(fd)  # type: ignore[arg-type]
+    finally:
+        if own:
+            os.close(fd)  # type: ignore[arg-type]
+    shutil.rmtree(path, ignore_errors=True)
+
+
 # --------------------------------------------------------------------------- the store
 class CheckpointStore:
     """Content-addressed, zstd-compressed checkpoint store rooted at ``root`` (see module doc).
@@ -998,14 +1211,18 @@ class CheckpointStore:
     log refers to survives a machine crash; measured cost is within noise (two fsyncs);
     ``retries``: fresh scans ``create`` makes after a member changed under it before it
     raises WorkspaceChangedError (the consistency rule, module doc); ``rescans`` counts
-    the fresh scans this store object made for that reason.
+    the fresh scans this store object made for that reason. ``max_restore_files`` and
+    ``max_restore_bytes`` bound what one restore writes (None: no bound of its own; a
+    restore is always bounded by the free space and inodes of its destination).
     Thread-safe for concurrent ``create``/``restore``; several processes may share ``root``.
     Opening a store removes the temp files of dead writers (:meth:`clean_tmp`).
     """
 
     def __init__(self, root: Path, exclude: Sequence[str] = DEFAULT_EXCLUDES, level: int = 3,
                  *, threads: int = 0, durable: bool = True,
-                 retries: int = DEFAULT_RETRIES) -> None:
+                 retries: int = DEFAULT_RETRIES,
+                 max_restore_files: int | None = DEFAULT_MAX_RESTORE_FILES,
+                 max_restore_bytes: int | None = None) -> None:
         if isinstance(exclude, str):
             raise TypeError("exclude must be a sequence of patterns, not one string")
         if not 1 <= int(level) <= 22:
@@ -1019,6 +1236,12 @@ class CheckpointStore:
         self.durable = durable
         self.retries = retries
         self.rescans = 0  # fresh scans made because a member changed under a create
+        for name, bound in (("max_restore_files", max_restore_files),
+                            ("max_restore_bytes", max_restore_bytes)):
+            if bound is not None and (type(bound) is not int or bound < 0):
+                raise ValueError(f"{name} must be a non-negative integer or None, got {bound!r}")
+        self.max_restore_files = max_restore_files
+        self.max_restore_bytes = max_restore_bytes
         self._packs = self.root / "packs"
         self._manifests = self.root / "manifests"
         self._tmp = self.root / "tmp"
@@ -1199,6 +1422,7 @@ class CheckpointStore:
             # Unchanged files (see module doc) come back with their cache entry: hash,
             # member JSON and digest row are reused as they are.
             entries = _scan(tree, self.exclude, wcache, index)
+            _check_restorable(entries, workspace)
             scan_ns = time.time_ns()
             recs, n_files, published, new = self._read_members(tree, entries, wcache,
                                                                 scan_ns, cid)
@@ -1245,10 +1469,12 @@ class CheckpointStore:
         body = (_json_bytes(head, "manifest")[:-1] + b',"transcript":' + transcript_b
                 + b',"facts":' + facts_b + b',"members":['
                 + ",".join([r[2] for r in recs]).encode("ascii") + b"]}")
-        if len(body) > MAX_MANIFEST_BYTES:
-            raise ValueError(f"checkpoint {cid}: its manifest would be {len(body)} bytes, more "
-                             f"than MAX_MANIFEST_BYTES ({MAX_MANIFEST_BYTES}): the transcript "
-                             "or facts are too large")
+        if len(body) > MAX_MANIFEST_BYTES or _json_values(body) > MAX_JSON_VALUES:
+            raise ValueError(f"checkpoint {cid}: its manifest would be {len(body)} bytes of up "
+                             f"to {_json_values(body)} JSON values, more than restore reads "
+                             f"(MAX_MANIFEST_BYTES {MAX_MANIFEST_BYTES}, MAX_JSON_VALUES "
+                             f"{MAX_JSON_VALUES}): the workspace, transcript or facts are "
+                             "too large")
         mcctx = getattr(self._local, "mcctx", None)
         if mcctx is None:  # manifests: speed over ratio (level 1); one compressor per thread
             mcctx = self._local.mcctx = zstandard.ZstdCompressor(level=1)
@@ -1305,10 +1531,6 @@ class CheckpointStore:
                                      f'"mtime_ns":{st.st_mtime_ns}}}',
                            _digest_row(rel, "dir", mode, ""))
             else:
-                if target.startswith("/") or ".." in target.split("/"):
-                    warnings.warn(f"checkpoint {cid}: symlink {rel!r} -> {target!r} may "
-                                  "escape the workspace; restore will refuse it if it does",
-                                  stacklevel=6)  # the caller of create()
                 recs[i] = (None, "", _member_json({"path": rel, "kind": "symlink",
                                                    "target": target}),
                            _digest_row(rel, "symlink", 0, target))
@@ -1380,10 +1602,11 @@ class CheckpointStore:
             raise CheckpointError(f"bad checkpoint id {checkpoint_id!r}")
         p = self._manifests / f"{checkpoint_id}.zst"
         try:
-            with open(p, "rb") as f:
-                comp = f.read(MAX_MANIFEST_BYTES + 1)
+            fd = _open_regular(p)
         except FileNotFoundError:
             raise CheckpointError(f"no checkpoint {checkpoint_id!r} in {self.root}") from None
+        with open(fd, "rb") as f:
+            comp = f.read(MAX_MANIFEST_BYTES + 1)
         if len(comp) > MAX_MANIFEST_BYTES:
             raise UnsafeArchiveError(p, "zstd frame", f"file larger than the "
                                      f"{MAX_MANIFEST_BYTES} bytes allowed")
@@ -1431,10 +1654,15 @@ class CheckpointStore:
     def restore(self, checkpoint_id: str, dest: Path) -> RestoreInfo:
         """Materialise checkpoint ``checkpoint_id`` at ``dest`` (absent or an empty directory).
 
-        Validates the whole manifest first, then writes into a temporary directory next to
-        ``dest`` (each blob inflated to at most its declared size, its sha256 verified) and
-        renames it onto ``dest``. On any :class:`UnsafeArchiveError` nothing is left behind
-        and ``dest`` is untouched.
+        Validates the whole manifest first and checks it against the restore bounds (at
+        most ``max_restore_files`` members and ``max_restore_bytes`` bytes, and what the
+        destination's filesystem can hold), then writes into a temporary directory next to
+        ``dest`` (each blob inflated to at most its declared size, its sha256 verified;
+        every write relative to a directory descriptor opened with ``O_NOFOLLOW``, so a
+        directory swapped for a symlink meanwhile is refused, never followed) and renames
+        it onto ``dest``. On any :class:`CheckpointError` nothing is left behind and
+        ``dest`` is untouched. The temp directories of restores that were killed next to
+        ``dest`` are removed first (:meth:`clean_restores`).
         """
         t0 = time.perf_counter()
         dest = Path(dest)
@@ -1450,6 +1678,7 @@ class CheckpointStore:
                     raise FileExistsError(f"restore destination {dest} is not empty")
             dest_mode = stat.S_IMODE(dest.stat().st_mode)
         self._refresh_index()
+        total = 0
         for m in members:
             if m["kind"] == "file":
                 loc = self._index.get(m["blob"])
@@ -1460,18 +1689,33 @@ class CheckpointStore:
                     raise UnsafeArchiveError(
                         where, f"member {m['path']!r} size", f"{m['size']}, but blob "
                         f"{m['blob']} is declared {loc[3]} bytes in pack {loc[0]}")
+                total += m["size"]
+        self._check_bounds(members, total, dest, where)
         dest.parent.mkdir(parents=True, exist_ok=True)
+        self.clean_restores(dest.parent)
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.restore-", dir=dest.parent))
         try:
-            self._materialise(members, tmp, where)
+            root_fd = os.open(tmp, _SUBDIR_OPEN)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.rmdir(tmp)
+            raise
+        try:
+            fcntl.flock(root_fd, fcntl.LOCK_EX)  # a live restore's: clean_restores skips it
+            seeds = self._materialise(members, root_fd, where)
             if dest_mode is None:
                 dest_mode = 0o777 & ~_umask()
-            os.chmod(tmp, dest_mode)
-            seeds = self._stat_restored(members, tmp)
+            os.fchmod(root_fd, dest_mode)
+            st, now = os.fstat(root_fd), os.stat(tmp, follow_symlinks=False)
+            if (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):
+                raise CheckpointError(f"restore of {checkpoint_id!r}: its temp directory "
+                                      f"{tmp} was replaced while it was written")
             os.rename(tmp, dest)  # replaces an empty dest directory atomically
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            _remove_tree(tmp, root_fd)
             raise
+        finally:
+            os.close(root_fd)
         with self._lock:
             self._stat_cache[os.path.abspath(dest)] = dict(seeds)
         rows = []
@@ -1487,6 +1731,35 @@ class CheckpointStore:
             transcript=transcript,
             facts=facts,
         )
+
+    def _check_bounds(self, members: list[dict], total: int, dest: Path, where: Path) -> None:
+        """Refuse (before anything is written) a restore of more members or bytes than the
+        store's bounds, or than ``dest``'s filesystem can hold (its free space less
+        :data:`RESTORE_RESERVE_BYTES`; its free inodes)."""
+        n = len(members)
+        if self.max_restore_files is not None and n > self.max_restore_files:
+            raise UnsafeArchiveError(where, "members", f"{n} members, more than this store "
+                                     f"restores (max_restore_files={self.max_restore_files})")
+        if self.max_restore_bytes is not None and total > self.max_restore_bytes:
+            raise UnsafeArchiveError(where, "members", f"{total} bytes of files, more than this "
+                                     f"store restores (max_restore_bytes={self.max_restore_bytes})")
+        probe = Path(os.path.abspath(dest)).parent
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        try:
+            fs = os.statvfs(probe)
+        except OSError:  # pragma: no cover - nothing to measure: the writes will tell
+            return
+        block = fs.f_frsize or 4096
+        need = total + n * block  # each member rounds up to a block, at most one more
+        free = fs.f_bavail * block - RESTORE_RESERVE_BYTES
+        if need > free:
+            raise UnsafeArchiveError(where, "members", f"{total} bytes in {n} members, more "
+                                     f"than the {max(free, 0)} bytes free on {probe}'s "
+                                     f"filesystem (keeping {RESTORE_RESERVE_BYTES} free)")
+        if fs.f_files and n + 1 > fs.f_favail:
+            raise UnsafeArchiveError(where, "members", f"{n} members, more than the "
+                                     f"{fs.f_favail} inodes free on {probe}'s filesystem")
 
     def _blob_chunks(self, h: str, pack: int, where: str | Path, field: str
                      ) -> Iterator[bytes]:
@@ -1532,19 +1805,29 @@ class CheckpointStore:
         if self.locate(sha256) is None:
             raise CheckpointError(f"no blob {sha256!r} in store {self.root}")
         name = self._index[sha256][0]
-        fd = os.open(self._packs / name, os.O_RDONLY | _CLOEXEC)
+        fd = _open_regular(self._packs / name)
         try:
             return b"".join(self._blob_chunks(sha256, fd, self._packs / name, f"blob {sha256}"))
         finally:
             os.close(fd)
 
-    def _materialise(self, members: list[dict], tmp: Path, where: Path) -> None:
+    def _materialise(self, members: list[dict], root_fd: int, where: Path
+                     ) -> list[tuple[str, _CacheEntry]]:
+        """Write ``members`` below the directory open as ``root_fd``; return the stat-cache
+        seeds of the files written (their mtimes are the checkpointed ones).
+
+        Every directory is opened one component at a time relative to its parent's
+        descriptor with ``O_NOFOLLOW`` (:class:`_DirChain`), every file created with
+        ``O_CREAT | O_EXCL | O_NOFOLLOW`` and every link made relative to its directory's
+        descriptor: nothing is ever written through a path, so a directory another process
+        swaps for a symlink meanwhile is refused (UnsafeArchiveError), never followed.
+        """
         dirs = [m for m in members if m["kind"] == "dir"]
         files = [m for m in members if m["kind"] == "file"]
         links = [m for m in members if m["kind"] == "symlink"]
-        base = str(tmp)
-        for m in dirs:  # members are sorted, parents first; writable until the end
-            os.makedirs(os.path.join(base, m["path"]), mode=0o700, exist_ok=True)
+        with _DirChain(root_fd, where) as chain:
+            for m in dirs:  # members are sorted, parents first; writable until the end
+                chain.get(m["path"], create=True)
         fds: dict[str, int] = {}
         fd_lock = threading.Lock()
 
@@ -1552,73 +1835,73 @@ class CheckpointStore:
             with fd_lock:
                 fd = fds.get(name)
                 if fd is None:
-                    fd = fds[name] = os.open(self._packs / name, os.O_RDONLY)
+                    fd = fds[name] = _open_regular(self._packs / name)
                 return fd
 
         umask = _umask()
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+        seeds: list[tuple[str, _CacheEntry]] = []
+        now = time.time_ns()
 
-        def write(m: dict) -> None:
-            dst = os.path.join(base, m["path"])
-            parent = os.path.dirname(dst)
-            if not os.path.isdir(parent):
-                os.makedirs(parent, mode=0o700, exist_ok=True)
-            h, mode = m["blob"], m["mode"]
-            name = self._index[h][0]  # its declared size == m["size"], checked by restore
-            out = os.open(dst, flags, mode)  # O_EXCL: never write through anything existing
-            try:
-                for chunk in self._blob_chunks(h, pack_fd(name), where, f"member {m['path']!r}"):
-                    _write_all(out, chunk)
-                if mode & umask:
-                    os.fchmod(out, mode)
-                mt = m.get("mtime_ns")
-                if mt:
-                    os.utime(out, ns=(mt, mt))
-            finally:
-                os.close(out)
+        def write_dir(group: list[dict]) -> None:
+            """The files of one directory, through one descriptor chain of its own."""
+            with _DirChain(root_fd, where) as chain:
+                parent = chain.get(group[0]["path"].rpartition("/")[0], create=True)
+                for m in group:
+                    h, mode, rel = m["blob"], m["mode"], m["path"]
+                    name = self._index[h][0]  # its declared size == m["size"] (restore)
+                    try:  # O_EXCL: never write through anything existing
+                        out = os.open(rel.rpartition("/")[2], flags, mode, dir_fd=parent)
+                    except FileExistsError:
+                        raise UnsafeArchiveError(where, f"member {rel!r}", "its path "
+                                                 "exists in the restore already") from None
+                    try:
+                        for chunk in self._blob_chunks(h, pack_fd(name), where,
+                                                       f"member {rel!r}"):
+                            _write_all(out, chunk)
+                        if mode & umask:
+                            os.fchmod(out, mode)
+                        mt = m.get("mtime_ns")
+                        if mt:
+                            os.utime(out, ns=(mt, mt))
+                        st = os.fstat(out)
+                    finally:
+                        os.close(out)
+                    if st.st_mtime_ns + RACY_SLACK_NS < now:
+                        frag = _file_member_json(rel, mode, st.st_mtime_ns, st.st_size, h)
+                        seeds.append((rel, ((st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                                             st.st_ino, st.st_dev), h, frag,
+                                            _digest_row(rel, "file", mode, h))))
 
+        groups: dict[str, list[dict]] = {}
+        for m in files:
+            groups.setdefault(m["path"].rpartition("/")[0], []).append(m)
         try:
             if self.threads > 1 and len(files) > 8:
                 with ThreadPoolExecutor(self.threads) as pool:
-                    for _ in pool.map(write, files):
+                    for _ in pool.map(write_dir, groups.values()):
                         pass
             else:
-                for m in files:
-                    write(m)
+                for group in groups.values():
+                    write_dir(group)
         finally:
             for fd in fds.values():
                 os.close(fd)
-        for m in links:
-            dst = os.path.join(base, m["path"])
-            parent = os.path.dirname(dst)
-            if not os.path.isdir(parent):
-                os.makedirs(parent, mode=0o700, exist_ok=True)
-            os.symlink(m["target"], dst)
-        for m in reversed(dirs):  # children before parents, so parent mtimes stick
-            p = os.path.join(base, m["path"])
-            os.chmod(p, m["mode"])
-            mt = m.get("mtime_ns")
-            if mt:
-                os.utime(p, ns=(mt, mt))
-
-    def _stat_restored(self, members: list[dict], tmp: Path
-                       ) -> list[tuple[str, _CacheEntry]]:
-        """Stat-cache entries for restored files (their mtimes are the checkpointed ones)."""
-        now = time.time_ns()
-        out = []
-        for m in members:
-            if m["kind"] != "file":
-                continue
-            try:
-                st = os.stat(os.path.join(tmp, m["path"]), follow_symlinks=False)
-            except OSError:  # pragma: no cover - unreadable dir mode; just don't cache
-                continue
-            if st.st_mtime_ns + RACY_SLACK_NS < now:
-                rel, mode, h = m["path"], m["mode"], m["blob"]
-                frag = _file_member_json(rel, mode, st.st_mtime_ns, st.st_size, h)
-                out.append((rel, ((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
-                                   st.st_dev), h, frag, _digest_row(rel, "file", mode, h))))
-        return out
+        with _DirChain(root_fd, where) as chain:
+            for m in links:
+                parent_rel, _, name = m["path"].rpartition("/")
+                try:
+                    os.symlink(m["target"], name, dir_fd=chain.get(parent_rel, create=True))
+                except FileExistsError:
+                    raise UnsafeArchiveError(where, f"member {m['path']!r}", "its path "
+                                             "exists in the restore already") from None
+            for m in reversed(dirs):  # children before parents, so parent mtimes stick
+                fd = chain.get(m["path"], create=False)
+                os.fchmod(fd, m["mode"])
+                mt = m.get("mtime_ns")
+                if mt:
+                    os.utime(fd, ns=(mt, mt))
+        return seeds
 
     # ------------------------------------------------------------ housekeeping
     def clean_tmp(self, older_than_s: float = 3600.0) -> int:
@@ -1653,6 +1936,49 @@ class CheckpointStore:
                     continue  # published (renamed) or removed meanwhile
                 if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
                     os.unlink(p)  # under our lock: no writer can be using it
+                    n += 1
+            finally:
+                os.close(fd)
+        return n
+
+    @staticmethod
+    def clean_restores(parent: str | Path) -> int:
+        """Remove the temp directories that killed restores left in ``parent``; returns
+        how many. A restore holds an exclusive ``flock`` on its temp directory
+        (``.<dest>.restore-XXXXXXXX``) from before its first write until it is renamed onto
+        its destination, so one nobody holds a lock on (and not both empty and younger
+        than a moment) belongs to a restore that is gone.
+        :meth:`restore` runs this on its destination's parent first."""
+        n = 0
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            return 0
+        cutoff = time.time_ns() - int(_STALE_RESTORE_S * 1e9)
+        for name in names:
+            if not _RESTORE_TMP.fullmatch(name):
+                continue
+            p = os.path.join(parent, name)
+            try:
+                fd = os.open(p, _SUBDIR_OPEN)
+            except OSError:  # gone meanwhile, or not a directory of ours
+                continue
+            try:
+                # A live restore locks its directory before it writes anything into it:
+                # one that is young and still empty may be in that moment.
+                if os.fstat(fd).st_mtime_ns > cutoff and not os.listdir(fd):
+                    continue
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a live restore's
+                try:
+                    now = os.stat(p, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                st = os.fstat(fd)
+                if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                    _remove_tree(p, fd)  # under our lock: no restore can be using it
                     n += 1
             finally:
                 os.close(fd)

@@ -123,6 +123,10 @@ def seal_label_table(labels: pd.DataFrame, path: Path) -> Path:
                               verified=first["verified"], nominal_s=400.0, n_boundaries=3,
                               granularity="turn"))
     creation = labels.groupby(["task_id", "candidate"])["creation_s"].first()
+    # a candidate's checkpoint is created once (in the nominal run): every label of it is
+    # charged that one creation cost (the loader refuses labels that are not)
+    labels = labels.assign(creation_s=[float(creation[(t, c)]) for t, c in
+                                       zip(labels["task_id"], labels["candidate"], strict=True)])
     cps = pd.DataFrame([dict(task_id=t, boundary=b, event_index=b - 1, step=b,
                              nominal_t_s=100.0 * b, creation_s=float(creation.get((t, b), 4.0)),
                              size_bytes=1000 * b + i, restore_latency_s=0.5)

@@ -300,3 +300,42 @@ def test_relative_budgets_are_resolved_on_the_training_repositories_only(make_la
         res, _ = run_fold("synthetic", ls, fold, [FirstBoundary()], labelled, args)
         secs = res[res["budget"] == "seconds:2x"]
         assert len(secs) and (secs["budget_amount"] == want).all()
+
+
+_PLOT_ON_A_FULL_DISK = r"""
+import resource, signal, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+import pandas as pd
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from experiments.matched_budget import REFERENCE, plot_curves
+fig = plt.figure()  # fonts and caches loaded before the disk is full
+fig.savefig(sys.argv[1] + "/../warm.png")
+plt.close(fig)
+summary = pd.DataFrame({"budget": ["1ckpt", "1ckpt"], "policy": [REFERENCE, "optimum"],
+                        "tfc": [1.0, 0.5], "budget_matched": [True, True], "diff": [0.0, -0.5],
+                        "diff_low": [0.0, -0.6], "diff_high": [0.0, -0.4]})
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails: a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    plot_curves(summary, "fam", Path(sys.argv[1]))
+    print("written")
+except OSError as exc:
+    print("refused", exc.errno, exc)
+"""
+
+
+def test_a_plot_on_a_full_disk_leaves_no_temp_file(tmp_path: Path) -> None:
+    """Issue 32 item 10: budget_cost_<family>.tmp.png was left behind on a full disk."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    out = tmp_path / "out"
+    out.mkdir()
+    res = subprocess.run([sys.executable, "-c", _PLOT_ON_A_FULL_DISK, str(out), str(repo)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.stdout.startswith("refused"), res.stdout + res.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == []

@@ -88,7 +88,13 @@ def test_edited_advantages_are_refused(saved: Path) -> None:
     labels = read_table(saved / "labels.parquet", "labels")
     labels["advantage"] = labels["advantage"] * 10
     write_table(labels, "labels", saved / "labels.parquet")
-    with pytest.raises(LabelSetError, match="hash"):
+    # refused for the impossible rows (advantage != J_skip - J_cp), before the hash is read
+    with pytest.raises(LabelSetError, match="labels.parquet|'advantage'"):
+        LabelSet.load(saved)
+    labels["j_skip"] = labels["j_skip"] * 10
+    labels["advantage"] = labels["j_skip"] - labels["j_cp"]
+    write_table(labels, "labels", saved / "labels.parquet")
+    with pytest.raises(LabelSetError, match="hash"):  # consistent rows: the hash refuses
         LabelSet.load(saved)
 
 
@@ -243,3 +249,56 @@ def test_impossible_checkpoint_rows_are_refused(edit, field: str, tiny_label_set
     ls = tiny_label_set()
     with pytest.raises(LabelSetError, match=f"checkpoints: column '{field}'"):
         LabelSet(ls.tasks, edit(ls.checkpoints), ls.recovery, ls.labels, ls.trajectories, {})
+
+
+# ------------------------------------------------------------------ issue 32 item 3
+def _reseal(path: Path) -> None:
+    """What a forger does after editing a table: recompute the plain hash (with the
+    project's own hashing code, on the tables as they are) and write it."""
+    m = _manifest(path)
+    ls = object.__new__(LabelSet)  # no checks: a forger's own copy of the hashing code
+    for name in ("tasks", "checkpoints", "recovery", "labels"):
+        setattr(ls, name, read_table(path / f"{name}.parquet", name))
+    ls.trajectories = {t.task_id: t for t in read_trajectories(path / "trajectories.parquet")}
+    ls.provenance = m["provenance"]
+    m["hash"] = ls.content_hash()
+    m.pop("hmac", None)
+    _write_manifest(path, m)
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda lb: lb.assign(j_cp=-1000.0, advantage=lb["j_skip"] + 1000.0), "j_cp"),
+    (lambda lb: lb.assign(advantage=lb["advantage"] + 1000.0), "advantage"),
+    (lambda lb: lb.assign(j_skip=lb["j_skip"] + 1000.0, advantage=lb["advantage"] + 1000.0),
+     "j_skip"),
+    (lambda lb: lb.assign(creation_s=lb["creation_s"] * 0.5), "creation_s"),
+    (lambda lb: lb.assign(j_skip=np.inf), "j_skip"),
+], ids=["j-below-its-floor", "advantage-not-j-difference", "j-not-the-branch-cost",
+        "creation-not-the-checkpoint", "infinite"])
+def test_impossible_label_rows_under_a_recomputed_hash_are_refused(
+        saved: Path, edit, field: str) -> None:
+    """A resealed set with impossible pair labels made pilot_analysis report a 1,000.4 s
+    advantage instead of 0.40 s: the verified loader refuses such rows whatever the hash."""
+    labels = read_table(saved / "labels.parquet", "labels")
+    write_table(edit(labels), "labels", saved / "labels.parquet")
+    _reseal(saved)
+    with pytest.raises(LabelSetError, match=f"labels.*'{field}'"):
+        LabelSet.load(saved)
+
+
+def test_with_a_signing_key_a_label_set_cannot_be_forged(
+        saved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    unsigned = LabelSet.load(saved)
+    monkeypatch.setenv("RIPPLECP_SIGNING_KEY", "a label-set signing key of 32 bytes!")
+    with pytest.raises(LabelSetError, match="'hmac' is missing"):
+        LabelSet.load(saved)  # saved without the key: unsigned
+    signed = unsigned.save(tmp_path / "signed")
+    assert "hmac" in _manifest(signed)
+    LabelSet.load(signed)
+    rec = read_table(signed / "recovery.parquet", "recovery")
+    write_table(rec.assign(seed=rec["seed"] + 1), "recovery", signed / "recovery.parquet")
+    _reseal(signed)  # a plausible edit, resealed by someone without the key
+    with pytest.raises(LabelSetError, match="'hmac'"):
+        LabelSet.load(signed)
+    monkeypatch.delenv("RIPPLECP_SIGNING_KEY")
+    LabelSet.load(signed)  # without a key, the plain hash is all that is checked

@@ -270,3 +270,36 @@ def test_abbreviated_options_are_refused(capsys: pytest.CaptureFixture[str]) -> 
         parse(Args, ["--no-learn"], prog="t")
     assert exc.value.code == 2
     assert "unrecognized arguments: --no-learn (did you mean '--no-learned'?)" in capsys.readouterr().err
+
+
+@dataclass(frozen=True)
+class _OutArgs:
+    """Compute for a while, then write --out."""
+
+    out: Path | None = None
+    """where results go"""
+
+
+@pytest.mark.parametrize("make_bad", [
+    lambda tmp: tmp / "a_file" / "out",          # below a regular file
+    lambda tmp: tmp / "a_file" / "deeper" / "x",
+    lambda tmp: Path("/proc/self/ripplecp-out"),  # a filesystem nothing can be created in
+])
+def test_a_bad_out_is_refused_before_the_computation(
+        tmp_path: Path, make_bad, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 32 item 10: several tools found a bad --out only after the whole computation."""
+    (tmp_path / "a_file").write_text("x")
+    bad = make_bad(tmp_path)
+    ran = []
+    with pytest.raises(SystemExit) as e:
+        run(lambda a: ran.append(1), _OutArgs, ["--out", str(bad)], prog="tool")
+    assert e.value.code == 2 and ran == []
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "argument --out" in err, err
+
+
+def test_a_good_out_is_accepted_and_nothing_is_created(tmp_path: Path) -> None:
+    ran = []
+    assert run(lambda a: ran.append(a.out), _OutArgs, ["--out", str(tmp_path / "new" / "dir")],
+               prog="tool") == 0
+    assert ran == [tmp_path / "new" / "dir"] and not (tmp_path / "new").exists()

@@ -40,3 +40,31 @@ def test_full_loro_pipeline_never_leaks(toy_data) -> None:
         leaky = AdvantageRegressorPolicy(model="ridge").fit(toy_data, SETTING)
         with pytest.raises(AssertionError, match="held-out"):
             leaky.audit_.check([f.held_out])
+
+
+def test_a_failing_trial_prints_no_optuna_traceback(toy_fold) -> None:
+    """Issue 32 item 10: a trial that raises reaches the caller as its own error; Optuna's
+    logged traceback (753 lines from train_policies) is not printed."""
+    import logging
+
+    _, train, _ = toy_fold
+    pol = AdvantageRegressorPolicy(model="ridge")
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    def space(trial):
+        trial.suggest_float("alpha", 0.1, 1.0)
+        raise ValueError("no space left on device")
+
+    handler = Keep()
+    logging.getLogger("optuna").addHandler(handler)  # what Optuna's own handler would print
+    try:
+        with pytest.raises(ValueError, match="no space left"):
+            tune(pol, train, SETTING, n_trials=2, seed=0, space=space)
+    finally:
+        logging.getLogger("optuna").removeHandler(handler)
+    printed = [r.getMessage() for r in seen if r.exc_info or "failed" in r.getMessage()]
+    assert printed == [], printed

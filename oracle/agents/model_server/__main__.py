@@ -47,6 +47,13 @@ class Args:
     """seed of the latency emulation"""
     run_id: str | None = None
     """prefix of every audit record's key (default: random)"""
+    request_timeout_s: float = opt(60.0, min=0.001)
+    """seconds a client has to send one request (headers and body); a connection idle
+    this long between requests is closed too"""
+    max_body_mb: float = opt(32.0, min=0.001)
+    """largest request body read, in MiB after decompression (larger: 413)"""
+    max_connections: int = opt(256, min=1)
+    """connections served at once (more: 503 at once)"""
 
 
 def serve(a: Args) -> int:
@@ -54,7 +61,10 @@ def serve(a: Args) -> int:
     if a.latency_per_token_s > 0 or a.latency_first_token_s > 0:
         latency = LatencyModel(a.latency_per_token_s, a.latency_seed, a.latency_first_token_s)
     config = ServerConfig(host=a.host, port=a.port, audit=a.audit, max_requests=a.max_requests,
-                          idle_timeout_s=a.idle_s, latency=latency, run_id=a.run_id)
+                          idle_timeout_s=a.idle_s, latency=latency, run_id=a.run_id,
+                          request_timeout_s=a.request_timeout_s,
+                          max_body_bytes=max(1, int(a.max_body_mb * (1 << 20))),
+                          max_connections=a.max_connections)
     server = ModelServer(make_brain(a.brain, plan=a.plan, url=a.url, key_env=a.key_env), config)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: server.end())

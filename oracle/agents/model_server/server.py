@@ -11,6 +11,16 @@ by reading each request into one normalized conversation, asking the brain for t
 and rendering it in the request's protocol. It ends itself after ``max_requests`` model
 requests, after ``idle_timeout_s`` without a request, or on :meth:`ModelServer.close`.
 
+Bounded against any client (issue 32): a request body is read to at most
+``max_body_bytes``, compressed or not (decompressed in bounded steps; 413 past it) and of
+at most ``MAX_JSON_VALUES`` JSON values, all bodies in flight together to at most
+``max_inflight_bytes`` (503 past it); headers and body must arrive within
+``request_timeout_s`` (a half-sent request is closed, so ``idle_timeout_s`` still ends the
+server); at most ``max_connections`` connections are served at once (the others get 503
+at once), from a listen backlog of ``LISTEN_BACKLOG``. Every malformed request (a bad chunk
+size, a negative or huge ``Content-Length``, JSON nested too deeply) gets one 4xx reply,
+never a traceback.
+
 Every exchange is written to an append-only audit log (:class:`oracle.store.audit.AuditLog`: one
 fsync'd JSONL record with its own sha256 checksum) *before* the answer is sent, so the log
 holds every answer a runtime can have consumed. A record carries the sha256 of the request
@@ -23,7 +33,7 @@ recorded.
 
 from __future__ import annotations
 
-import gzip
+import contextlib
 import hashlib
 import ipaddress
 import json
@@ -51,7 +61,16 @@ from oracle.agents.model_server.openai_responses import ResponsesProtocol
 from oracle.agents.model_server.wire import BadRequest, Reply, WireProtocol, json_reply
 from oracle.store.audit import AuditLog
 
-__all__ = ["PROTOCOLS", "ModelServer", "ServerConfig", "check_loopback"]
+__all__ = ["LISTEN_BACKLOG", "MAX_JSON_VALUES", "PROTOCOLS", "ModelServer", "ServerConfig",
+           "check_loopback"]
+
+LISTEN_BACKLOG = 1024
+"""Connections the kernel queues before the server accepts them (the stdlib default is 5:
+a burst of clients past it is reset)."""
+MAX_JSON_VALUES = 2_000_000
+"""Most JSON values (an upper bound: its ``{``, ``[`` and ``,`` bytes) a request body may
+hold, checked before parsing, so parsing one takes a bounded multiple of its size."""
+_LINE_MAX = 8192  # bytes of one chunk-size or trailer line
 
 #: every protocol the server speaks, each on its own paths
 PROTOCOLS: tuple[WireProtocol, ...] = (ResponsesProtocol(), MessagesProtocol(), ChatProtocol())
@@ -81,6 +100,9 @@ class ServerConfig:
     in memory only). ``max_requests`` counts model requests (not ``HEAD``/``GET`` probes).
     ``latency`` turns on model-latency emulation (off by default). ``run_id`` prefixes every
     record's key (default: a random id). ``models`` are listed by ``GET /v1/models``.
+    Bounds (module doc): ``max_body_bytes`` per request body (decompressed),
+    ``max_inflight_bytes`` for all bodies being read at once, ``request_timeout_s`` to
+    receive one request (and to keep an idle connection), ``max_connections`` at once.
     """
 
     host: str = "127.0.0.1"
@@ -91,6 +113,10 @@ class ServerConfig:
     latency: LatencyModel | None = None
     run_id: str | None = None
     models: tuple[str, ...] = ("loopback",)
+    max_body_bytes: int = 32 << 20
+    max_inflight_bytes: int = 256 << 20
+    request_timeout_s: float = 60.0
+    max_connections: int = 256
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "host", check_loopback(self.host))
@@ -101,21 +127,91 @@ class ServerConfig:
         if self.idle_timeout_s is not None and not self.idle_timeout_s > 0:
             raise ValueError("model server: idle_timeout_s must be > 0, got "
                              f"{self.idle_timeout_s}")
+        for name in ("max_body_bytes", "max_inflight_bytes", "max_connections"):
+            if not (type(getattr(self, name)) is int and getattr(self, name) >= 1):
+                raise ValueError(f"model server: {name} must be an integer >= 1, got "
+                                 f"{getattr(self, name)!r}")
+        if not self.request_timeout_s > 0:
+            raise ValueError("model server: request_timeout_s must be > 0, got "
+                             f"{self.request_timeout_s}")
+
+
+class TooLarge(BadRequest):
+    """A request body past the server's bounds (answered with HTTP 413)."""
+
+
+class _Busy(BadRequest):
+    """Bodies in flight hold the whole memory budget (answered with HTTP 503)."""
+
+
+_BUSY_BODY = (b'{"type":"error","error":{"type":"overloaded","message":'
+              b'"too many connections at once; retry"}}')
+_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+         b"Retry-After: 1\r\nConnection: close\r\nContent-Length: "
+         + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n" + _BUSY_BODY)
 
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = LISTEN_BACKLOG
 
     def __init__(self, address: tuple[str, int], owner: ModelServer) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self.owner = owner
+        self.active = 0  # connections being served (guarded by owner._lock)
+        # socket -> monotonic deadline by which its request must have been received
+        self.deadlines: dict[socket.socket, float] = {}
         super().__init__(address, _Handler)
 
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve the connection in a thread, or answer 503 at once when
+        ``max_connections`` are being served (a thread per connection, bounded)."""
+        with self.owner._lock:
+            full = self.active >= self.owner.config.max_connections
+            if not full:
+                self.active += 1
+                self.deadlines[request] = time.monotonic() + self.owner.config.request_timeout_s
+        if full:
+            with contextlib.suppress(OSError):
+                request.settimeout(1.0)
+                request.sendall(_BUSY)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._release(request)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release(request)
+
+    def _release(self, request: Any) -> None:
+        with self.owner._lock:
+            self.active -= 1
+            self.deadlines.pop(request, None)
+
+    def reap(self) -> None:
+        """Close the connections whose request did not arrive in time (a client that sends
+        headers or a body byte by byte, or never finishes: its thread ends)."""
+        now = time.monotonic()
+        with self.owner._lock:
+            late = [s for s, t in self.deadlines.items() if t < now]
+            for s in late:
+                del self.deadlines[s]
+        for s in late:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """A runtime that went away mid-request (killed: a fail-stop) is not an error."""
-        if isinstance(sys.exc_info()[1], ConnectionError):
+        """A runtime that went away mid-request (killed: a fail-stop), or a connection
+        closed for its timeout, is not an error."""
+        if isinstance(sys.exc_info()[1], OSError):
             return
         super().handle_error(request, client_address)
 
@@ -128,43 +224,114 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         """Quiet: the audit log is the record."""
 
+    def setup(self) -> None:
+        self.timeout = self.server.owner.config.request_timeout_s  # each read and write
+        super().setup()
+
+    def arm(self, armed: bool) -> None:
+        """Start (or stop, while the brain answers) this connection's receive deadline."""
+        with self.server.owner._lock:
+            if armed:
+                self.server.deadlines[self.connection] = (
+                    time.monotonic() + self.server.owner.config.request_timeout_s)
+            else:
+                self.server.deadlines.pop(self.connection, None)
+
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         self.server.owner.handle(self)
 
     do_GET = do_HEAD = do_POST
 
 
-def _read_body(h: BaseHTTPRequestHandler) -> bytes:
-    if h.headers.get("Transfer-Encoding", "").lower() == "chunked":
-        parts = []
+def _line(h: BaseHTTPRequestHandler, what: str) -> bytes:
+    line = h.rfile.readline(_LINE_MAX + 1)
+    if len(line) > _LINE_MAX:
+        raise BadRequest(f"chunked body: {what} line longer than {_LINE_MAX} bytes")
+    return line
+
+
+def _read_exactly(h: BaseHTTPRequestHandler, n: int, what: str) -> bytes:
+    data = h.rfile.read(n)
+    if len(data) < n:
+        raise BadRequest(f"{what}: the connection ended {n - len(data)} bytes early")
+    return data
+
+
+def _read_body(h: BaseHTTPRequestHandler, limit: int, take: Any) -> bytes:
+    """The request body, decoded, of at most ``limit`` bytes (TooLarge past it); ``take(n)``
+    reserves ``n`` more bytes of the server's in-flight budget (_Busy when it is spent)."""
+    te = h.headers.get("Transfer-Encoding", "").lower()
+    if te == "chunked":
+        parts, total = [], 0
         while True:
-            size = int(h.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            line = _line(h, "chunk size")
+            try:
+                size = int(line.split(b";")[0].strip() or b"0", 16)
+            except ValueError:
+                raise BadRequest(f"chunked body: bad chunk size {line[:40]!r}") from None
+            if size < 0:
+                raise BadRequest(f"chunked body: negative chunk size {line[:40]!r}")
             if size == 0:
-                while h.rfile.readline() not in (b"\r\n", b"\n", b""):
-                    pass
+                for _ in range(100):  # trailers, up to the blank line
+                    if _line(h, "trailer") in (b"\r\n", b"\n", b""):
+                        break
+                else:
+                    raise BadRequest("chunked body: more than 100 trailer lines")
                 break
-            parts.append(h.rfile.read(size))
-            h.rfile.readline()
+            total += size
+            if total > limit:
+                raise TooLarge(f"request body: more than {limit} bytes (chunked)")
+            take(size)
+            parts.append(_read_exactly(h, size, "chunked body"))
+            _line(h, "chunk end")
         raw = b"".join(parts)
+    elif te not in ("", "identity"):
+        raise BadRequest(f"header Transfer-Encoding: unsupported {te!r}")
     else:
+        text = h.headers.get("Content-Length") or "0"
         try:
-            length = int(h.headers.get("Content-Length") or 0)
+            length = int(text)
         except ValueError:
             raise BadRequest("header Content-Length: not a number") from None
-        raw = h.rfile.read(length) if length > 0 else b""
+        if length < 0:
+            raise BadRequest(f"header Content-Length: negative ({length})")
+        if length > limit:
+            raise TooLarge(f"header Content-Length: {length} bytes, more than the {limit} "
+                           "this server reads")
+        take(length)
+        raw = _read_exactly(h, length, "request body") if length else b""
     encoding = h.headers.get("Content-Encoding", "").lower()
-    try:
-        if encoding == "gzip":
-            return gzip.decompress(raw)
-        if encoding == "deflate":
-            return zlib.decompress(raw)
-        if encoding == "zstd":
-            return zstandard.ZstdDecompressor().decompressobj().decompress(raw)
-    except (OSError, zlib.error, ValueError) as exc:
-        raise BadRequest(f"header Content-Encoding: body is not valid {encoding}: {exc}") from None
-    if encoding not in ("", "identity"):
+    if encoding in ("", "identity"):
+        return raw
+    if encoding not in ("gzip", "deflate", "zstd"):
         raise BadRequest(f"header Content-Encoding: unsupported encoding {encoding!r}")
-    return raw
+    out = bytearray()
+    try:  # inflated in bounded steps: refused at the first byte past the limit
+        if encoding == "zstd":
+            reader = zstandard.ZstdDecompressor().stream_reader(raw)
+            while chunk := reader.read(min(1 << 20, limit + 1 - len(out))):
+                take(len(chunk))
+                out += chunk
+                if len(out) > limit:
+                    break
+        else:
+            d = zlib.decompressobj(31 if encoding == "gzip" else 15)
+            chunk = d.decompress(raw, 1 << 20)
+            while chunk:
+                take(len(chunk))
+                out += chunk
+                if len(out) > limit:
+                    break
+                chunk = d.decompress(d.unconsumed_tail, 1 << 20)
+            if len(out) <= limit and not d.eof:
+                raise BadRequest(f"header Content-Encoding: body is not valid {encoding}: "
+                                 "truncated")
+    except (zstandard.ZstdError, zlib.error) as exc:
+        raise BadRequest(f"header Content-Encoding: body is not valid {encoding}: {exc}") from None
+    if len(out) > limit:
+        raise TooLarge(f"request body: inflates to more than the {limit} bytes this server "
+                       f"reads ({encoding})")
+    return bytes(out)
 
 
 def _error(status: int, kind: str, message: str) -> Reply:
@@ -223,6 +390,7 @@ class ModelServer:
         self._ended = threading.Event()
         self._thread: threading.Thread | None = None
         self._watchdog: threading.Thread | None = None
+        self._inflight_bytes = 0  # body bytes being read or held now (max_inflight_bytes)
         self._httpd = _HTTPServer((config.host, config.port), self)
 
     # ------------------------------------------------------------------ lifetime
@@ -256,10 +424,9 @@ class ModelServer:
                                         kwargs={"poll_interval": 0.05},
                                         name=f"model-server-{self.port}", daemon=True)
         self._thread.start()
-        if self.config.idle_timeout_s is not None:
-            self._watchdog = threading.Thread(target=self._watch_idle, daemon=True,
-                                              name=f"model-server-idle-{self.port}")
-            self._watchdog.start()
+        self._watchdog = threading.Thread(target=self._watch, daemon=True,
+                                          name=f"model-server-watch-{self.port}")
+        self._watchdog.start()
         return self
 
     def close(self) -> None:
@@ -296,14 +463,30 @@ class ModelServer:
         """Ask the server to end, without waiting (safe from a signal handler or a request)."""
         threading.Thread(target=self._stop, daemon=True).start()
 
-    def _watch_idle(self) -> None:
-        idle = float(self.config.idle_timeout_s or 0)
-        while not self._ended.wait(min(0.05, idle / 4)):
+    def _watch(self) -> None:
+        """Close connections past their receive deadline; end the server once idle."""
+        idle = self.config.idle_timeout_s
+        step = min(0.05, idle / 4) if idle is not None else 0.05
+        while not self._ended.wait(step):
+            self._httpd.reap()
+            if idle is None:
+                continue
             with self._lock:
                 quiet = self._inflight == 0 and time.monotonic() - self._last >= idle
             if quiet:
                 self._stop()
                 return
+
+    def _take(self, taken: list[int]) -> Any:
+        """``take(n)``: reserve ``n`` more bytes of the in-flight budget (``taken[0]`` counts
+        this request's), else _Busy."""
+        def take(n: int) -> None:
+            with self._lock:
+                if self._inflight_bytes + n > self.config.max_inflight_bytes:
+                    raise _Busy("the server is reading other large requests; retry")
+                self._inflight_bytes += n
+                taken[0] += n
+        return take
 
     # ------------------------------------------------------------------ exchanges
     def handle(self, h: BaseHTTPRequestHandler) -> None:
@@ -336,8 +519,15 @@ class ModelServer:
             is_model = False
             h.close_connection = True
         else:
+            taken = [0]
             try:
-                raw = _read_body(h)
+                try:
+                    raw = _read_body(h, self.config.max_body_bytes, self._take(taken))
+                except BadRequest:
+                    h.close_connection = True  # what is left of the body is not read
+                    raise
+                finally:
+                    h.arm(False)  # received (or refused): the brain's time is not a client's
                 if is_model:
                     assert protocol is not None
                     reply = self._model(protocol, h, raw, record)
@@ -349,9 +539,18 @@ class ModelServer:
                         for m in self.config.models]})
                 else:
                     reply = _error(404, "not_found", f"no route for {h.command} {path}")
+            except _Busy as exc:
+                reply = _error(503, "overloaded", str(exc))
+                record["error"] = str(exc)
+            except TooLarge as exc:
+                reply = _error(413, "request_too_large", str(exc))
+                record["error"] = str(exc)
             except BadRequest as exc:
                 reply = _error(400, "invalid_request_error", str(exc))
                 record["error"] = str(exc)
+            finally:
+                with self._lock:
+                    self._inflight_bytes -= taken[0]
         delay = None
         if is_model and self.config.latency is not None and reply.status == 200:
             delay = self.config.latency.delay(reply.output_tokens or 0,
@@ -374,20 +573,36 @@ class ModelServer:
         if delay:
             time.sleep(delay)
         _send(h, reply)
+        if not h.close_connection:
+            h.arm(True)  # the next request on this connection: within the timeout again
         if done:
             self.end()
 
     def _model(self, protocol: WireProtocol, h: BaseHTTPRequestHandler, raw: bytes,
                record: dict[str, Any]) -> Reply:
         record["protocol"] = protocol.name
+        n = raw.count(b"{") + raw.count(b"[") + raw.count(b",") + 1
+        if n > MAX_JSON_VALUES:
+            raise TooLarge(f"request body: up to {n} JSON values, more than the "
+                           f"{MAX_JSON_VALUES} this server parses")
         try:
             body = json.loads(raw)
+        except RecursionError:
+            raise BadRequest("request body: JSON nested too deeply") from None
         except (ValueError, UnicodeDecodeError) as exc:
             raise BadRequest(f"request body: not JSON ({exc})") from None
         if not isinstance(body, dict):
             raise BadRequest("request body: expected a JSON object")
         headers = {k.lower(): v for k, v in h.headers.items()}
-        conversation = protocol.read(body, headers)
+        try:
+            conversation = protocol.read(body, headers)
+        except BadRequest:
+            raise
+        except RecursionError:
+            raise BadRequest("request body: nested too deeply") from None
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise BadRequest(f"request body: not a {protocol.name} request "
+                             f"({type(exc).__name__}: {exc})") from None
         record.update({"conversation": conversation.id, "model": conversation.model,
                        "step": conversation.assistant_turns,
                        "n_messages": len(conversation.messages),

@@ -83,3 +83,49 @@ def test_sparse_plan_and_an_adaptive_round_on_a_pool(tmp_path: Path, kind: str) 
     adaptive = ls.provenance["sparse"]["adaptive"]
     assert len(adaptive) == 2 and set(ls.recovery["branch_id"]) == planned | {f"{c}:rep1" for c in adaptive}
     assert again.content_hash() == ls.content_hash()
+
+
+def _outward_ip() -> str | None:
+    """This machine's address on its default route (no packet is sent), if it has one."""
+    import socket
+
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("10.255.255.255", 1))
+        ip = s.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        s.close()
+    return None if ip.startswith("127.") else ip
+
+
+def _listens(host: str, port: int) -> bool:
+    import socket
+
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_dask_executor_serves_the_dashboard_and_scheduler_on_loopback_only() -> None:
+    """Issue 32 item 4: ``oracle run --executor dask`` must not serve the Dask dashboard
+    (or its scheduler) on every interface; loopback unless the user names an address."""
+    pytest.importorskip("distributed")
+    from urllib.parse import urlsplit
+
+    ip = _outward_ip()
+    if ip is None:
+        pytest.skip("this machine has no non-loopback address to probe from")
+    ex = make_executor("dask", 1)
+    try:
+        client = ex.client  # type: ignore[attr-defined]
+        dash = urlsplit(client.dashboard_link)
+        sched = urlsplit(client.scheduler.address)
+        assert _listens("127.0.0.1", dash.port)
+        assert not _listens(ip, dash.port), f"dashboard reachable on {ip}:{dash.port}"
+        assert not _listens(ip, sched.port), f"scheduler reachable on {ip}:{sched.port}"
+    finally:
+        close_executor(ex)

@@ -141,6 +141,20 @@ def test_sparse_design_draws_cells_by_stratum_within_the_budget(tmp_path: Path) 
     path.write_text(json.dumps(doc))
     with pytest.raises(PlanError, match="hash"):
         Plan.load(path)
+    # a drawn cell swapped for another cell of its stratum, the plan resealed with a
+    # recomputed hash: refused, the cells are not the draw the recorded rule makes
+    drawn = {(c["task_id"], c["restore_point"], c["failure"]) for c in plan.cells}
+    other = next((t, 0, f) for t, b in nb.items() for f in range(1, b + 1)
+                 if (t, 0, f) not in drawn)
+    edited = Plan.load(plan.save(tmp_path / "edited.json"))
+    first = next(i for i, c in enumerate(edited.cells) if c["stratum"] == "pristine")
+    cid = f"{other[0]}:r0:f{other[2]}"  # a well-formed cell of the same stratum, its own seeds
+    edited.cells[first] = {**edited.cells[first], "cell_id": cid, "task_id": other[0],
+                           "failure": other[2], "drive_from": other[2] - 1,
+                           "seeds": [pair_seed(3, cid, k) for k in range(1, plan.repetitions + 1)]}
+    edited.hash = edited.compute_hash()
+    with pytest.raises(PlanError, match="not the draw the sparse rule"):
+        Plan.load(edited.save(tmp_path / "edited.json"))
     # a design with no parameters hashes as before (older plans stay valid)
     assert "design_params" not in full_table_plan(tasks, nb, seed=3).content()
     with pytest.raises(PlanError, match="exactly one"):

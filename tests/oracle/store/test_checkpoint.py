@@ -15,6 +15,7 @@ import oracle.store.checkpoint as ckpt
 from oracle.store.checkpoint import (
     CheckpointError,
     CheckpointStore,
+    UnrestorableMemberError,
     UnsafeArchiveError,
     encode_manifest,
     state_digest,
@@ -354,17 +355,16 @@ def test_blob_hash_mismatch_refused_and_nothing_written(tmp_path: Path) -> None:
     assert os.listdir(dest) == []
 
 
-def test_escaping_symlink_is_stored_but_refused_at_restore(tmp_path: Path) -> None:
+def test_escaping_symlink_is_refused_at_create_not_at_restore(tmp_path: Path) -> None:
+    """Issue 32 item 5: a checkpoint restore would refuse is never reported as taken."""
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("a")
     os.symlink("../../etc/passwd", ws / "esc")
     store = CheckpointStore(tmp_path / "store")
-    with pytest.warns(UserWarning, match="esc"):
+    with pytest.raises(UnrestorableMemberError, match="'esc' -> '../../etc/passwd': resolves"):
         store.create(ws, [], {}, checkpoint_id="c")
-    with pytest.raises(UnsafeArchiveError, match="'esc'"):
-        store.restore("c", tmp_path / "dest")
-    assert not (tmp_path / "dest").exists()
+    assert store.ids() == []
 
 
 def test_corrupt_manifest_is_a_clear_error(tmp_path: Path) -> None:
