@@ -183,10 +183,21 @@ class CodexExecParser(StreamParser):
     def _turn_completed(self, t: str, obj: dict[str, Any], loc: Loc,
                         arrival: float | None) -> None:
         usage = get(obj, "usage", dict, loc, required=True)
-        delta = self._usage_delta(usage, loc)
-        d_in, d_cached, d_out = (delta["input_tokens"], delta["cached_input_tokens"],
-                                 delta["output_tokens"])
-        n_total = 3 - (d_in is None) - (d_cached is None) - (d_out is None)
+        counts = _USAGE.read(usage, loc, "usage")
+        ti, tc, to = counts
+        prev = self._prev_total
+        pi, pc, po = prev["input_tokens"], prev["cached_input_tokens"], prev["output_tokens"]
+        if (ti is not None and tc is not None and to is not None
+                and ti >= pi and tc >= pc and to >= po):  # the usual line: all three, none down
+            d_in, d_cached, d_out = ti - pi, tc - pc, to - po
+            n_total = 3
+            self._prev_total = {"input_tokens": ti, "cached_input_tokens": tc,
+                                "output_tokens": to}
+        else:
+            delta = self._usage_delta(counts, loc)
+            d_in, d_cached, d_out = (delta["input_tokens"], delta["cached_input_tokens"],
+                                     delta["output_tokens"])
+            n_total = 3 - (d_in is None) - (d_cached is None) - (d_out is None)
         extra: dict[str, Any] = {"line": loc.line, "event_type": "turn.completed",
                                  "usage_total": usage}
         if len(usage) > n_total:  # else every key is one of _USAGE_KEYS
@@ -209,10 +220,10 @@ class CodexExecParser(StreamParser):
                         input_tokens=d_in, cached_tokens=d_cached, output_tokens=d_out,
                         extra=extra), turn_end=True)
 
-    def _usage_delta(self, usage: dict[str, Any], loc: Loc) -> dict[str, int | None]:
-        """The per-turn counts of a ``turn.completed`` usage (None for a key not reported),
-        checked, and the running total moved on."""
-        counts = _USAGE.read(usage, loc, "usage")
+    def _usage_delta(self, counts: tuple[int | None, ...], loc: Loc
+                     ) -> dict[str, int | None]:
+        """The per-turn counts of a ``turn.completed`` usage's checked ``counts`` (None for a
+        key not reported), and the running total moved on (the general path)."""
         prev = self._prev_total
         delta: dict[str, int | None] = dict.fromkeys(_USAGE_KEYS)
         moved = dict(prev)
@@ -235,7 +246,11 @@ class CodexExecParser(StreamParser):
         lineno = loc.line
         item = get(obj, "item", dict, loc, required=True)
         if "type" in item:
-            itype, iid = _ITEM.read(item, loc, "item")
+            # the record's shape by its kind: a command item's fields are read at once
+            if item["type"] == "command_execution":
+                itype, iid, cmd, code, out, status = _COMMAND_ITEM.read(item, loc, "item")
+            else:
+                itype, iid = _ITEM.read(item, loc, "item")
             self._spellings.add("type")
         else:
             itype = get(item, "item_type", str, loc, "item", required=True)
@@ -266,7 +281,8 @@ class CodexExecParser(StreamParser):
             extra["last_line"] = lineno
         # fold this line into the event (the last line wins)
         if itype == "command_execution":
-            cmd, code, out, status = _COMMAND.read(item, loc, "item")
+            if "type" not in item:  # the early item_type spelling: read now
+                cmd, code, out, status = _COMMAND.read(item, loc, "item")
             if cmd is not None and cmd != ev.command:
                 ev.command = cmd
                 # argv and kind are functions of the command alone: worked out once per
@@ -357,8 +373,10 @@ def read_codex_exec(
 # the typed fields of a turn's usage, of an item (its type and id), and of a command item
 _USAGE = Shape(*((k, INT_TEXT) for k in _USAGE_KEYS))
 _ITEM = Shape(("type", str), ("id", (str, int)))
-_COMMAND = Shape(("command", str), ("exit_code", INT_TEXT), ("aggregated_output", str),
-                 ("status", str))
+_COMMAND_FIELDS = (("command", str), ("exit_code", INT_TEXT), ("aggregated_output", str),
+                   ("status", str))
+_COMMAND = Shape(*_COMMAND_FIELDS)
+_COMMAND_ITEM = Shape(*_ITEM.fields, *_COMMAND_FIELDS)  # a command item's, all at once
 _SKIP_TYPE = frozenset({"type", "item_type"})
 # the item keys an event holds in its own fields, not again in extra
 _SKIP_COMMAND = _SKIP_TYPE | {"command", "exit_code", "aggregated_output"}
