@@ -27,18 +27,18 @@ def test_matched_budget_on_the_shipped_set_by_name(tmp_path: Path) -> None:
 def test_the_default_study_holds_the_shipped_families_beside_the_simulated_ones() -> None:
     """Issue 17: the main job evaluates the shipped set by default; --quick and --no-shipped
     leave it out, and --labels replaces both."""
-    from experiments.matched_budget import load_label_sets, parse_args
+    from experiments.matched_budget import label_sets, parse_args
     from labelsets.tables import LabelSet
     from ripplecp_policy.data import resolve_labels
 
     real = LabelSet.load(resolve_labels("shipped"))
     real_fams = {str(f) for f in real.tasks["family"].unique()}
-    data = load_label_sets(parse_args(["--families", "swe-pilot", "--tasks-per-repo", "1"]))
+    data = label_sets(parse_args(["--families", "swe-pilot", "--tasks-per-repo", "1"]))
     assert set(data) == {"swe-pilot"} | real_fams
     for fam in real_fams:  # each real family whole, verified by the loader
         assert sorted(data[fam].task_ids) == sorted(
             real.tasks.loc[real.tasks["family"] == fam, "task_id"])
-    assert set(load_label_sets(parse_args(["--families", "swe-pilot", "--tasks-per-repo", "1",
+    assert set(label_sets(parse_args(["--families", "swe-pilot", "--tasks-per-repo", "1",
                                            "--no-shipped"]))) == {"swe-pilot"}
-    assert set(load_label_sets(parse_args(["--quick"]))) == {"long-horizon"}
-    assert set(load_label_sets(parse_args(["--labels", "shipped"]))) == real_fams
+    assert set(label_sets(parse_args(["--quick"]))) == {"long-horizon"}
+    assert set(label_sets(parse_args(["--labels", "shipped"]))) == real_fams
