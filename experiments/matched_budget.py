@@ -41,7 +41,14 @@ from sklearn.base import clone
 
 from baselines import BASELINES, all_baselines
 from baselines.grid import training_objective
-from experiments.study import REFERENCE, LabelStudyArgs, load_label_sets, sized, splittable
+from experiments.study import (
+    REFERENCE,
+    LabelStudyArgs,
+    control_roles,
+    load_label_sets,
+    sized,
+    splittable,
+)
 from labelsets.tables import LabelSet
 from ripplecp_cli import opt, parse, progress, run
 from ripplecp_policy.evaluation import evaluator_for
@@ -479,9 +486,7 @@ def study(args: Args) -> int:
                 "  " + chosen_line(all_best[-1]),
                 f"  curves: {png}",
             ]
-            text = "\n".join(block)
-            print(text)
-            lines.append(text)
+            lines.append("\n".join(block))  # the long per-policy text: report.txt
 
             # 6. MLflow: a child run per (policy, budget) of this family.
             children.update(log_family(parent, res, summary, fam, hashes[fam], fitted.pop(fam), args,
@@ -497,9 +502,15 @@ def study(args: Args) -> int:
                                    tolerance=args.tolerance, n_resamples=args.n_resamples)
         if not learned:  # bar (b) would compare best-simple with itself
             two_bar = [v for v in two_bar if v.bar == REFERENCE]
-        text = verdict_table(two_bar, learned=bool(learned))
-        print("\n" + text)
-        lines.append(text)
+        lines.append(verdict_table(two_bar, learned=bool(learned)))
+        # 8. The headline first: one table, family x primary budget, and the controls' outcome.
+        head = headline(summary, best, two_bar, learned, control_roles(data))
+        text = format_headline(head)
+        print(text)
+        print(f"\nper family (every policy at every budget), every verdict and the per-policy lines: "
+              f"{out / 'report.txt'}")
+        lines.insert(0, text)
+        _atomic_csv(head, out / "headline.csv")
         verdict_rows = pd.DataFrame([v.as_dict() for v in two_bar] + all_verdicts)
         _atomic_csv(results, out / "per_task.csv")
         _atomic_csv(summary, out / "summary.csv")
@@ -507,18 +518,18 @@ def study(args: Args) -> int:
         _atomic_csv(verdict_rows, out / "verdicts.csv")
         report = out / "report.txt"
         tmp = report.with_name("report.txt.tmp")
-        tmp.write_text("\n".join(lines) + "\n")
+        tmp.write_text("\n\n".join(lines) + "\n")
         tmp.replace(report)
         elapsed = time.perf_counter() - t0
 
-        # 8. MLflow: the verdicts on the child runs, the headline on the parent, the tables
+        # 9. MLflow: the verdicts on the child runs, the headline on the parent, the tables
         #    as artifacts, and the runs table laid out as the comparison.
         for v in two_bar:
             kid = children.get((v.family, v.policy, v.budget))
             if kid is not None:
                 kid.log(tags={f"ripplecp.verdict.{'a' if v.bar == REFERENCE else 'b'}": v.word()})
-        parent.log(headline_metrics(summary, two_bar, elapsed))
-        for p in ("per_task.csv", "summary.csv", "best_simple.csv", "verdicts.csv", "report.txt"):
+        parent.log(headline_metrics(head, two_bar, elapsed))
+        for p in ("headline.csv", "per_task.csv", "summary.csv", "best_simple.csv", "verdicts.csv", "report.txt"):
             parent.log_artifact(out / p)
         url = save_runs_view(parent, "comparison", columns=VIEW_COLUMNS, order_by="tags.`ripplecp.row`")
     if parent.on:
@@ -687,27 +698,148 @@ def log_family(parent: TrackedRun, res: pd.DataFrame, summary: pd.DataFrame, fam
 
 
 def primary_budget(summary: pd.DataFrame) -> str:
-    """The budget the headline reads: the study's first (today: 1 checkpoint). (The
-    confirmatory design of issue 28 declares one per family; it slots in here.)"""
+    """The budget the headline reads, declared before the run: the first of --budgets (its
+    report label; the default's is 1 checkpoint)."""
     return str(summary["budget"].iloc[0])
 
 
-def headline_metrics(summary: pd.DataFrame, verdicts: list[Verdict], seconds: float) -> dict[str, float]:
-    """The parent run's handful of metrics: per family, at the primary budget, how far the
-    best learned policy and the cross-fitted limit lie from first-boundary (s, negative
-    favours them); the number of "yes" verdicts of each bar and of verdicts decided; and
-    the study's seconds."""
-    out: dict[str, float] = {"study_seconds": seconds}
+def verdict_class(v: Verdict | None) -> str:
+    """What a headline prints for a verdict: its class where the verdicts carry one ("yes",
+    "no — powered", "inconclusive — under-powered", "refused"; issue 28's power), else its
+    plain word ("yes", "no", "refused"). The one place a verdict's class is read."""
+    if v is None:
+        return "-"
+    return str(getattr(v, "verdict_class", "") or v.status)
+
+
+def verdict_mde(v: Verdict | None) -> float:
+    """A verdict's minimum detectable effect at 80 % power at the level applied (s), where
+    the verdicts carry it (issue 28's power); NaN otherwise. The one place it is read."""
+    return float(getattr(v, "mde", math.nan)) if v is not None else math.nan
+
+
+def headline_learner(fam: str, budget: str, g: pd.DataFrame, verdicts: list[Verdict], learned: list[str]) -> str:
+    """The learned policy a family's headline row reports: the confirmatory one where the
+    verdicts name it (scope ``confirmatory``), else the learned policy with the lowest mean
+    held-out TotalFailureCost at ``budget`` (an exploratory pick, said in the table)."""
+    conf = [v for v in verdicts if v.family == fam and v.budget == budget
+            and getattr(v, "scope", "") == "confirmatory"]
+    if conf:
+        return conf[0].policy
+    mine = g[g["policy"].isin(learned)]
+    return str(mine.sort_values("tfc")["policy"].iloc[0]) if len(mine) else ""
+
+
+def headline(summary: pd.DataFrame, best: pd.DataFrame, verdicts: list[Verdict], learned: list[str],
+             controls: Mapping[str, str]) -> pd.DataFrame:
+    """One row per family at the primary budget: first-boundary's TotalFailureCost; the best
+    simple rule (bar (b): chosen per fold on the training repositories) and the learned
+    policy (:func:`headline_learner`), each with its difference to first-boundary; the
+    cross-fitted limit and its difference; the learned policy's two verdicts with their
+    class and MDE (:func:`verdict_class`, :func:`verdict_mde`); the family's control role."""
     budget = primary_budget(summary)
+    by = {(v.family, v.policy, v.budget, v.bar or REFERENCE): v for v in verdicts}
+    rows = []
     for fam, g in summary[summary["budget"] == budget].groupby("family", sort=False):
-        learned = g[g["policy"].map(lambda p: entry(p).learned)]
-        if len(learned):
-            out[f"{metric_key(fam)}/best_learned_vs_first_boundary"] = float(learned["diff"].min())
         ref = g[g["policy"] == REFERENCE]
-        if len(ref):
-            out[f"{metric_key(fam)}/limit_vs_first_boundary"] = float(ref["xfit_limit"].iloc[0] - ref["tfc"].iloc[0])
+        if ref.empty:
+            continue
+        ref_tfc = float(ref["tfc"].iloc[0])
+        b = best[(best["family"] == fam) & (best["budget"] == budget)]
+        rules = b.groupby("fold", sort=False)["chosen"].first().value_counts() if len(b) else pd.Series(dtype=int)
+        b_tfc = float(b.groupby("task_id")["total_failure_cost"].mean().mean()) if len(b) else math.nan
+        pol = headline_learner(fam, budget, g, verdicts, learned)
+        va, vb = by.get((fam, pol, budget, REFERENCE)), by.get((fam, pol, budget, BEST_SIMPLE))
+        mine = g[g["policy"] == pol]
+        l_diff = va.diff if va is not None else (float(mine["diff"].iloc[0]) if len(mine) else math.nan)
+        limit = float(ref["xfit_limit"].iloc[0])
+        rows.append(dict(
+            family=fam, budget=budget, control=controls.get(fam, ""), first_boundary=ref_tfc,
+            best_simple_rule=" / ".join(map(str, rules.index)), best_simple=b_tfc,
+            best_simple_diff=b_tfc - ref_tfc, learned=pol,
+            learned_pick="confirmatory" if getattr(va, "scope", "") == "confirmatory" else "lowest held-out",
+            learned_tfc=ref_tfc + l_diff, learned_diff=l_diff, limit=limit, limit_diff=limit - ref_tfc,
+            verdict_a=va.status if va else "-", class_a=verdict_class(va), mde_a=verdict_mde(va),
+            verdict_b=vb.status if vb else "-", class_b=verdict_class(vb), mde_b=verdict_mde(vb),
+            diff_b=vb.diff if vb is not None else math.nan,
+        ))
+    return pd.DataFrame(rows)
+
+
+def controls_outcome(head: pd.DataFrame) -> str:
+    """Whether the study could say yes where it should and did not where it should not: the
+    positive control yes on both bars, the null without a bar-(b) yes. A positive control
+    that is not yes makes every verdict of the study uninformative."""
+    pos, null = head[head["control"] == "positive"], head[head["control"] == "null"]
+    if pos.empty and null.empty:
+        return ("controls: none among the studied families — with no positive control, a \"no\" "
+                "here cannot be told apart from a study that cannot say yes")
+    parts = [f"positive control {r.family}: {'yes' if r.verdict_a == r.verdict_b == 'yes' else 'NOT yes'} "
+             "on both bars" for r in pos.itertuples()]
+    parts += [f"null {r.family}: {'no' if r.verdict_b != 'yes' else 'a false'} bar-(b) yes" for r in null.itertuples()]
+    ok = len(pos) and all(r.verdict_a == r.verdict_b == "yes" for r in pos.itertuples())
+    return "controls: " + "; ".join(parts) + (
+        " — the study can say yes" if ok else
+        " — every verdict of this study is uninformative (the positive control is not yes)" if len(pos)
+        else " — no positive control: a \"no\" cannot be told apart from a study that cannot say yes")
+
+
+def format_headline(head: pd.DataFrame) -> str:
+    """The headline the main job opens with: the table of :func:`headline` in plain cells,
+    then the controls' outcome."""
+    def s(x: float) -> str:
+        return "-" if not math.isfinite(x) else f"{x:.1f}"
+
+    def d(x: float) -> str:
+        return "" if not math.isfinite(x) else f" ({x:+.1f})"
+
+    def short(p: str) -> str:
+        try:
+            return entry(p).key
+        except KeyError:
+            return p
+
+    def verdict(cls: str, mde: float, diff: float) -> str:
+        return f"{cls}{d(diff)}" + (f", MDE {mde:.0f}" if math.isfinite(mde) else ", MDE n/a")
+
+    if head.empty:
+        return "== headline: no family has a first-boundary row at the primary budget =="
+    budget = head["budget"].iloc[0]
+    table = pd.DataFrame({
+        "family": [f"{r.family} ({r.control})" if r.control else r.family for r in head.itertuples()],
+        "first-boundary": head["first_boundary"].map(s),
+        "best simple rule": [f"{r.best_simple_rule} {s(r.best_simple)}{d(r.best_simple_diff)}"
+                             for r in head.itertuples()],
+        "learned": [f"{short(r.learned)} {s(r.learned_tfc)}{d(r.learned_diff)}" if r.learned else "-"
+                    for r in head.itertuples()],
+        "limit": [f"{s(r.limit)}{d(r.limit_diff)}" for r in head.itertuples()],
+        "(a) learned vs first-boundary": [verdict(r.class_a, r.mde_a, r.learned_diff) for r in head.itertuples()],
+        "(b) learned vs best simple": [verdict(r.class_b, r.mde_b, r.diff_b) for r in head.itertuples()],
+    })
+    picks = set(head["learned_pick"])
+    lines = [f"== headline: TotalFailureCost per task (s) at the primary budget, {budget}, on held-out "
+             "repositories ==",
+             "  (in brackets: the difference to first-boundary, for (b) to the best simple rule; negative "
+             "favours the policy. learned: "
+             + ("the confirmatory policy" if picks == {"confirmatory"} else
+                "the learned policy with the lowest held-out cost, an exploratory pick")
+             + "; limit: the cross-fitted clairvoyant optimum)",
+             "  " + table.to_string(index=False).replace("\n", "\n  "),
+             "  " + controls_outcome(head)]
+    return "\n".join(lines)
+
+
+def headline_metrics(head: pd.DataFrame, verdicts: list[Verdict], seconds: float) -> dict[str, float]:
+    """The parent run's handful of metrics: per family, at the primary budget, how far the
+    headline's learned policy and the cross-fitted limit lie from first-boundary (s,
+    negative favours them); the number of "yes" verdicts of each bar and of verdicts
+    decided; and the study's seconds."""
+    out: dict[str, float] = {"study_seconds": seconds}
+    for r in head.itertuples():
+        out[f"{metric_key(r.family)}/learned_vs_first_boundary"] = r.learned_diff
+        out[f"{metric_key(r.family)}/limit_vs_first_boundary"] = r.limit_diff
     for bar, key in ((REFERENCE, "a"), (BEST_SIMPLE, "b")):
-        mine = [v for v in verdicts if v.bar == bar]
+        mine = [v for v in verdicts if (v.bar or REFERENCE) == bar]
         out[f"verdicts_yes/{key}"] = float(sum(v.status == "yes" for v in mine))
         out[f"verdicts_decided/{key}"] = float(sum(v.status != "refused" for v in mine))
     return out

@@ -181,6 +181,24 @@ def load_label_sets(args: StudyArgs, *, repetitions: int = 2, shipped: bool = Fa
     return out
 
 
+def control_roles(families: Iterable[str]) -> dict[str, str]:
+    """The control families among ``families``: name -> ``"positive"`` (learning is needed by
+    construction: a study that cannot say yes there cannot say yes anywhere) or ``"null"``
+    (learning cannot help: a yes there is a false one), as the simulator declares them
+    (``FamilyConfig.control``); none for a family it does not know (a label set's)."""
+    from oracle.simulator.workloads import get_family
+
+    out = {}
+    for fam in families:
+        try:
+            role = getattr(get_family(fam), "control", "")  # the simulator's declaration, where it has one
+        except (KeyError, LookupError, ValueError):
+            continue
+        if role:
+            out[fam] = str(role)
+    return out
+
+
 def splittable(data: dict[str, LabelSet], why: str = "no family has >= 2 repositories") -> dict[str, LabelSet]:
     """The families of ``data`` with >= 2 repositories (leave-one-repository-out needs
     them); a note for each left out, and ValueError ``why`` when none is left."""
@@ -196,5 +214,5 @@ def splittable(data: dict[str, LabelSet], why: str = "no family has >= 2 reposit
 
 
 __all__ = ["FAMILIES", "REFERENCE", "LabelStudyArgs", "StudyArgs", "check_families",
-           "check_labels", "family_of", "load_label_sets", "read_label_set", "set_families",
+           "check_labels", "control_roles", "family_of", "load_label_sets", "read_label_set", "set_families",
            "sized", "splittable"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -104,15 +105,26 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "beats first-boundary at matched budget" in proc.stdout
+    # the headline first (issue 28, item 6): one table, family x primary budget, then the
+    # controls' outcome; the long per-policy text in report.txt
+    assert proc.stdout.startswith("== headline: TotalFailureCost per task (s) at the primary budget, 1ckpt")
+    head = proc.stdout.split("\n\n")[0]
+    assert "first-boundary" in head and "best simple rule" in head and "limit" in head
+    assert "(a) learned vs first-boundary" in head and "(b) learned vs best simple" in head and "MDE" in head
+    assert "controls:" in head and len(head.splitlines()) <= 4 + len(QUICK["families"])
+    headline = pd.read_csv(out / "headline.csv")
+    assert list(headline["family"]) == list(QUICK["families"]) and (headline["budget"] == "1ckpt").all()
+    report = (out / "report.txt").read_text()
+    assert report.startswith(head.split("\n")[0]) and "beats first-boundary at matched budget" in report
+    assert "beats first-boundary at matched budget" not in proc.stdout
     # stderr is no terminal: one plain line per step, no carriage-return redraws
     assert "\r" not in proc.stderr and "folds (family x held-out repo): 3/3 done in " in proc.stderr
-    assert "optimum (offline limit)" in proc.stdout and "every-boundary (unmatched reference)" in proc.stdout
+    assert "optimum (offline limit)" in report and "every-boundary (unmatched reference)" in report
     judged = set(pd.read_csv(out / "verdicts.csv")["policy"])
     assert judged and not judged & {"oracle", "optimum", "every-boundary"}
     families = QUICK["families"]
     for fam in families:
-        assert f"== {fam}:" in proc.stdout
+        assert f"== {fam}:" in report
         assert (out / f"budget_cost_{fam}.png").stat().st_size > 1000
     assert (out / "summary.csv").exists() and (out / "per_task.csv").exists()
 
@@ -159,7 +171,7 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
     # verdict table and the other tables as artifacts
     fam = families[0]
     assert {"study_seconds", "verdicts_yes/a", "verdicts_yes/b", "verdicts_decided/a",
-            f"{fam}/best_learned_vs_first_boundary", f"{fam}/limit_vs_first_boundary"} <= set(parent.data.metrics)
+            f"{fam}/learned_vs_first_boundary", f"{fam}/limit_vs_first_boundary"} <= set(parent.data.metrics)
     assert len(parent.data.metrics) <= 6 + 2 * len(families)
     arts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"summary.csv", "report.txt", "verdicts.csv", "curves"} <= arts
@@ -374,3 +386,33 @@ def _n_runs(db: Path) -> int:
             con.close()
     except sqlite3.Error:
         return 0
+
+
+def test_the_headline_reads_class_and_mde_where_verdicts_carry_them():
+    """Issue 28's verdicts carry a class and an MDE; today's carry a status. The headline
+    reads either, in one place each."""
+    from types import SimpleNamespace
+
+    from experiments.matched_budget import verdict_class, verdict_mde
+
+    plain = Verdict("ridge", "first-boundary", "1ckpt", "no", "tfc", 3.0, -1.0, 7.0)
+    assert verdict_class(plain) == "no" and math.isnan(verdict_mde(plain)) and verdict_class(None) == "-"
+    powered = SimpleNamespace(status="no", verdict_class="no — powered", mde=41.5)
+    assert verdict_class(powered) == "no — powered" and verdict_mde(powered) == 41.5
+
+
+@pytest.mark.parametrize("pos, null, says", [
+    (("yes", "yes"), ("no", "no"), "positive control pc: yes on both bars; null nl: no bar-(b) yes — the study can say yes"),
+    (("yes", "no"), ("no", "no"), "every verdict of this study is uninformative"),
+    (("yes", "yes"), ("yes", "yes"), "null nl: a false bar-(b) yes"),
+    (None, None, "controls: none among the studied families"),
+])
+def test_the_controls_outcome_is_said_plainly(pos, null, says):
+    from experiments.matched_budget import controls_outcome
+
+    rows = [dict(family="f", control="", verdict_a="no", verdict_b="no")]
+    if pos:
+        rows.append(dict(family="pc", control="positive", verdict_a=pos[0], verdict_b=pos[1]))
+    if null:
+        rows.append(dict(family="nl", control="null", verdict_a=null[0], verdict_b=null[1]))
+    assert says in controls_outcome(pd.DataFrame(rows))
