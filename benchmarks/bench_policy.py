@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            out = run_study(parse_args(["--family", args.family, "--tasks-per-repo", str(args.tasks_per_repo),
+            out = run_study(parse_args(["--families", args.family, "--tasks-per-repo", str(args.tasks_per_repo),
                                         "--mlruns", tmp]))
             study_s = time.perf_counter() - t0
         print(f"LORO study (default data, {out['per_fold']['kind'].nunique()} kinds x "

@@ -52,7 +52,7 @@ from oracle.simulator import SimulatedAgent, simulate_label_set, task_specs
 from oracle.simulator.workloads import family_names, get_family
 from ripplecp_cli import opt, run
 from ripplecp_policy import stats
-from ripplecp_policy.tracking import ensure_experiment, tracking_uri
+from ripplecp_policy.tracking import check_experiment_name, study_run
 
 FAMILIES = tuple(family_names())
 
@@ -85,9 +85,9 @@ class Args:
     """optional folder for report.txt, checks.csv and summary.csv"""
     mlflow: bool = True
     """log the report to MLflow"""
-    mlruns: Path | None = None
-    """mlruns folder (SQLite store + artifacts); default $RIPPLECP_MLRUNS or ./mlruns"""
-    experiment: str = "calibration"
+    mlruns: str | None = opt(None, metavar="DIR")
+    """MLflow store root (default: $RIPPLECP_MLRUNS or ./mlruns)"""
+    experiment: str = opt("calibration", check=check_experiment_name)
     """MLflow experiment name"""
 
 
@@ -328,27 +328,27 @@ def study(args: Args) -> int:
 
 
 def _log_mlflow(args: Args, results: list[dict[str, Any]], out: Path | None) -> None:
-    import mlflow
-
-    exp_id = ensure_experiment(args.experiment, args.mlruns)
-    mlflow.set_tracking_uri(tracking_uri(args.mlruns))
+    """One study run per family: the pass rates, the large sample's figures (``large/``), each
+    check's simulated figure per pilot-sized sample as its history (step = seed), the report
+    and tables as artifacts."""
     for r in results:
         fam = r["family"]
-        with mlflow.start_run(experiment_id=exp_id, run_name=f"calibrate-{fam}-{args.path}"):
-            mlflow.log_params({k: str(v)[:250] for k, v in asdict(args).items() if v is not None})
+        with study_run(args.experiment, args.mlruns, name=f"calibrate-{fam}-{args.path}",
+                       tags={"ripplecp.study": "calibrate", "ripplecp.families": fam, "family": fam,
+                             "path": args.path},
+                       params={k: str(v)[:250] for k, v in asdict(args).items() if v is not None}) as run:
             metrics = {"core_pass_rate": r["core_pass_rate"], "all_pass_rate": r["all_pass_rate"]}
             if "large" in r:
                 metrics["large_core_pass"] = float(r["large_core_ok"])
-                metrics.update({f"large/{_metric_name(c.check)}": c.simulated
-                                for c in r["large"].itertuples() if np.isfinite(c.simulated)})
-            mlflow.log_metrics(metrics)
+                metrics.update({f"large/{_metric_name(c.check)}": c.simulated for c in r["large"].itertuples()})
+            history: dict[str, dict[int, float]] = {"seed_core_pass": {}}
             for s, c in r["per_seed"].items():
-                mlflow.log_metrics({_metric_name(x.check): x.simulated for x in c.itertuples()
-                                    if np.isfinite(x.simulated)}, step=int(s))
-                mlflow.log_metric("seed_core_pass", float(r["core_ok"][s]), step=int(s))
-            mlflow.set_tags({"family": fam, "path": args.path})
+                for x in c.itertuples():
+                    history.setdefault(_metric_name(x.check), {})[int(s)] = x.simulated
+                history["seed_core_pass"][int(s)] = float(r["core_ok"][s])
+            run.log(metrics, history=history)
             if out is not None:
-                mlflow.log_artifacts(str(out))
+                run.log_artifact(out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,13 +1,18 @@
 """List the studies in an MLflow store and compare runs, without opening the MLflow UI.
 
     python -m experiments.compare                      # the studies (parent runs), newest first
-    python -m experiments.compare RUN_A RUN_B          # metrics side by side, B - A
-    python -m experiments.compare RUN_A RUN_B --filter long-horizon/optimum
+    python -m experiments.compare RUN_A RUN_B          # what changed from A to B
+    python -m experiments.compare RUN_A RUN_B --metric vs_first_boundary   # and per child run
+    python -m experiments.compare RUN_A RUN_B --all    # every metric, changed or not
 
-A study is a parent run tagged ``ripplecp.kind=study`` (``experiments.matched_budget``
-logs one per invocation, with a child run per (family, policy, budget), its folds as metric history). Run ids
-may be abbreviated to a unique prefix. Comparing two parent runs compares their summary
-metrics (``<family>/<policy>/<budget>/<metric>``); two child runs, their metrics.
+A study is a parent run tagged ``ripplecp.kind=study`` (every study logs one per invocation
+through ripplecp_policy.tracking.study_run; experiments.matched_budget gives it a child run
+per (family, policy, budget), its folds as metric history). Run ids may be abbreviated to a
+unique prefix. Comparing two runs prints the differences that matter: the tags that differ,
+the metrics that changed (a study's handful of headline metrics; a child run's metrics),
+and for two studies the verdicts of their child runs that changed, and with ``--metric``
+that metric for every (family, policy, budget) whose value changed. Metrics equal in both,
+or in neither, are counted, not printed (``--all`` prints them).
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ class Args:
     """an existing MLflow store root (default: $RIPPLECP_MLRUNS or ./mlruns); never created"""
     filter: str = ""
     """only metrics whose name contains this text"""
+    metric: str | None = opt(None, metavar="NAME")
+    """for two studies: also this metric of every child run (family, policy, budget) whose
+    value changed (e.g. vs_first_boundary, total_failure_cost)"""
+    all: bool = False
+    """print every metric, the unchanged ones too"""
     limit: int = opt(50, min=1)
     """at most this many studies listed"""
 
@@ -129,13 +139,59 @@ def compare_runs(run_a: str, run_b: str, root: str | None = None, contains: str 
     return out
 
 
+def changed(table: pd.DataFrame, tolerance: float = 1e-9) -> pd.DataFrame:
+    """The rows of :func:`compare_runs` whose value changed: present in one run only, or
+    differing by more than ``tolerance`` (relative to the larger magnitude)."""
+    a, b = table["a"].astype(float), table["b"].astype(float)
+    one = a.isna() != b.isna()
+    scale = pd.concat([a.abs(), b.abs()], axis=1).max(axis=1).clip(lower=1.0)
+    return table[one | ((b - a).abs() > tolerance * scale)]
+
+
+def children(client: Any, run: Any) -> dict[tuple[str, str, str], Any]:
+    """A study's child runs by (family, policy, budget) (those that carry the three tags)."""
+    out = {}
+    for r in client.search_runs([run.info.experiment_id],
+                                filter_string=f"tags.`mlflow.parentRunId` = '{run.info.run_id}'",
+                                max_results=50_000):
+        t = r.data.tags
+        if {"ripplecp.family", "ripplecp.policy", "ripplecp.budget"} <= set(t):
+            out[(t["ripplecp.family"], t["ripplecp.policy"], t["ripplecp.budget"])] = r
+    return out
+
+
+def verdict_changes(kids_a: dict[tuple[str, str, str], Any], kids_b: dict[tuple[str, str, str], Any]) -> pd.DataFrame:
+    """Per (family, policy, budget) and bar, the verdicts (child tags ``ripplecp.verdict.*``)
+    that differ between two studies, or that one of them lacks."""
+    rows = []
+    for key in sorted(set(kids_a) | set(kids_b)):
+        ta = kids_a[key].data.tags if key in kids_a else {}
+        tb = kids_b[key].data.tags if key in kids_b else {}
+        for tag in sorted(k for k in set(ta) | set(tb) if k.startswith("ripplecp.verdict.")):
+            if ta.get(tag) != tb.get(tag):
+                rows.append(dict(family=key[0], policy=key[1], budget=key[2],
+                                 bar=tag.rpartition(".")[2], a=ta.get(tag, "-"), b=tb.get(tag, "-")))
+    return pd.DataFrame(rows, columns=["family", "policy", "budget", "bar", "a", "b"])
+
+
+def child_metric_changes(kids_a: dict[tuple[str, str, str], Any], kids_b: dict[tuple[str, str, str], Any],
+                         metric: str) -> pd.DataFrame:
+    """``metric`` of every (family, policy, budget) child run whose value changed, B - A."""
+    rows = []
+    for key in sorted(set(kids_a) | set(kids_b)):
+        x = kids_a[key].data.metrics.get(metric, math.nan) if key in kids_a else math.nan
+        y = kids_b[key].data.metrics.get(metric, math.nan) if key in kids_b else math.nan
+        rows.append(dict(family=key[0], policy=key[1], budget=key[2], a=x, b=y, diff=y - x))
+    return changed(pd.DataFrame(rows, columns=["family", "policy", "budget", "a", "b", "diff"]))
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m experiments.compare``: check the arguments and the store, then list or compare."""
     return run(command, Args, argv, prog=PROG)
 
 
 def command(args: Args) -> int:
-    """List the studies (no run ids) or compare two runs, printing a table."""
+    """List the studies (no run ids) or print what changed between two runs."""
     try:
         existing_store(args.mlruns)
     except FileNotFoundError as exc:
@@ -156,10 +212,34 @@ def command(args: Args) -> int:
     print(f"B = {table.attrs['b']}  ({tb.get('ripplecp.families') or tb.get('mlflow.runName', '')})")
     for tag in sorted(k for k in set(ta) | set(tb) if k.startswith("ripplecp.") and ta.get(k) != tb.get(k)):
         print(f"  tag {tag}: A={ta.get(tag, '-')!s:.40}  B={tb.get(tag, '-')!s:.40}")
-    if table.empty:
-        print("no metrics to compare" + (f" matching {args.filter!r}" if args.filter else ""))
-        return 0
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    shown = table if args.all else changed(table)
+    fmt = {"float_format": lambda x: f"{x:.4g}"}
+    same = len(table) - len(shown)
+    what = f" matching {args.filter!r}" if args.filter else ""
+    if shown.empty:
+        print(f"metrics{what}: none changed ({same} the same in both)" if len(table)
+              else f"no metrics to compare{what}")
+    else:
+        print(f"\nmetrics{what}" + (f" that changed ({same} the same in both, --all shows them)" if same else "")
+              + ", B - A:")
+        print(shown.to_string(index=False, **fmt))
+    if ta.get("ripplecp.kind") == "study" and tb.get("ripplecp.kind") == "study":
+        client = _client(args.mlruns)
+        kids_a = children(client, client.get_run(table.attrs["a"]))
+        kids_b = children(client, client.get_run(table.attrs["b"]))
+        vc = verdict_changes(kids_a, kids_b)
+        print(f"\nverdicts that changed ({len(vc)}):" if len(vc) else "\nverdicts: none changed")
+        if len(vc):
+            print(vc.to_string(index=False))
+        only = (len(set(kids_a) - set(kids_b)), len(set(kids_b) - set(kids_a)))
+        if any(only):
+            print(f"child runs only in A: {only[0]}, only in B: {only[1]}")
+        if args.metric:
+            cm = child_metric_changes(kids_a, kids_b, args.metric)
+            print(f"\n{args.metric} per child run, where it changed ({len(cm)} of "
+                  f"{len(set(kids_a) | set(kids_b))}), B - A:")
+            if len(cm):
+                print(cm.to_string(index=False, **fmt))
     return 0
 
 

@@ -24,29 +24,26 @@ offline limit whose distance to first-boundary the study reports).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 from sklearn.base import clone
 
 from baselines import ClairvoyantOptimum, FirstBoundary, FixedK, NoCheckpoint, TimeBased
+from experiments.study import FAMILIES, REFERENCE, check_families, sized
 from oracle.simulator import simulate_label_set
-from oracle.simulator.workloads import family_names
-from ripplecp_cli import choice_error, opt, progress, run
+from ripplecp_cli import opt, progress, run
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.policy import PlacementPolicy, check_budget_specs, fold_settings
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.verdicts import paired_contrast
 
 PROG = "python -m experiments.coverage"
-FAMILIES = ("swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon")
-REFERENCE = "first-boundary"
 TARGET = 0.93
 #: the fresh sample's seeds are offset from the study's so no task is shared
 FRESH_SEED_OFFSET = 1_000_003
@@ -55,7 +52,12 @@ FRESH_SEED_OFFSET = 1_000_003
 @dataclass(frozen=True)
 class Args:
     """How often a default-sized study's 95 % interval covers the difference measured on a
-    large fresh sample of the same simulated family, per difference kind."""
+    large fresh sample of the same simulated family, per difference kind. (Its own
+    ``seeds``, not experiments.study.StudyArgs: each seed is a whole study.)"""
+
+    #: --quick: one family, 3 seeds, one budget, 2 fresh tasks per repository, 500 resamples
+    QUICK: ClassVar[dict[str, Any]] = dict(families=("long-horizon",), seeds=(0, 1, 2), budgets=("count:1",),
+                                           fresh_tasks_per_repo=2, n_resamples=500)
 
     families: tuple[str, ...] = opt(FAMILIES, metavar="F")
     """simulated workload families"""
@@ -76,25 +78,13 @@ class Args:
     """worker processes over (family, seed) (results do not depend on it)"""
 
     def __post_init__(self) -> None:
-        known = family_names()
-        for fam in self.families:
-            if fam not in known:
-                raise choice_error(fam, known, "--families")
+        check_families(self.families)
         if not self.seeds:
             raise ValueError("argument --seeds: give at least one seed")
 
 
-QUICK = dict(families=("long-horizon",), seeds=(0, 1, 2), budgets=("count:1",),
-             fresh_tasks_per_repo=2, n_resamples=500)
-
-
-def sized(args: Args) -> Args:
-    """``args`` with --quick's sizes for every option left at its default."""
-    if not args.quick:
-        return args
-    default = Args()
-    return dataclasses.replace(args, **{k: v for k, v in QUICK.items()
-                                        if getattr(args, k) == getattr(default, k)})
+#: --quick's sizes (tests and the README read them here)
+QUICK = Args.QUICK
 
 
 def kinds() -> list[PlacementPolicy]:

@@ -26,15 +26,14 @@ logs the study to MLflow: one parent run, one child run per (family, policy, bud
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import re
 import sys
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -42,11 +41,17 @@ from sklearn.base import clone
 
 from baselines import BASELINES, all_baselines
 from baselines.grid import training_objective
+from experiments.study import (
+    REFERENCE,
+    LabelStudyArgs,
+    control_roles,
+    load_label_sets,
+    sized,
+    splittable,
+)
 from features.files import atomic_path, write_text_atomic
 from labelsets.tables import LabelSet
-from oracle.simulator.workloads import family_names
-from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, parse, progress, run
-from ripplecp_policy.data import resolve_labels
+from ripplecp_cli import opt, parse, progress, run
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.export import default_checkpoint_cost, policy_example
 from ripplecp_policy.learned import LEARNED
@@ -63,7 +68,16 @@ from ripplecp_policy.policy import (
 from ripplecp_policy.registry import entry
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.stats import task_bootstrap
-from ripplecp_policy.tracking import check_experiment_name, policy_params
+from ripplecp_policy.tracking import (
+    TrackedRun,
+    check_experiment_name,
+    metric_key,
+    model_name,
+    policy_params,
+    save_runs_view,
+    study_run,
+    ui_command,
+)
 from ripplecp_policy.verdicts import (
     BEST_SIMPLE,
     CHOSEN_LEARNED,
@@ -77,56 +91,34 @@ from ripplecp_policy.verdicts import (
 )
 
 PROG = "python -m experiments.matched_budget"
-#: the simulated families the default study runs (every registered one is accepted)
-FAMILIES = ("swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon")
-REFERENCE = "first-boundary"
 #: the candidates for bar (b): every online simple baseline (baselines.BASELINES)
 SIMPLE = tuple(e.name for e in BASELINES if e.role is Role.ONLINE)
 
 
-def check_labels(spec: str) -> None:
-    """``check=`` of ``--labels``: a shipped label set's name or an existing directory."""
-    try:
-        path = resolve_labels(spec)
-    except LookupError as exc:
-        raise ValueError(str(exc)) from None
-    existing_dir(path)
-
-
 @dataclass(frozen=True)
-class Args:
+class Args(LabelStudyArgs):
     """Every placement policy at matched budgets, against first-boundary and the clairvoyant
     optimum (paper, Section 6 and Appendices D and F)."""
 
-    labels: str | None = opt(None, check=check_labels, metavar="DIR|NAME")
-    """an existing label-set directory (e.g. from a real agent), or a label set shipped with
-    the toolkit by name (``shipped`` = llm-free), instead of the simulator"""
-    families: tuple[str, ...] = opt(FAMILIES, metavar="F")
-    """workload families to simulate; with --labels, the set's families to study (left at
-    the default: every family of the set)"""
-    shipped: bool = True
-    """also study the real label set shipped with the toolkit (ripplecp_policy.data: the
-    LLM-free families, by family) beside the simulated ones; ignored with --labels"""
+    #: --quick: the same study on one family (the one with the most boundaries), 3 of its
+    #: repositories with 2 tasks each, two count budgets and the seconds budget, fewer
+    #: bootstrap resamples, no shipped set.
+    QUICK: ClassVar[Mapping[str, Any]] = dict(
+        families=("long-horizon",), budgets=("count:1", "count:2", "seconds:2x"),
+        repos=3, tasks_per_repo=2, n_resamples=2_000, shipped=False,
+    )
+
     budgets: tuple[str, ...] = opt(("count:1", "count:2", "count:3", "seconds:2x"),
                                    check=check_budget_specs, metavar="SPEC")
     """budgets: count:N (N >= 1), seconds:S or seconds:Kx (K x mean creation s), bytes:B or
     bytes:Kx (S, B, K > 0)"""
-    seed: int = opt(0, min=0)
-    """one seed for the simulator, the policies and the random baseline's seeds"""
-    quick: bool = False
-    """a CI-sized study: fewer tasks, families, budgets, resamples and smaller learned models
-    (options given explicitly win)"""
+    experiment: str = opt("matched-budget", check=check_experiment_name)
+    """MLflow experiment name"""
+    shipped: bool = True
+    """also study the real label set shipped with the toolkit (ripplecp_policy.data: the
+    LLM-free families, by family) beside the simulated ones; ignored with --labels"""
     out: str = opt("out/matched_budget", metavar="PATH")
     """where the PNG curves, per-task CSV and summary go"""
-    mlruns: str | None = opt(None, metavar="DIR")
-    """MLflow store root (default: $RIPPLECP_MLRUNS or ./mlruns)"""
-    mlflow: bool = True
-    """log the study to MLflow"""
-    repos: int | None = opt(None, min=2)
-    """simulated repositories per family, one fold each (default: the family's own, 8;
-    --quick: 3)"""
-    tasks_per_repo: int | None = opt(None, min=1)
-    """simulated tasks per repository (default: the family's own; --quick: 2)"""
     repetitions: int = opt(2, min=1)
     """repetitions of every recovery branch in the simulated tables"""
     hazard: str = opt("uniform", choices=HAZARDS)
@@ -142,38 +134,12 @@ class Args:
     learners: tuple[str, ...] = opt(tuple(e.key for e in LEARNED if e.in_study),
                                     choices=tuple(e.key for e in LEARNED), metavar="KIND")
     """the registered learned policies to study (default: those marked for the study)"""
-    experiment: str = opt("matched-budget", check=check_experiment_name)
-    """MLflow experiment name"""
     jobs: int = opt(2, min=1)
     """worker processes for the folds (results do not depend on it)"""
 
-    def __post_init__(self) -> None:
-        if self.labels is None:  # simulated: registered names (a label set's are checked on loading)
-            known = family_names()
-            for fam in self.families:
-                if fam not in known:
-                    raise choice_error(fam, known, "--families")
 
-
-#: --quick: the same study on one family (the one with the most boundaries), 3 of its
-#: repositories with 2 tasks each, two count budgets and the seconds budget, fewer
-#: bootstrap resamples, no shipped set.
-QUICK = dict(
-    families=("long-horizon",), budgets=("count:1", "count:2", "seconds:2x"),
-    repos=3, tasks_per_repo=2, n_resamples=2_000, shipped=False,
-)
-
-
-def sized(args: Args) -> Args:
-    """``args`` with --quick's sizes for every option left at its default (with --labels the
-    families stay the set's own)."""
-    if not args.quick:
-        return args
-    default = Args()
-    return dataclasses.replace(args, **{
-        k: v for k, v in QUICK.items()
-        if getattr(args, k) == getattr(default, k) and not (k == "families" and args.labels)
-    })
+#: --quick's sizes (tests and the README read them here)
+QUICK = Args.QUICK
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
@@ -181,49 +147,10 @@ def parse_args(argv: list[str] | None = None) -> Args:
     return sized(parse(Args, argv, prog=PROG))
 
 
-def safe_key(s: str) -> str:
-    """An MLflow-legal metric/param key (alphanumerics, _ - . / and space)."""
-    return re.sub(r"[^A-Za-z0-9_\-./ ]", "_", s)
-
-
-def load_label_sets(args: Args) -> dict[str, LabelSet]:
-    """One label set per family: simulated, or the tasks of --labels grouped by family (every
-    family of the set unless --families names some; a name the set lacks is an error)."""
-    out: dict[str, LabelSet] = {}
-    if args.labels:
-        try:
-            full = LabelSet.load(resolve_labels(args.labels))
-        except (ValueError, OSError) as exc:
-            raise CommandLineError(f"argument --labels: {exc}") from None
-        present = sorted(str(f) for f in full.tasks["family"].unique())
-        if args.families == FAMILIES:  # left at the default: the whole set
-            fams = present
-        else:
-            for fam in args.families:
-                if fam not in present:
-                    raise choice_error(fam, present, "--families")
-            fams = [f for f in present if f in args.families]
-        for fam in fams:
-            ids = full.tasks.loc[full.tasks["family"] == fam, "task_id"]
-            out[str(fam)] = full.subset(ids)
-        return out
-    from oracle.simulator import simulate_label_set
-
-    for fam in progress(args.families, desc="simulate", leave=False):
-        out[fam] = simulate_label_set(
-            fam, n_repos=args.repos, tasks_per_repo=args.tasks_per_repo, design="full",
-            repetitions=args.repetitions, seed=args.seed,
-        )
-    if args.shipped:  # the real families beside the simulated ones, under their own names
-        try:
-            real = LabelSet.load(resolve_labels("shipped"))
-        except (ValueError, OSError) as exc:
-            raise CommandLineError(f"the shipped label set: {exc} (--no-shipped leaves it out)") from None
-        for fam in sorted(str(f) for f in real.tasks["family"].unique()):
-            if fam in out:
-                raise CommandLineError(f"the shipped label set's family {fam!r} is also simulated")
-            out[fam] = real.subset(real.tasks.loc[real.tasks["family"] == fam, "task_id"])
-    return out
+def label_sets(args: Args) -> dict[str, LabelSet]:
+    """The study's label sets (:func:`experiments.study.load_label_sets`): the simulated tables
+    with --repetitions, and the shipped real families beside them unless --no-shipped."""
+    return load_label_sets(args, repetitions=args.repetitions, shipped=args.shipped)
 
 
 def priceable(data: LabelSet, hazard: str) -> tuple[LabelSet, list[str]]:
@@ -491,7 +418,7 @@ def plot_curves(summary: pd.DataFrame, family: str, out: Path) -> Path:
     ax.grid(alpha=0.3, axis="x")
     ax.legend(fontsize=7, title="budget", title_fontsize=7)
     fig.tight_layout()
-    path = out / f"budget_cost_{safe_key(family).replace('/', '_')}.png"
+    path = out / f"budget_cost_{metric_key(family).replace('/', '_')}.png"
     try:
         with atomic_path(path) as tmp:  # a full disk or an interrupt leaves no temp file
             fig.savefig(tmp, dpi=110)
@@ -503,24 +430,6 @@ def plot_curves(summary: pd.DataFrame, family: str, out: Path) -> Path:
 def _atomic_csv(df: pd.DataFrame, path: Path) -> None:
     with atomic_path(path) as tmp:
         df.to_csv(tmp, index=False)
-
-
-def _fast_sqlite() -> None:
-    """Let the MLflow SQLite store commit without an fsync per statement (synchronous=OFF).
-
-    Hundreds of child runs otherwise spend most of the study in fsync. Registered after the
-    store exists (its creation and migrations run with SQLite's defaults), on every pool
-    checkout of an SQLite connection. A crash of this process cannot corrupt the store;
-    only an OS crash mid-study could (then rerun the study)."""
-    from sqlalchemy import event
-    from sqlalchemy.pool import Pool
-
-    @event.listens_for(Pool, "checkout")
-    def _pragma(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:  # pragma: no cover
-        if type(dbapi_conn).__module__.startswith("sqlite3"):
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA synchronous=OFF")
-            cur.close()
 
 
 # ---------------------------------------------------------------------------------------
@@ -541,23 +450,15 @@ def study(args: Args) -> int:
     out = Path(args.out)
 
     # 1. Label sets (simulated families or --labels), restricted to priceable tasks.
-    data = load_label_sets(args)
+    data = label_sets(args)
     out.mkdir(parents=True, exist_ok=True)  # once the inputs are known good
-    hashes: dict[str, str] = {}
     for fam in list(data):
         data[fam], dropped = priceable(data[fam], args.hazard)
         if dropped:
             print(f"note: {fam}: {len(dropped)} task(s) without a full recovery table left out: {dropped[:5]}")
-        if data[fam].tasks["repo"].nunique() < 2:
-            print(f"note: {fam}: fewer than 2 repositories, no leave-one-repository-out; skipped")
-            del data[fam]
-            continue
-        hashes[fam] = data[fam].content_hash()
-    if not data:
-        raise ValueError(
-            "no family has >= 2 repositories whose tasks have full recovery tables (every J(r, f), "
-            "r < f); a pilot-design label set prices only some placements"
-        )
+    data = splittable(data, "no family has >= 2 repositories whose tasks have full recovery tables "
+                            "(every J(r, f), r < f); a pilot-design label set prices only some placements")
+    hashes = {fam: ls.content_hash() for fam, ls in data.items()}
 
     # 2. Policies: every baseline and every learned policy that exists.
     protos, learned = policies_for(args)
@@ -573,132 +474,103 @@ def study(args: Args) -> int:
                 for fam, fold in jobs}
     results_iter = _run_jobs(jobs, data, protos, settings, args)  # workers start now
 
-    # 4. MLflow (initialised while the workers run): one parent run for the study.
-    client = parent_id = None
-    exp_id = ""
-    if args.mlflow:
-        from mlflow.tracking import MlflowClient
+    # 4. MLflow (opened while the workers run): one parent run for the study, ended FAILED
+    #    or KILLED with its children if the study fails or is stopped.
+    tags = {"ripplecp.study": "matched_budget", "ripplecp.families": ",".join(data),
+            "ripplecp.quick": args.quick,
+            "ripplecp.label_set_hash": ";".join(f"{f}={h[:16]}" for f, h in hashes.items()),
+            **{f"ripplecp.label_set_hash.{metric_key(f)}": h for f, h in hashes.items()}}
+    with study_run(args.experiment, args.mlruns, name=f"matched-budget {time.strftime('%Y-%m-%d %H:%M:%S')}",
+                   tags=tags, params=dataclasses.asdict(args), enabled=args.mlflow) as parent:
+        n_folds = {fam: sum(1 for f, _ in jobs if f == fam) for fam in data}
+        done: dict[str, list[pd.DataFrame]] = {fam: [] for fam in data}
+        fitted: dict[str, dict[str, FoldFits]] = {fam: {} for fam in data}  # family -> fold -> fits
+        children: dict[tuple[str, str, str], TrackedRun] = {}  # (family, policy, budget) -> child run
+        all_results, all_summaries, all_verdicts, lines = [], [], [], []
+        all_best: list[pd.DataFrame] = []
+        for (fam, fold), (fold_res, fits) in progress(zip(jobs, results_iter, strict=True),
+                                                      total=len(jobs), desc="folds (family x held-out repo)"):
+            done[fam].append(fold_res)
+            fitted[fam][fold.held_out] = fits
+            if len(done[fam]) < n_folds[fam]:
+                continue
+            ls = data[fam]
+            res = pd.concat(done.pop(fam), ignore_index=True)
+            is_best = res["policy"] == BEST_SIMPLE
+            all_best.append(res[is_best])
+            res = res[~is_best].drop(columns="chosen")
+            verdicts = compare(res, REFERENCE, tolerance=args.tolerance, n_resamples=args.n_resamples)
+            summary = summarise(res, verdicts, args)
+            summary.insert(0, "family", fam)
+            all_results.append(res)
+            all_summaries.append(summary)
+            all_verdicts += [dict(v.as_dict(), family=fam, bar=REFERENCE) for v in verdicts
+                             if v.policy not in learned]
+            png = plot_curves(summary, fam, out)
 
-        from ripplecp_policy.tracking import ensure_experiment, tracking_uri
+            # 5. Report the family.
+            n_tasks, n_repos = len(ls.tasks), ls.tasks["repo"].nunique()
+            block = [
+                "",
+                f"== {fam}: {n_tasks} tasks, {n_repos} repositories, leave-one-repository-out "
+                f"(label set {hashes[fam][:12]}, hazard {args.hazard}) ==",
+                format_table(summary),
+                "  " + chosen_line(all_best[-1]),
+                f"  curves: {png}",
+            ]
+            lines.append("\n".join(block))  # the long per-policy text: report.txt
 
-        exp_id = ensure_experiment(args.experiment, args.mlruns)
-        _fast_sqlite()
-        client = MlflowClient(tracking_uri=tracking_uri(args.mlruns))
-        parent = client.create_run(
-            exp_id, run_name=f"matched-budget {time.strftime('%Y-%m-%d %H:%M:%S')}",
-            tags={
-                "ripplecp.kind": "study", "ripplecp.study": "matched_budget",
-                "ripplecp.families": ",".join(data), "ripplecp.quick": str(args.quick),
-                "ripplecp.label_set_hash": ";".join(f"{f}={h[:16]}" for f, h in hashes.items()),
-                **{f"ripplecp.label_set_hash.{safe_key(f)}": h for f, h in hashes.items()},
-            },
-        )
-        parent_id = parent.info.run_id
-        from mlflow.entities import Param
+            # 6. MLflow: a child run per (policy, budget) of this family.
+            children.update(log_family(parent, res, summary, fam, hashes[fam], fitted.pop(fam), args,
+                                       rank=len(all_summaries)))
+            parent.log_artifact(png, "curves")
 
-        client.log_batch(parent_id, params=[
-            Param(k, json.dumps(v) if not isinstance(v, str) else v)
-            for k, v in dataclasses.asdict(args).items()
-        ])
-
-    try:
-        return _study(args, data, hashes, learned, client, exp_id, parent_id, jobs,
-                      results_iter, t0, out)
-    except BaseException:
-        if client is not None:
-            client.set_terminated(parent_id, status="FAILED")
-        raise
-
-
-def _study(
-    args: Args, data: dict[str, LabelSet], hashes: dict[str, str], learned: list[str],
-    client: Any, exp_id: str, parent_id: str | None, jobs: list[tuple[str, Any]],
-    results_iter: Any, t0: float, out: Path,
-) -> int:
-    """Collect the folds, report and log each family (split out of :func:`main` so a
-    failure marks the parent run FAILED)."""
-    n_folds = {fam: sum(1 for f, _ in jobs if f == fam) for fam in data}
-    done: dict[str, list[pd.DataFrame]] = {fam: [] for fam in data}
-    fitted: dict[str, dict[str, FoldFits]] = {fam: {} for fam in data}  # family -> fold -> fits
-    all_results, all_summaries, all_verdicts, lines = [], [], [], []
-    all_best: list[pd.DataFrame] = []
-    for (fam, fold), (fold_res, fits) in progress(zip(jobs, results_iter, strict=True),
-                                                  total=len(jobs), desc="folds (family x held-out repo)"):
-        done[fam].append(fold_res)
-        fitted[fam][fold.held_out] = fits
-        if len(done[fam]) < n_folds[fam]:
-            continue
-        ls = data[fam]
-        res = pd.concat(done.pop(fam), ignore_index=True)
-        is_best = res["policy"] == BEST_SIMPLE
-        all_best.append(res[is_best])
-        res = res[~is_best].drop(columns="chosen")
-        verdicts = compare(res, REFERENCE, tolerance=args.tolerance, n_resamples=args.n_resamples)
-        summary = summarise(res, verdicts, args)
-        summary.insert(0, "family", fam)
-        all_results.append(res)
-        all_summaries.append(summary)
-        all_verdicts += [dict(v.as_dict(), family=fam, bar=REFERENCE) for v in verdicts
-                         if v.policy not in learned]
-        png = plot_curves(summary, fam, out)
-
-        # 5. Report the family.
-        n_tasks, n_repos = len(ls.tasks), ls.tasks["repo"].nunique()
-        block = [
-            "",
-            f"== {fam}: {n_tasks} tasks, {n_repos} repositories, leave-one-repository-out "
-            f"(label set {hashes[fam][:12]}, hazard {args.hazard}) ==",
-            format_table(summary),
-            "  " + chosen_line(all_best[-1]),
-            f"  curves: {png}",
-        ]
-        text = "\n".join(block)
+        results = pd.concat(all_results, ignore_index=True)
+        summary = pd.concat(all_summaries, ignore_index=True)
+        best = pd.concat(all_best, ignore_index=True)
+        # 7. The verdicts, both bars fixed in advance, Holm-corrected across the study.
+        judged = learned or [BEST_SIMPLE]
+        chosen = choose_learned(results, learned) if learned else results.iloc[:0]
+        if learned:  # the confirmatory policy: per fold, the learner chosen on the other folds
+            judged = [CHOSEN_LEARNED, *learned]
+        simulated = set() if args.labels else set(args.families)  # real and simulated corrected apart
+        confirmatory = Confirmatory(primary_budget(args), policy=judged[0],
+                                    groups={f: "simulated" if f in simulated else "real" for f in data})
+        two_bar = two_bar_verdicts(pd.concat([results, best, chosen], ignore_index=True), judged,
+                                   tolerance=args.tolerance, confirmatory=confirmatory)
+        if not learned:  # bar (b) would compare best-simple with itself
+            two_bar = [v for v in two_bar if v.bar == REFERENCE]
+        lines.append(verdict_table(two_bar, learned=bool(learned)))
+        # 8. The headline first: one table, family x primary budget, and the controls' outcome.
+        head = headline(summary, best, two_bar, learned, control_roles(data), primary_budget(args))
+        text = format_headline(head)
         print(text)
-        lines.append(text)
+        print(f"\nper family (every policy at every budget), every verdict and the per-policy lines: "
+              f"{out / 'report.txt'}")
+        lines.insert(0, text)
+        _atomic_csv(head, out / "headline.csv")
+        verdict_rows = pd.DataFrame([v.as_dict() for v in two_bar] + all_verdicts)
+        _atomic_csv(results, out / "per_task.csv")
+        _atomic_csv(summary, out / "summary.csv")
+        _atomic_csv(best, out / "best_simple.csv")
+        _atomic_csv(verdict_rows, out / "verdicts.csv")
+        write_text_atomic(out / "report.txt", "\n\n".join(lines) + "\n")
+        elapsed = time.perf_counter() - t0
 
-        # 6. MLflow: a child run per (policy, budget, fold) of this family.
-        if client is not None:
-            _log_children(client, exp_id, parent_id, res, fam, hashes[fam], fitted.pop(fam), args)
-            _log_summary(client, parent_id, summary, fam)
-            client.log_artifact(parent_id, str(png), artifact_path="curves")
-
-    results = pd.concat(all_results, ignore_index=True)
-    summary = pd.concat(all_summaries, ignore_index=True)
-    best = pd.concat(all_best, ignore_index=True)
-    # 7. The verdicts, both bars fixed in advance, Holm-corrected across the study.
-    judged = learned or [BEST_SIMPLE]
-    chosen = choose_learned(results, learned) if learned else results.iloc[:0]
-    if learned:  # the confirmatory policy: per fold, the learner chosen on the other folds
-        judged = [CHOSEN_LEARNED, *learned]
-    simulated = set() if args.labels else set(args.families)  # real and simulated corrected apart
-    confirmatory = Confirmatory(primary_budget(args), policy=judged[0],
-                                groups={f: "simulated" if f in simulated else "real" for f in data})
-    two_bar = two_bar_verdicts(pd.concat([results, best, chosen], ignore_index=True), judged,
-                               tolerance=args.tolerance, confirmatory=confirmatory)
-    if not learned:  # bar (b) would compare best-simple with itself
-        two_bar = [v for v in two_bar if v.bar == REFERENCE]
-    text = verdict_table(two_bar, learned=bool(learned))
-    print("\n" + text)
-    lines.append(text)
-    _atomic_csv(results, out / "per_task.csv")
-    _atomic_csv(summary, out / "summary.csv")
-    _atomic_csv(best, out / "best_simple.csv")
-    _atomic_csv(pd.DataFrame([v.as_dict() for v in two_bar] + all_verdicts), out / "verdicts.csv")
-    report = out / "report.txt"
-    write_text_atomic(report, "\n".join(lines) + "\n")
-    elapsed = time.perf_counter() - t0
-    if client is not None:
-        from mlflow.entities import Metric
-
-        client.log_batch(parent_id, metrics=[Metric("study_seconds", elapsed, int(time.time() * 1000), 0)])
-        for p in ("per_task.csv", "summary.csv", "best_simple.csv", "verdicts.csv", "report.txt"):
-            client.log_artifact(parent_id, str(out / p))
-        client.set_terminated(parent_id)
-        from ripplecp_policy.tracking import runs_url, tracking_uri, ui_command
-
-        print(f"\nMLflow: parent run {parent_id} in experiment {args.experiment!r} "
-              f"({tracking_uri(args.mlruns)}); compare with `python -m experiments.compare`; "
-              f"browse with `{ui_command(args.mlruns)}` then {runs_url(exp_id)}")
+        # 9. MLflow: the verdicts on the child runs, the headline on the parent, the tables
+        #    as artifacts, and the runs table laid out as the comparison.
+        for v in two_bar:
+            kid = children.get((v.family, v.policy, v.budget))
+            if kid is not None:
+                kid.log(tags={f"ripplecp.verdict.{'a' if v.bar == REFERENCE else 'b'}": v.word()})
+        parent.log(headline_metrics(head, two_bar, elapsed))
+        for p in ("headline.csv", "per_task.csv", "summary.csv", "best_simple.csv", "verdicts.csv", "report.txt"):
+            parent.log_artifact(out / p)
+        url = save_runs_view(parent, "comparison", columns=VIEW_COLUMNS, order_by="tags.`ripplecp.row`")
+    if parent.on:
+        print(f"\nMLflow: parent run {parent.run_id} in experiment {args.experiment!r}, a child run per "
+              f"(family, policy, budget); compare studies with `python -m experiments.compare`; "
+              f"browse with `{ui_command(args.mlruns)}` then {url}")
     import resource
 
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -782,95 +654,225 @@ def _run_jobs(
     return Parallel(n_jobs=n, return_as="generator")(delayed(run_fold)(*c) for c in calls)
 
 
-_CHILD_METRICS = [
-    "total_failure_cost", "lost_work_s", "regret_s", "redo_avoided_s", "checkpoint_latency_s",
-    "restore_latency_s", "completion", "tokens", "tool_calls", "bytes_written", "n_checkpoints",
-    "spend", "spend_count", "spend_seconds", "spend_bytes", "n_refused", "objective_s",
-    "xfit_regret_s",
-]
+#: the handful of metrics each child run carries: summary column -> metric name
+CHILD_METRICS = {
+    "tfc": "total_failure_cost", "diff": "vs_first_boundary", "diff_low": "vs_first_boundary_low",
+    "diff_high": "vs_first_boundary_high", "regret": "regret_s", "xfit_regret": "xfit_regret_s",
+    "lost_work": "lost_work_s", "spend": "spend", "n_checkpoints": "n_checkpoints", "n_tasks": "n_tasks",
+}
+#: the columns the saved runs view shows (save_runs_view): what a comparison reads first
+VIEW_COLUMNS = (
+    "attributes.`Run Name`", "tags.`ripplecp.family`", "tags.`ripplecp.budget`", "tags.`ripplecp.policy`",
+    "metrics.`total_failure_cost`", "metrics.`vs_first_boundary`", "metrics.`vs_first_boundary_low`",
+    "metrics.`vs_first_boundary_high`", "metrics.`xfit_regret_s`", "metrics.`spend`",
+    "tags.`ripplecp.verdict.a`", "tags.`ripplecp.verdict.b`", "attributes.`Models`",
+)
 
 
-def _log_children(client: Any, exp_id: str, parent_id: str, res: pd.DataFrame, fam: str, h: str,
-                  fitted: dict[str, FoldFits], args: Args) -> None:
-    """One child run per (policy, budget): tags, the mean metrics over every held-out task,
-    each fold's mean as that metric's history (step = the fold's position in
-    ``ripplecp.splits``), and the policy's params and fitted values: a value the folds
-    share under its own name, one that differs under its own name as the first fold has it
-    (the fold whose models are logged) and as ``name/<fold>`` for every fold. Each learned
-    policy is logged as an MLflow model (``policy``) in its child run, from the first fold:
-    the folds' models differ only in the repository held out, and logging each costs ~0.2 s.
-    One run per fold would be 8x the runs, and MLflow's SQLite store spends ~0.1 s on each."""
-    import mlflow
-    from mlflow.entities import Metric, Param
-
+def log_family(parent: TrackedRun, res: pd.DataFrame, summary: pd.DataFrame, fam: str, h: str,
+               fitted: dict[str, FoldFits], args: Args, rank: int) -> dict[tuple[str, str, str], TrackedRun]:
+    """One child run per (policy, budget) of ``fam`` beneath ``parent``: its tags, the
+    handful of :data:`CHILD_METRICS` from the family's summary row, the fold history
+    (``fold/total_failure_cost``, ``fold/vs_first_boundary``, ``fold/fit_seconds``; step =
+    the fold's position in ``ripplecp.splits``), and the policy's params and fitted values
+    (a value the folds share under its own name; one that differs as the first fold has it
+    and as ``name/<fold>`` for every fold). Each learned policy is logged as a model named
+    after what it is (:func:`~ripplecp_policy.tracking.model_name` of family, policy and
+    budget) and registered under that name, from the first fold: the folds' models differ
+    only in the repository held out. ``rank`` orders the family in the runs view (tag
+    ``ripplecp.row``: family, budget, then the reference first and the policies in report
+    order). Returns the child runs by (family, policy, budget)."""
     from ripplecp_policy.export import log_policy_model
-    from ripplecp_policy.tracking import using_store
 
+    rows = summary.set_index(["policy", "budget"])
+    budgets = list(dict.fromkeys(summary["budget"]))
+    order = [REFERENCE, *(p for p in dict.fromkeys(summary["policy"]) if p != REFERENCE)]
+    ref = res[res["policy"] == REFERENCE].groupby(["budget", "fold"], sort=False)["total_failure_cost"].mean()
+    out: dict[tuple[str, str, str], TrackedRun] = {}
     groups = list(res.groupby(["policy", "budget"], sort=False))
     for (policy, budget), g in progress(groups, desc=f"mlflow {fam}", leave=False):
         folds = list(dict.fromkeys(g["fold"]))
+        row = rows.loc[(policy, budget)]
         tags = {
-            "mlflow.parentRunId": parent_id, "ripplecp.kind": "policy-budget",
-            "ripplecp.family": fam, "ripplecp.policy": str(policy), "ripplecp.budget": str(budget),
-            "ripplecp.budget_kind": str(g["budget_kind"].iloc[0]),
+            "ripplecp.kind": "policy-budget", "ripplecp.family": fam, "ripplecp.policy": policy,
+            "ripplecp.budget": budget, "ripplecp.budget_kind": g["budget_kind"].iloc[0],
             "ripplecp.splits": ",".join(map(str, folds))[:4000], "ripplecp.label_set_hash": h,
-            "ripplecp.budget_matched": str(bool(g["budget_matched"].all())),
-            "ripplecp.role": str(g["role"].iloc[0]),
+            "ripplecp.budget_matched": bool(row["budget_matched"]), "ripplecp.role": row["role"],
             "ripplecp.budget_amount": f"{g['budget_amount'].iloc[0]:g}",
+            "ripplecp.row": f"{rank:02d} {fam} | {budgets.index(budget):02d} {budget} | "
+                            f"{order.index(policy):02d} {policy}",
         }
-        run = client.create_run(exp_id, run_name=f"{fam}/{policy}/{budget}", tags=tags)
-        ts = int(time.time() * 1000)
-        cols = [k for k in _CHILD_METRICS if k in g]
-        values = g[cols].astype(float)  # once: per-metric frame lookups were ~5 % of the study
-        means = values.mean()
-        metrics = [Metric(k, float(means[k]), ts, 0) for k in cols if np.isfinite(means[k])]
-        metrics.append(Metric("n_tasks", float(len(g)), ts, 0))
-        metrics.append(Metric("n_folds", float(len(folds)), ts, 0))
-        fold_of = g["fold"].to_numpy()
-        for i, fold in enumerate(folds):
-            rows = fold_of == fold
-            fm = values[rows].mean()
-            metrics += [Metric(f"fold/{k}", float(fm[k]), ts, i) for k in cols if np.isfinite(fm[k])]
-            metrics.append(Metric("fold/fit_seconds", float(g["fit_s"].to_numpy()[rows][0]), ts, i))
+        by_fold = g.groupby("fold", sort=False)
+        tfc = by_fold["total_failure_cost"].mean().reindex(folds)
+        history = {"fold/total_failure_cost": list(tfc),
+                   "fold/fit_seconds": list(by_fold["fit_s"].first().reindex(folds))}
+        if row["budget_matched"]:
+            history["fold/vs_first_boundary"] = [tfc[f] - ref.get((budget, f), math.nan) for f in folds]
         per_fold = [fitted[f].params.get((policy, budget), {}) for f in folds]
         params = dict(per_fold[0]) if per_fold else {}
         for name in sorted({k for d in per_fold for k in d}):
             values = [d.get(name) for d in per_fold]
             if len(set(values)) > 1:
                 params.update({f"{name}/{f}": str(v) for f, v in zip(folds, values, strict=True)})
-        plist = [Param(k, v) for k, v in params.items()]
-        n_batches = max(1, -(-len(plist) // 100), -(-len(metrics) // 1000))
-        for i in range(n_batches):  # MLflow takes <= 100 params and <= 1000 metrics a batch
-            client.log_batch(run.info.run_id, metrics=metrics[i * 1000:(i + 1) * 1000],
-                             params=plist[i * 100:(i + 1) * 100])
         model = next((fitted[f].models[(policy, budget)] for f in folds
                       if (policy, budget) in fitted[f].models), None)
-        if model is None:
-            client.set_terminated(run.info.run_id)
+        with parent.child(f"{fam}/{policy}/{budget}", tags=tags) as kid:
+            # to the millisecond: what the table shows (the CSVs keep every digit)
+            kid.log({name: round(float(row[col]), 3) for col, name in CHILD_METRICS.items()} | {"n_folds": len(folds)},
+                    params=params, history={k: [round(float(x), 3) for x in v] for k, v in history.items()})
+            if model is not None:
+                pol, bud, example, charge = model
+                name = model_name(fam, policy, budget)
+                with kid.active():  # ends the child run: its last step
+                    log_policy_model(pol, bud, example, name=name, registered_model_name=name,
+                                     default_checkpoint_cost=charge, seed=args.seed, params=params,
+                                     tags={k: str(v) for k, v in tags.items()
+                                           if k not in ("ripplecp.splits", "ripplecp.row")})
+        out[(fam, policy, budget)] = kid
+    return out
+
+
+def verdict_class(v: Verdict | None) -> str:
+    """What a headline prints for a verdict: its class where the verdicts carry one ("yes",
+    "no — powered", "inconclusive — under-powered", "refused"; issue 28's power), else its
+    plain word ("yes", "no", "refused"). The one place a verdict's class is read."""
+    if v is None:
+        return "-"
+    return str(getattr(v, "verdict_class", "") or v.status)
+
+
+def verdict_mde(v: Verdict | None) -> float:
+    """A verdict's minimum detectable effect at 80 % power at the level applied (s), where
+    the verdicts carry it (issue 28's power); NaN otherwise. The one place it is read."""
+    return float(getattr(v, "mde", math.nan)) if v is not None else math.nan
+
+
+def headline_learner(fam: str, budget: str, g: pd.DataFrame, verdicts: list[Verdict], learned: list[str]) -> str:
+    """The learned policy a family's headline row reports: the confirmatory one where the
+    verdicts name it (scope ``confirmatory``), else the learned policy with the lowest mean
+    held-out TotalFailureCost at ``budget`` (an exploratory pick, said in the table)."""
+    conf = [v for v in verdicts if v.family == fam and v.budget == budget
+            and getattr(v, "scope", "") == "confirmatory"]
+    if conf:
+        return conf[0].policy
+    mine = g[g["policy"].isin(learned)]
+    return str(mine.sort_values("tfc")["policy"].iloc[0]) if len(mine) else ""
+
+
+def headline(summary: pd.DataFrame, best: pd.DataFrame, verdicts: list[Verdict], learned: list[str],
+             controls: Mapping[str, str], budget: str) -> pd.DataFrame:
+    """One row per family at the primary budget: first-boundary's TotalFailureCost; the best
+    simple rule (bar (b): chosen per fold on the training repositories) and the learned
+    policy (:func:`headline_learner`), each with its difference to first-boundary; the
+    cross-fitted limit and its difference; the learned policy's two verdicts with their
+    class and MDE (:func:`verdict_class`, :func:`verdict_mde`); the family's control role.
+    ``budget``: the primary budget (:func:`primary_budget`)."""
+    by = {(v.family, v.policy, v.budget, v.bar or REFERENCE): v for v in verdicts}
+    rows = []
+    for fam, g in summary[summary["budget"] == budget].groupby("family", sort=False):
+        ref = g[g["policy"] == REFERENCE]
+        if ref.empty:
             continue
-        pol, bud, example, charge = model
-        with using_store(args.mlruns), mlflow.start_run(run_id=run.info.run_id):  # ends FINISHED
-            log_policy_model(pol, bud, example, name="policy", default_checkpoint_cost=charge,
-                             seed=args.seed, params=params,
-                             tags={k: v for k, v in tags.items() if k.startswith("ripplecp.")
-                                   and k != "ripplecp.splits"})
+        ref_tfc = float(ref["tfc"].iloc[0])
+        b = best[(best["family"] == fam) & (best["budget"] == budget)]
+        rules = b.groupby("fold", sort=False)["chosen"].first().value_counts() if len(b) else pd.Series(dtype=int)
+        b_tfc = float(b.groupby("task_id")["total_failure_cost"].mean().mean()) if len(b) else math.nan
+        pol = headline_learner(fam, budget, g, verdicts, learned)
+        va, vb = by.get((fam, pol, budget, REFERENCE)), by.get((fam, pol, budget, BEST_SIMPLE))
+        mine = g[g["policy"] == pol]
+        l_diff = va.diff if va is not None else (float(mine["diff"].iloc[0]) if len(mine) else math.nan)
+        limit = float(ref["xfit_limit"].iloc[0])
+        rows.append(dict(
+            family=fam, budget=budget, control=controls.get(fam, ""), first_boundary=ref_tfc,
+            learned_chosen=str(getattr(va, "chosen", "") or ""),  # per fold, when the learner is chosen
+            best_simple_rule=" / ".join(map(str, rules.index)), best_simple=b_tfc,
+            best_simple_diff=b_tfc - ref_tfc, learned=pol,
+            learned_pick="confirmatory" if getattr(va, "scope", "") == "confirmatory" else "lowest held-out",
+            learned_tfc=ref_tfc + l_diff, learned_diff=l_diff, limit=limit, limit_diff=limit - ref_tfc,
+            verdict_a=va.status if va else "-", class_a=verdict_class(va), mde_a=verdict_mde(va),
+            verdict_b=vb.status if vb else "-", class_b=verdict_class(vb), mde_b=verdict_mde(vb),
+            diff_b=vb.diff if vb is not None else math.nan,
+        ))
+    return pd.DataFrame(rows)
 
 
-def _log_summary(client: Any, parent_id: str, summary: pd.DataFrame, fam: str) -> None:
-    from mlflow.entities import Metric
+def controls_outcome(head: pd.DataFrame) -> str:
+    """Whether the study could say yes where it should and did not where it should not: the
+    positive control yes on both bars, the null without a bar-(b) yes. A positive control
+    that is not yes makes every verdict of the study uninformative."""
+    pos, null = head[head["control"] == "positive"], head[head["control"] == "null"]
+    if pos.empty and null.empty:
+        return ("controls: none among the studied families — with no positive control, a \"no\" "
+                "here cannot be told apart from a study that cannot say yes")
+    parts = [f"positive control {r.family}: {'yes' if r.verdict_a == r.verdict_b == 'yes' else 'NOT yes'} "
+             "on both bars" for r in pos.itertuples()]
+    parts += [f"null {r.family}: {'no' if r.verdict_b != 'yes' else 'a false'} bar-(b) yes" for r in null.itertuples()]
+    ok = len(pos) and all(r.verdict_a == r.verdict_b == "yes" for r in pos.itertuples())
+    return "controls: " + "; ".join(parts) + (
+        " — the study can say yes" if ok else
+        " — every verdict of this study is uninformative (the positive control is not yes)" if len(pos)
+        else " — no positive control: a \"no\" cannot be told apart from a study that cannot say yes")
 
-    ts = int(time.time() * 1000)
-    metrics = []
-    for r in summary.itertuples():
-        base = safe_key(f"{fam}/{r.policy}/{r.budget}")
-        for name in ("tfc", "tfc_low", "tfc_high", "regret", "xfit_regret", "xfit_limit",
-                     "diff", "diff_low", "diff_high",
-                     "p_improvement", "iqm_repo_diff", "spend", "completion", "lost_work"):
-            v = float(getattr(r, name))
-            if math.isfinite(v):
-                metrics.append(Metric(f"{base}/{name}", v, ts, 0))
-    for i in range(0, len(metrics), 900):
-        client.log_batch(parent_id, metrics=metrics[i : i + 900])
+
+def format_headline(head: pd.DataFrame) -> str:
+    """The headline the main job opens with: the table of :func:`headline` in plain cells,
+    then the controls' outcome."""
+    def s(x: float) -> str:
+        return "-" if not math.isfinite(x) else f"{x:.1f}"
+
+    def d(x: float) -> str:
+        return "" if not math.isfinite(x) else f" ({x:+.1f})"
+
+    def short(p: str) -> str:
+        for e in LEARNED:
+            p = p.replace(e.name, e.key)
+        return p
+
+    def verdict(cls: str, mde: float, diff: float) -> str:
+        return f"{cls}{d(diff)}" + (f", MDE {mde:.0f}" if math.isfinite(mde) else ", MDE n/a")
+
+    if head.empty:
+        return "== headline: no family has a first-boundary row at the primary budget =="
+    budget = head["budget"].iloc[0]
+    table = pd.DataFrame({
+        "family": [f"{r.family} ({r.control})" if r.control else r.family for r in head.itertuples()],
+        "first-boundary": head["first_boundary"].map(s),
+        "best simple rule": [f"{r.best_simple_rule} {s(r.best_simple)}{d(r.best_simple_diff)}"
+                             for r in head.itertuples()],
+        "learned": [(f"{short(r.learned)}" + (f" ({short(r.learned_chosen)})" if r.learned_chosen else "")
+                     + f" {s(r.learned_tfc)}{d(r.learned_diff)}") if r.learned else "-"
+                    for r in head.itertuples()],
+        "limit": [f"{s(r.limit)}{d(r.limit_diff)}" for r in head.itertuples()],
+        "(a) learned vs first-boundary": [verdict(r.class_a, r.mde_a, r.learned_diff) for r in head.itertuples()],
+        "(b) learned vs best simple": [verdict(r.class_b, r.mde_b, r.diff_b) for r in head.itertuples()],
+    })
+    picks = set(head["learned_pick"])
+    lines = [f"== headline: TotalFailureCost per task (s) at the primary budget, {budget}, on held-out "
+             "repositories ==",
+             "  (in brackets: the difference to first-boundary, for (b) to the best simple rule; negative "
+             "favours the policy. learned: "
+             + ("the confirmatory policy" if picks == {"confirmatory"} else
+                "the learned policy with the lowest held-out cost, an exploratory pick")
+             + "; limit: the cross-fitted clairvoyant optimum)",
+             "  " + table.to_string(index=False).replace("\n", "\n  "),
+             "  " + controls_outcome(head)]
+    return "\n".join(lines)
+
+
+def headline_metrics(head: pd.DataFrame, verdicts: list[Verdict], seconds: float) -> dict[str, float]:
+    """The parent run's handful of metrics: per family, at the primary budget, how far the
+    headline's learned policy and the cross-fitted limit lie from first-boundary (s,
+    negative favours them); the number of "yes" verdicts of each bar and of verdicts
+    decided; and the study's seconds."""
+    out: dict[str, float] = {"study_seconds": seconds}
+    for r in head.itertuples():
+        out[f"{metric_key(r.family)}/learned_vs_first_boundary"] = r.learned_diff
+        out[f"{metric_key(r.family)}/limit_vs_first_boundary"] = r.limit_diff
+    for bar, key in ((REFERENCE, "a"), (BEST_SIMPLE, "b")):
+        mine = [v for v in verdicts if (v.bar or REFERENCE) == bar]
+        out[f"verdicts_yes/{key}"] = float(sum(v.status == "yes" for v in mine))
+        out[f"verdicts_decided/{key}"] = float(sum(v.status != "refused" for v in mine))
+    return out
 
 
 if __name__ == "__main__":

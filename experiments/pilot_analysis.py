@@ -40,12 +40,7 @@ from ripplecp_cli import (  # noqa: E402
     run,
 )
 from ripplecp_policy import stats  # noqa: E402
-from ripplecp_policy.tracking import (  # noqa: E402
-    check_experiment_name,
-    ensure_experiment,
-    mlruns_root,
-    tracking_uri,
-)
+from ripplecp_policy.tracking import check_experiment_name, study_run, tracking_uri  # noqa: E402
 
 PROG = "python -m experiments.pilot_analysis"
 
@@ -336,20 +331,14 @@ def analyse(args: Args) -> dict[str, Any]:
     print(f"figures and tables written to {out.resolve()}")
 
     # ---- MLflow -------------------------------------------------------------------------
-    run_id = None
-    if args.mlflow:
-        import mlflow
-
-        root = Path(args.mlruns) if args.mlruns else mlruns_root()
-        mlflow.set_tracking_uri(tracking_uri(root))
-        exp_id = ensure_experiment(args.experiment, root)
-        with mlflow.start_run(experiment_id=exp_id, run_name="pilot" if args.pilot else lset.name) as run:
-            mlflow.log_params({k: str(v)[:250] for k, v in params.items()})
-            mlflow.log_metrics({k: float(v) for k, v in summary.items()
-                                if k.startswith(("advantage", "reps")) and np.isfinite(v)})
-            mlflow.log_artifacts(str(out))
-            run_id = run.info.run_id
-        print(f"logged to MLflow run {run_id} ({tracking_uri(root)})")
+    with study_run(args.experiment, args.mlruns, name="pilot" if args.pilot else lset.name,
+                   tags={"ripplecp.study": "pilot_analysis"}, enabled=args.mlflow,
+                   params={k: str(v)[:250] for k, v in params.items()}) as run:
+        run.log({k: float(v) for k, v in summary.items() if k.startswith(("advantage", "reps"))})
+        run.log_artifact(out)
+    run_id = run.run_id
+    if run.on:
+        print(f"logged to MLflow run {run_id} ({tracking_uri(args.mlruns)})")
     return {"out": str(out), "run_id": run_id, "summary": summary, "tables": tables}
 
 

@@ -35,11 +35,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from experiments.study import check_labels, read_label_set
 from labelsets.definitions import advantage, charged_cp
 from labelsets.tables import LabelSet
 from oracle.simulator import simulate_label_set
 from ripplecp_cli import opt, run
-from ripplecp_policy.data import resolve_labels
 from ripplecp_policy.policy import Budget
 from ripplecp_policy.pricing import TaskCosts, optimal_placement, placement_objective
 
@@ -54,7 +54,7 @@ QUANTITIES = ("j_scratch_s", "first_adv_s", "additional_adv_s", "first_optimal",
 
 @dataclass(frozen=True)
 class Args:
-    labels: str = "shipped"
+    labels: str = opt("shipped", check=check_labels, metavar="DIR|NAME")
     """the real label set: a shipped name (shipped = llm-free) or a label-set directory"""
     seed: int = opt(0, min=0)
     """seed of the simulated label sets"""
@@ -183,7 +183,7 @@ def format_report(df: pd.DataFrame) -> str:
 
 
 def main(args: Args) -> int:
-    real = LabelSet.load(resolve_labels(args.labels))
+    real = read_label_set(args.labels)
     df = realism_report(real, seed=args.seed, tasks_per_repo=args.tasks_per_repo,
                         n_resamples=args.n_resamples)
     if df.empty:

@@ -1,7 +1,7 @@
 """Train the learned placement policies under leave-one-repository-out, tuned, tracked, exported.
 
     python -m experiments.train_policies [--families F ...] [--labels DIR] [--quick]
-        [--mlruns DIR] [--device cpu|cuda] [--budget-kind count] [--budget-amount 2]
+        [--mlruns DIR] [--device cpu|cuda] [--budgets count:2]
 
 For every learned policy kind and every held-out repository: Optuna tunes on validation
 repositories inside the training fold, the policy is refitted on the fold (its threshold
@@ -11,40 +11,29 @@ tables beside the first-boundary rule at the same budget. Per-fold metrics, tria
 (nested runs), feature importances and the fitted-Q convergence go to MLflow. The verdict
 lines say plainly whether each learned policy beats first-boundary (paper, Appendix D)
 and whether Q-Ripple beats local advantage ranking (Appendix E); the policy kind with the
-lowest held-out cost is refitted on every repository and exported as an MLflow pyfunc model.
+lowest held-out cost is refitted on every repository, exported as an MLflow pyfunc model
+and registered under its name (family, kind, budget).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-import mlflow
 import pandas as pd
 
 from baselines import FirstBoundary
+from experiments.study import LabelStudyArgs, check_families, family_of, read_label_set, sized
 from labelsets.definitions import STRATA
 from labelsets.tables import LabelSet
-from oracle.simulator.workloads import family_names
-from ripplecp_cli import (
-    CommandLineError,
-    choice_error,
-    existing_dir,
-    opt,
-    parse,
-    positive,
-    progress,
-    run,
-)
-from ripplecp_policy.budget import BUDGET_KINDS
+from ripplecp_cli import opt, parse, progress, run
 from ripplecp_policy.evaluation import Evaluator
 from ripplecp_policy.export import (
     default_checkpoint_cost,
@@ -53,19 +42,15 @@ from ripplecp_policy.export import (
     training_feature_ranges,
 )
 from ripplecp_policy.learned import DEVICES, LEARNED, check_device
-from ripplecp_policy.policy import (
-    Budget,
-    BudgetSpec,
-    PlacementPolicy,
-    Setting,
-)
+from ripplecp_policy.policy import PlacementPolicy, Setting, check_budget_specs, fold_settings
 from ripplecp_policy.registry import entry
 from ripplecp_policy.splits import SplitAudit, leave_one_repo_out
 from ripplecp_policy.tracking import (
+    TrackedRun,
     check_experiment_name,
-    ensure_experiment,
+    model_name,
     policy_params,
-    tracking_uri,
+    study_run,
 )
 from ripplecp_policy.tuning import tune
 from ripplecp_policy.verdicts import compare
@@ -78,65 +63,43 @@ FAMILIES = ("long-horizon",)
 
 
 @dataclass(frozen=True)
-class Args:
+class Args(LabelStudyArgs):
     """Train the learned placement policies under leave-one-repository-out, tuned, tracked,
     exported (one study per family)."""
+
+    #: --quick: 3 trials, small ensembles, 2 simulated tasks per repository, 1 repetition
+    QUICK: ClassVar[Mapping[str, Any]] = dict(n_trials=3, tasks_per_repo=2, repetitions=1)
 
     families: tuple[str, ...] = opt(FAMILIES, metavar="F")
     """simulated workload families, one study each; with --labels, the set's families to
     train on, one study each (left at the default: the whole set, one study)"""
-    labels: str | None = opt(None, check=existing_dir, metavar="DIR")
-    """a saved label set directory to train on instead of simulating"""
-    tasks_per_repo: int = opt(4, min=1)
+    tasks_per_repo: int | None = opt(4, min=1)
     """simulated tasks per repository"""
-    repetitions: int = opt(2, min=1)
-    """simulated repetitions per recovery cell"""
-    quick: bool = False
-    """CI-sized run: 3 trials, small ensembles, 2 simulated tasks per repository, 1 repetition"""
-    mlruns: str | None = opt(None, metavar="DIR")
-    """MLflow root (default: $RIPPLECP_MLRUNS or ./mlruns)"""
-    mlflow: bool = True
-    """keep the runs in the MLflow store (off: they go to a temporary store deleted at the
-    end, and no model is exported)"""
+    budgets: tuple[str, ...] = opt(("count:2",), check=check_budget_specs, metavar="SPEC")
+    """the one budget every policy is fitted and evaluated at: count:N (N >= 1), seconds:S
+    or seconds:Kx (K x the training folds' mean creation s), bytes:B or bytes:Kx"""
     experiment: str = opt("train_policies", check=check_experiment_name)
     """MLflow experiment name"""
+    repetitions: int = opt(2, min=1)
+    """simulated repetitions per recovery cell"""
     device: str = opt("cpu", choices=DEVICES, check=check_device)
     """xgboost device (cuda: only where xgboost finds a GPU)"""
-    seed: int = opt(0, min=0)
-    """one seed for the simulator, the tuning and the policies"""
-    budget_kind: str = opt("count", choices=BUDGET_KINDS)
-    """the budget every policy is fitted and evaluated at: its kind"""
-    budget_amount: float = opt(2.0, check=positive)
-    """the budget's amount: checkpoints (a positive integer), creation seconds or bytes"""
     n_trials: int = opt(10, min=1)
     """Optuna trials per fold (validation repositories inside the training fold)"""
     kinds: tuple[str, ...] = opt(("xgboost", "ridge", "fqi-extratrees"), choices=KINDS,
                                  metavar="KIND")
     """learned policy kinds to train"""
     export: bool = True
-    """refit the best kind on every repository and export it as an MLflow pyfunc model"""
+    """refit the best kind on every repository, export it as an MLflow pyfunc model and
+    register it (needs MLflow)"""
     out: str | None = opt(None, metavar="PATH")
     """optional directory for the per-fold CSV and verdict text"""
 
     def __post_init__(self) -> None:
-        try:
-            BudgetSpec(self.budget_kind, self.budget_amount)  # type: ignore[arg-type]
-        except ValueError as exc:
-            raise CommandLineError(f"argument --budget-amount: {exc}") from None
-        if self.labels is None:  # simulated: registered names (a label set's are checked on loading)
-            known = family_names()
-            for fam in self.families:
-                if fam not in known:
-                    raise choice_error(fam, known, "--families")
-
-
-def sized(args: Args) -> Args:
-    """``args`` under --quick: at most 3 trials and 2 simulated tasks per repository, 1
-    repetition."""
-    if not args.quick:
-        return args
-    return dataclasses.replace(args, n_trials=min(args.n_trials, 3),
-                               tasks_per_repo=min(args.tasks_per_repo, 2), repetitions=1)
+        super().__post_init__()
+        if len(self.budgets) != 1:
+            raise ValueError(f"argument --budgets: one budget per study, got {len(self.budgets)} "
+                             f"({' '.join(self.budgets)})")
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
@@ -161,21 +124,17 @@ def load_data(args: Args, family: str | None = None) -> LabelSet:
     lacks being an error; None: all of it) or ``family`` simulated (full design: every
     placement priced)."""
     if args.labels:
-        try:
-            data = LabelSet.load(args.labels)
-        except (ValueError, OSError) as exc:
-            raise CommandLineError(f"argument --labels: {exc}") from None
+        data = read_label_set(args.labels)
         if family is None:
             return data
-        present = sorted(str(f) for f in data.tasks["family"].unique())
-        if family not in present:
-            raise choice_error(family, present, "--families")
-        return data.subset(data.tasks.loc[data.tasks["family"] == family, "task_id"])
+        check_families([family], sorted(str(f) for f in data.tasks["family"].unique()))
+        return family_of(data, family)
     from oracle.simulator import simulate_label_set
 
     with progress(desc=f"simulate {family or args.families[0]}", total=1) as bar:
-        data = simulate_label_set(family or args.families[0], tasks_per_repo=args.tasks_per_repo,
-                                  design="full", repetitions=args.repetitions, seed=args.seed)
+        data = simulate_label_set(family or args.families[0], n_repos=args.repos,
+                                  tasks_per_repo=args.tasks_per_repo, design="full",
+                                  repetitions=args.repetitions, seed=args.seed)
         bar.update()
     return data
 
@@ -184,17 +143,17 @@ def _finite(d: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in d.items() if isinstance(v, int | float) and math.isfinite(float(v))}
 
 
-def fit_tuned(kind: str, args: Args, train: LabelSet, setting: Setting, *, log_trials: bool = True,
+def fit_tuned(kind: str, args: Args, train: LabelSet, setting: Setting, *, run: TrackedRun | None = None,
               tag: str = "") -> tuple[PlacementPolicy, SplitAudit, Any]:
-    """Tune on validation repos inside ``train`` (trials as nested runs), then refit on ``train``."""
+    """Tune on validation repos inside ``train`` (each trial a child run of ``run``), then
+    refit on ``train``."""
     policy = make_policy(kind, args)
 
     def on_trial(number: int, params: dict[str, Any], value: float, vals: list[float]) -> None:
-        if not log_trials:
+        if run is None:
             return
-        with mlflow.start_run(run_name=f"{tag}trial-{number}", nested=True):
-            mlflow.log_params(params)
-            mlflow.log_metrics(_finite({"objective": value, **{f"split_{i}": v for i, v in enumerate(vals)}}))
+        with run.child(f"{tag}trial-{number}", tags={"ripplecp.kind": "trial"}) as trial:
+            trial.log({"objective": value, **{f"split_{i}": v for i, v in enumerate(vals)}}, params=params)
 
     res = tune(policy, train, setting, n_trials=args.n_trials, seed=args.seed, on_trial=on_trial)
     policy.set_params(**res.best_params)
@@ -244,45 +203,48 @@ def verdict_lines(results: pd.DataFrame, reference_kind: str | None, names: dict
 def run_study(args: Args, family: str | None = None, data: LabelSet | None = None) -> dict[str, Any]:
     """The leave-one-repository-out study of ``family`` (None: the whole of --labels, or the
     first of --families) on ``data`` (default: :func:`load_data`); returns per-fold metrics,
-    verdicts and run ids."""
+    verdicts and run ids. MLflow: a parent run, a child per kind, beneath it a child per
+    fold, beneath that a child per tuning trial; the exported model in a child of its own,
+    named and registered after what it is (family, kind, budget)."""
     t_start = time.perf_counter()
-    budget = Budget(args.budget_kind, args.budget_amount)  # type: ignore[arg-type]
-    setting = Setting(budget)  # given once to every fit and to the held-out evaluation
     data = load_data(args, family) if data is None else data
     folds = leave_one_repo_out(data)
     kinds = list(args.kinds)
     name = family or ("labels" if args.labels else args.families[0])
-    mlflow.set_tracking_uri(tracking_uri(args.mlruns))
-    exp_id = ensure_experiment(args.experiment, args.mlruns)
-    mlflow.set_experiment(experiment_id=exp_id)  # nested runs inherit the active experiment
+    (label, whole), = fold_settings(args.budgets, data)  # the export's budget: every repository
     per_fold: list[dict[str, Any]] = []
     evals: list[pd.DataFrame] = []
     names: dict[str, str] = {}
     ev_all = Evaluator(data)
-    with mlflow.start_run(experiment_id=exp_id, run_name=f"train_policies-{name}") as parent:
-        mlflow.log_params({**{k: ",".join(v) if isinstance(v, tuple) else v
-                              for k, v in asdict(args).items() if v is not None},
-                           "family": name,
-                           "label_set_hash": data.content_hash(), "n_tasks": len(data.tasks),
-                           "n_repos": len(data.repos), "budget": budget.label()})
-        first = FirstBoundary()
-        ref_eval = ev_all.evaluate(first, data.task_ids, setting)
-        evals.append(ref_eval)
+    first = FirstBoundary()
+    refs: dict[str, pd.DataFrame] = {}  # held-out repository -> first-boundary's rows
+    params = {**{k: ",".join(v) if isinstance(v, tuple) else v for k, v in asdict(args).items() if v is not None},
+              "family": name, "label_set_hash": data.content_hash(), "n_tasks": len(data.tasks),
+              "n_repos": len(data.repos), "budget": label}
+    with study_run(args.experiment, args.mlruns, name=f"train_policies-{name}", params=params,
+                   tags={"ripplecp.study": "train_policies", "ripplecp.families": name},
+                   enabled=args.mlflow) as parent:
         bar = progress(desc=f"folds {name} (kind x held-out repo)", total=len(kinds) * len(folds))
         for kind in kinds:
-            with mlflow.start_run(run_name=kind, nested=True):
+            with parent.child(kind, tags={"ripplecp.kind": "policy", "ripplecp.policy": kind}) as kind_run:
                 for fold in folds:
                     train, test = data.subset(fold.train_tasks), data.subset(fold.test_tasks)
-                    with mlflow.start_run(run_name=f"{kind}-fold{fold.index}-{fold.held_out}", nested=True):
+                    (_, setting), = fold_settings(args.budgets, train)  # relative: training tasks only
+                    with kind_run.child(f"{kind}-fold{fold.index}-{fold.held_out}",
+                                        tags={"ripplecp.kind": "fold", "ripplecp.policy": kind,
+                                              "ripplecp.held_out": fold.held_out}) as fold_run:
                         t0 = time.perf_counter()
-                        policy, audit, res = fit_tuned(kind, args, train, setting)
+                        policy, audit, res = fit_tuned(kind, args, train, setting, run=fold_run)
                         audit.check([fold.held_out])  # raises LeakageError naming the stage
                         fit_s = time.perf_counter() - t0
                         # the held-out repository is touched here, once
                         ev = ev_all.evaluate(policy, list(fold.test_tasks), setting)
                         names[kind] = str(ev["policy"].iloc[0])
                         evals.append(ev)
-                        ref = ref_eval.set_index("task_id").loc[list(fold.test_tasks)]
+                        if fold.held_out not in refs:
+                            refs[fold.held_out] = ev_all.evaluate(first, list(fold.test_tasks), setting)
+                            evals.append(refs[fold.held_out])
+                        ref = refs[fold.held_out]
                         m = fold_metrics(policy, test, setting)
                         m.update(
                             heldout_cost_s=float(ev["objective_s"].mean()),
@@ -291,19 +253,18 @@ def run_study(args: Args, family: str | None = None, data: LabelSet | None = Non
                             n_checkpoints=float(ev["n_checkpoints"].mean()),
                             fit_s=fit_s, tuning_best=res.best_value,
                         )
-                        mlflow.log_params({**policy_params(policy),  # parameters + fitted values
-                                           "held_out": fold.held_out, "kind": kind,
-                                           "tuning_objective": res.objective,
-                                           **{f"best_{k}": v for k, v in res.best_params.items()}})
-                        mlflow.log_metrics(_finite(m))
-                        mlflow.log_dict(audit.to_dict(), "split_audit.json")
+                        history = ({"fqi_max_abs_delta": list(policy.convergence_["max_abs_delta"])}
+                                   if hasattr(policy, "convergence_") else {})  # iterative fits converge
+                        fold_run.log(_finite(m), history=history,
+                                     params={**policy_params(policy),  # parameters + fitted values
+                                             "held_out": fold.held_out, "kind": kind,
+                                             "tuning_objective": res.objective,
+                                             **{f"best_{k}": v for k, v in res.best_params.items()}})
+                        fold_run.log_dict(audit.to_dict(), "split_audit.json")
                         if hasattr(policy, "feature_importances"):
                             imp = policy.feature_importances().sort_values(ascending=False)
-                            mlflow.log_dict({k: float(v) for k, v in imp.items()}, "feature_importances.json")
-                        _log_fold_model(policy)
-                        if hasattr(policy, "convergence_"):  # iterative fits log their convergence
-                            for row in policy.convergence_.itertuples():
-                                mlflow.log_metric("fqi_max_abs_delta", row.max_abs_delta, step=int(row.iteration))
+                            fold_run.log_dict({k: float(v) for k, v in imp.items()}, "feature_importances.json")
+                        _log_fold_model(fold_run, policy)
                         per_fold.append({"kind": kind, "fold": fold.index, "held_out": fold.held_out, **m})
                         bar.update()
         bar.close()
@@ -311,50 +272,57 @@ def run_study(args: Args, family: str | None = None, data: LabelSet | None = Non
         table = pd.DataFrame(per_fold)
         lines = verdict_lines(results, "xgboost" if "xgboost" in kinds else None, names)
         summary = results.groupby("policy")["objective_s"].mean().sort_values()
-        mlflow.log_text(table.to_csv(index=False), "per_fold.csv")
-        mlflow.log_text(results.to_csv(index=False), "heldout_placements.csv")
-        mlflow.log_text("\n".join(lines) + "\n", "verdicts.txt")
-        mlflow.log_metrics({f"heldout_cost_{k}": float(summary[n]) for k, n in names.items()})
+        parent.log_text(table.to_csv(index=False), "per_fold.csv")
+        parent.log_text(results.to_csv(index=False), "heldout_placements.csv")
+        parent.log_text("\n".join(lines) + "\n", "verdicts.txt")
+        parent.log({f"heldout_cost_{k}": float(summary[n]) for k, n in names.items()})
         model_uri = None
         best_kind = min(names, key=lambda k: float(summary[names[k]])) if names else None
-        if args.export and args.mlflow and best_kind is not None:
+        if args.export and parent.on and best_kind is not None:
             bar = progress(desc=f"export {best_kind} (refit on every repository)", total=1)
-            final, audit, _ = fit_tuned(best_kind, args, data, setting, log_trials=False)
+            final, audit, _ = fit_tuned(best_kind, args, data, whole)
             bar.update()
             bar.close()
-            info = log_policy_model(final, budget, policy_example(final, data, setting), name="policy",
-                                    default_checkpoint_cost=default_checkpoint_cost(data, budget),
-                                    seed=args.seed, params=policy_params(final),
-                                    ranges=training_feature_ranges(data, setting), data=data)
+            model = model_name(name, best_kind, label)
+            with parent.child(f"export-{best_kind}", tags={"ripplecp.kind": "export",
+                                                           "ripplecp.policy": best_kind}) as ex, ex.active():
+                info = log_policy_model(final, whole.budget, policy_example(final, data, whole), name=model,
+                                        registered_model_name=model,
+                                        default_checkpoint_cost=default_checkpoint_cost(data, whole.budget),
+                                        seed=args.seed, params=policy_params(final),
+                                        ranges=training_feature_ranges(data, whole), data=data,
+                                        tags={"ripplecp.family": name, "ripplecp.policy": final.name,
+                                              "ripplecp.budget": label})
             model_uri = info.model_uri
-            mlflow.log_params({"exported_kind": best_kind, "exported_policy": final.name})
+            parent.log(params={"exported_kind": best_kind, "exported_policy": final.name,
+                               "exported_model": model})
         train_s = time.perf_counter() - t_start
-        mlflow.log_metric("study_seconds", train_s)
-        run_id = parent.info.run_id
+        parent.log({"study_seconds": train_s})
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         table.to_csv(out / "per_fold.csv", index=False)
         (out / "verdicts.txt").write_text("\n".join(lines) + "\n")
-    return {"per_fold": table, "results": results, "verdicts": lines, "run_id": run_id,
+    return {"per_fold": table, "results": results, "verdicts": lines, "run_id": parent.run_id,
             "model_uri": model_uri, "best_kind": best_kind, "seconds": train_s,
             "summary": summary}
 
 
-def _log_fold_model(policy: PlacementPolicy) -> None:
+def _log_fold_model(run: TrackedRun, policy: PlacementPolicy) -> None:
     """The fold's fitted policy as a joblib artifact (the exported pyfunc is the final one)."""
     import copy
-    import tempfile
 
     import joblib
 
+    if not run.on:
+        return
     pol = copy.deepcopy(policy)
     if "feature_fn" in pol.get_params():
         pol.set_params(feature_fn=None)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "policy.joblib"
         joblib.dump(pol, path)
-        mlflow.log_artifact(str(path))
+        run.log_artifact(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -363,18 +331,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def train(args: Args) -> int:
-    """One study per family (:func:`studies`), each reported as it ends; with --no-mlflow the
-    runs go to a temporary store that is deleted at the end."""
+    """One study per family (:func:`studies`), each reported as it ends."""
     args = sized(args)
-    keep = nullcontext(args.mlruns) if args.mlflow else tempfile.TemporaryDirectory(prefix="ripplecp-mlruns-")
-    with keep as root:
-        args = dataclasses.replace(args, mlruns=root)
-        data = {family: load_data(args, family) for family in studies(args)}  # all checked first
-        for family, ls in data.items():
-            sub = args
-            if args.out and len(data) > 1:
-                sub = dataclasses.replace(args, out=str(Path(args.out) / str(family)))
-            report(run_study(sub, family, ls), args)
+    data = {family: load_data(args, family) for family in studies(args)}  # all checked first
+    for family, ls in data.items():
+        sub = args
+        if args.out and len(data) > 1:
+            sub = replace(args, out=str(Path(args.out) / str(family)))
+        report(run_study(sub, family, ls), args)
     return 0
 
 

@@ -48,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import io
 import json
 import logging
 import math
@@ -284,6 +285,7 @@ def log_policy_model(
     tags: dict[str, Any] | None = None,
     ranges: dict[str, list[float] | None] | None = None,
     data: LabelSet | None = None,
+    registered_model_name: str | None = None,
 ) -> Any:
     """Log (inside an active MLflow run) or save (``path`` given) the policy as pyfunc.
 
@@ -293,7 +295,8 @@ def log_policy_model(
     ``ranges``: the training feature ranges (:func:`training_feature_ranges`), for the
     out-of-range warning. ``data``: the label set it was trained on, whose runtime, log
     format and hash go in the config (:func:`training_provenance`; the advisor warns when it
-    follows another runtime or format).
+    follows another runtime or format). ``registered_model_name``: also register the logged
+    model in the store's model registry under that name (a new version each time).
     """
     import mlflow.pyfunc
 
@@ -324,7 +327,11 @@ def log_policy_model(
             if path is not None:
                 mlflow.pyfunc.save_model(str(path), **kw)
                 return Path(path)
-            return mlflow.pyfunc.log_model(name=name, params=params, tags=tags, **kw)
+            # registering prints its own lines straight to stderr, one pair per model
+            quiet = contextlib.redirect_stderr(io.StringIO()) if registered_model_name else contextlib.nullcontext()
+            with quiet:
+                return mlflow.pyfunc.log_model(name=name, params=params, tags=tags,
+                                               registered_model_name=registered_model_name, **kw)
 
 
 @contextlib.contextmanager

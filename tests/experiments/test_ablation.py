@@ -58,5 +58,12 @@ def test_quick_run_of_the_real_script(run_command, tmp_path: Path) -> None:
 
     client = MlflowClient(tracking_uri=tracking_uri(store))
     (exp,) = [e for e in client.search_experiments() if e.name == "ablation"]
-    (run,) = client.search_runs([exp.experiment_id])
-    assert run.info.status == "FINISHED" and any(k.endswith("/only ripple/diff") for k in run.data.metrics)
+    runs = client.search_runs([exp.experiment_id])
+    (run,) = [r for r in runs if r.data.tags.get("ripplecp.kind") == "study"]
+    assert run.info.status == "FINISHED" and "study_seconds" in run.data.metrics
+    assert {"ablation.csv", "ablation.txt"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
+    kids = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == run.info.run_id]
+    assert len(kids) == len(runs) - 1 and all(k.info.status == "FINISHED" for k in kids)
+    assert len({(k.data.tags["ripplecp.family"], k.data.tags["ripplecp.policy"],
+                 k.data.tags["ripplecp.budget"]) for k in kids}) == len(kids)  # one per cell
+    assert any("diff/only ripple" in k.data.metrics for k in kids)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +19,6 @@ from experiments.matched_budget import (
     format_table,
     parse_args,
     policies_for,
-    safe_key,
     summarise,
     verdict_line,
 )
@@ -53,7 +55,9 @@ def test_the_study_runs_the_registered_policies():
 
 
 def test_safe_metric_keys():
-    assert safe_key("long-horizon/AdvantageRegressorPolicy[xgboost]/9.2s") == \
+    from ripplecp_policy.tracking import metric_key
+
+    assert metric_key("long-horizon/AdvantageRegressorPolicy[xgboost]/9.2s") == \
         "long-horizon/AdvantageRegressorPolicy_xgboost_/9.2s"
 
 
@@ -110,15 +114,26 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "beats first-boundary at matched budget" in proc.stdout
+    # the headline first (issue 28, item 6): one table, family x primary budget, then the
+    # controls' outcome; the long per-policy text in report.txt
+    assert proc.stdout.startswith("== headline: TotalFailureCost per task (s) at the primary budget, 1ckpt")
+    head = proc.stdout.split("\n\n")[0]
+    assert "first-boundary" in head and "best simple rule" in head and "limit" in head
+    assert "(a) learned vs first-boundary" in head and "(b) learned vs best simple" in head and "MDE" in head
+    assert "controls:" in head and len(head.splitlines()) <= 4 + len(QUICK["families"])
+    headline = pd.read_csv(out / "headline.csv")
+    assert list(headline["family"]) == list(QUICK["families"]) and (headline["budget"] == "1ckpt").all()
+    report = (out / "report.txt").read_text()
+    assert report.startswith(head.split("\n")[0]) and "beats first-boundary at matched budget" in report
+    assert "beats first-boundary at matched budget" not in proc.stdout
     # stderr is no terminal: one plain line per step, no carriage-return redraws
     assert "\r" not in proc.stderr and "folds (family x held-out repo): 3/3 done in " in proc.stderr
-    assert "optimum (offline limit)" in proc.stdout and "every-boundary (unmatched reference)" in proc.stdout
+    assert "optimum (offline limit)" in report and "every-boundary (unmatched reference)" in report
     judged = set(pd.read_csv(out / "verdicts.csv")["policy"])
     assert judged and not judged & {"oracle", "optimum", "every-boundary"}
     families = QUICK["families"]
     for fam in families:
-        assert f"== {fam}:" in proc.stdout
+        assert f"== {fam}:" in report
         assert (out / f"budget_cost_{fam}.png").stat().st_size > 1000
     assert (out / "summary.csv").exists() and (out / "per_task.csv").exists()
 
@@ -161,14 +176,39 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
         assert m["regret_s"] >= -1e-6
         if c.data.tags["ripplecp.policy"] == "optimum":
             assert m["regret_s"] == pytest.approx(0.0, abs=1e-6)
-    assert any(k.endswith("first-boundary/1ckpt/tfc") for k in parent.data.metrics)
+    # the parent: a handful of headline metrics (issue 27: it carried thousands), the
+    # verdict table and the other tables as artifacts
+    fam = families[0]
+    assert {"study_seconds", "verdicts_yes/a", "verdicts_yes/b", "verdicts_decided/a",
+            f"{fam}/learned_vs_first_boundary", f"{fam}/limit_vs_first_boundary"} <= set(parent.data.metrics)
+    assert len(parent.data.metrics) <= 6 + 2 * len(families)
     arts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"summary.csv", "report.txt", "curves"} <= arts
+    assert {"summary.csv", "report.txt", "verdicts.csv", "curves"} <= arts
+    # each child: a handful of metrics, the fold history, the verdicts of its learned policy,
+    # and its place in the runs view (first-boundary first in each family and budget)
+    for c in children:
+        assert len(c.data.metrics) <= 15
+        assert "vs_first_boundary" in c.data.metrics or c.data.tags["ripplecp.budget_matched"] == "False"
+        assert c.data.tags["ripplecp.row"].endswith(" " + c.data.tags["ripplecp.policy"])
+    rows = sorted(c.data.tags["ripplecp.row"] for c in children)
+    assert rows[0].endswith(" first-boundary")
+    from ripplecp_policy.learned import default_learned_policies
+
+    learned_kids = [c for c in children if c.data.tags["ripplecp.policy"] in
+                    {p.name for p in default_learned_policies(quick=True)}]
+    from ripplecp_policy.verdicts import VerdictClass
+
+    assert learned_kids and all(c.data.tags["ripplecp.verdict.a"].split(":")[0].removesuffix(" (exploratory)") in {k.value for k in VerdictClass}
+                                for c in learned_kids)
+    assert all("ripplecp.verdict.b" in c.data.tags for c in learned_kids)
+    # the runs table opens on the comparison: a saved view (columns, order) the printed URL names
+    view = json.loads(exp.tags["mlflow.sharedViewState.comparison"])
+    assert "metrics.`vs_first_boundary`" in view["selectedColumns"] and view["orderByKey"] == "tags.`ripplecp.row`"
+    assert "viewStateShareKey=comparison" in proc.stdout
 
     # as a researcher opens it (issue 16): the runs table first, every artifact in the store,
     # child runs with their policy's parameters and fitted values, the learned policies as models
     from ripplecp_policy.export import load_policy_model
-    from ripplecp_policy.learned import default_learned_policies
     from ripplecp_policy.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
 
     assert exp.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
@@ -198,6 +238,13 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
     got = {(m.tags["ripplecp.policy"], m.tags["ripplecp.budget"]) for m in models}
     assert got == {(p, b) for p in learned for b in {k[2] for k in keys}}  # one per policy, budget
     assert len(models) == len(got)
+    # named after what they are, and registered under that name
+    from ripplecp_policy.tracking import model_name
+
+    names = {model_name(m.tags["ripplecp.family"], m.tags["ripplecp.policy"], m.tags["ripplecp.budget"])
+             for m in models}
+    assert {m.name for m in models} == names and len(names) == len(models)
+    assert {r.name for r in client.search_registered_models()} == names
     for m in models:
         run = client.get_run(m.source_run_id)  # the child run of that policy and budget
         assert run.data.tags["ripplecp.policy"] == m.tags["ripplecp.policy"]
@@ -222,11 +269,11 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
 
 
 def test_labels_option_reads_a_saved_label_set(tmp_path, make_label_set):
-    from experiments.matched_budget import load_label_sets
+    from experiments.matched_budget import label_sets
 
     ls = make_label_set(n_repos=2, tasks_per_repo=2, seed=4)
     ls.save(tmp_path / "labels")
-    data = load_label_sets(parse_args(["--labels", str(tmp_path / "labels")]))
+    data = label_sets(parse_args(["--labels", str(tmp_path / "labels")]))
     assert list(data) == ["synthetic"]  # the set's own family, since no simulated name matches
     assert sorted(data["synthetic"].task_ids) == sorted(ls.task_ids)
     assert data["synthetic"].content_hash() == ls.content_hash()
@@ -339,3 +386,83 @@ def test_a_plot_on_a_full_disk_leaves_no_temp_file(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=300)
     assert res.stdout.startswith("refused"), res.stdout + res.stderr[-2000:]
     assert sorted(p.name for p in out.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, status", [(signal.SIGTERM, "KILLED"), (signal.SIGINT, "KILLED")])
+def test_a_stopped_study_ends_its_runs(tmp_path, sig, status):
+    """Issue 27: the study ended its MLflow runs by hand, so one stopped by a signal left its
+    parent RUNNING for ever. Stopped once its parent run exists, every run it opened ends
+    KILLED and the command exits 130."""
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    from ripplecp_policy.tracking import tracking_uri
+
+    store = tmp_path / "mlruns"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "experiments.matched_budget", "--quick", "--mlruns", str(store),
+         "--out", str(tmp_path / "out"), "--jobs", "1"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not _n_runs(store / "mlflow.db"):  # read-only: the study is still making the store
+            assert proc.poll() is None, proc.stderr.read()[-2000:] if proc.stderr else ""
+            assert time.monotonic() < deadline, "no run within 300 s"
+            time.sleep(0.5)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err[-2000:]
+    client = MlflowClient(tracking_uri=tracking_uri(store))
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert runs and {r.info.status for r in runs} == {status}
+
+
+def _n_runs(db: Path) -> int:
+    """Runs in the SQLite store ``db``, read without touching its schema (0 while absent)."""
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            return int(con.execute("SELECT count(*) FROM runs").fetchone()[0])
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0
+
+
+def test_the_headline_reads_class_and_mde_where_verdicts_carry_them():
+    """Issue 28's verdicts carry a class and an MDE; today's carry a status. The headline
+    reads either, in one place each."""
+    from types import SimpleNamespace
+
+    from experiments.matched_budget import verdict_class, verdict_mde
+
+    plain = Verdict("ridge", "first-boundary", "1ckpt", "no", "tfc", 3.0, -1.0, 7.0)
+    assert verdict_class(plain) == "no" and math.isnan(verdict_mde(plain)) and verdict_class(None) == "-"
+    powered = SimpleNamespace(status="no", verdict_class="no — powered", mde=41.5)
+    assert verdict_class(powered) == "no — powered" and verdict_mde(powered) == 41.5
+
+
+@pytest.mark.parametrize("pos, null, says", [
+    (("yes", "yes"), ("no", "no"), "positive control pc: yes on both bars; null nl: no bar-(b) yes — the study can say yes"),
+    (("yes", "no"), ("no", "no"), "every verdict of this study is uninformative"),
+    (("yes", "yes"), ("yes", "yes"), "null nl: a false bar-(b) yes"),
+    (None, None, "controls: none among the studied families"),
+])
+def test_the_controls_outcome_is_said_plainly(pos, null, says):
+    from experiments.matched_budget import controls_outcome
+
+    rows = [dict(family="f", control="", verdict_a="no", verdict_b="no")]
+    if pos:
+        rows.append(dict(family="pc", control="positive", verdict_a=pos[0], verdict_b=pos[1]))
+    if null:
+        rows.append(dict(family="nl", control="null", verdict_a=null[0], verdict_b=null[1]))
+    assert says in controls_outcome(pd.DataFrame(rows))

@@ -47,7 +47,8 @@ def test_the_command_lists_its_options_and_rejects_bad_ones(tmp_path: Path) -> N
     for flag in ("--labels", "--seed", "--tasks-per-repo", "--n-resamples", "--out"):
         assert flag in help_.stdout
     for bad, msg in ((["--seed", "-1"], "--seed"), (["--n-resamples", "5"], "--n-resamples"),
-                     (["--labels", str(tmp_path / "none")], "not a label set")):
+                     (["--labels", str(tmp_path / "none")], "argument --labels: "),
+                     (["--labels", str(tmp_path)], "argument --labels: ")):  # no label set in it
         p = subprocess.run([sys.executable, "-m", "experiments.realism", *bad], cwd=REPO,
                            capture_output=True, text=True, timeout=120)
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and msg in p.stderr, p.stderr

@@ -19,8 +19,9 @@ def test_help_lists_every_option(check_help) -> None:
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--budget-kind", "cnt"], "argument --budget-kind: invalid choice 'cnt' (did you mean 'count'?)"),
-    (["--budget-amount", "1.5"], "argument --budget-amount: a count budget takes a positive integer, got 1.5"),
+    (["--budgets", "cnt:2"], "argument --budgets: 'cnt:2': the kind must be count, seconds or bytes"),
+    (["--budgets", "count:1.5"], "argument --budgets: 'count:1.5': a count budget takes a positive integer, got 1.5"),
+    (["--budgets", "count:1", "count:2"], "argument --budgets: one budget per study, got 2 (count:1 count:2)"),
 ])
 def test_wrong_arguments_for_real(run_command, failed_in_one_line, argv, needle) -> None:
     failed_in_one_line(run_command(MODULE, *argv, timeout=120), PROG, needle)
@@ -33,9 +34,10 @@ def test_cuda_without_a_gpu_is_an_error_for_real(run_command, failed_in_one_line
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--budget-amount", "0"], "argument --budget-amount: must be > 0, got 0"),
-    (["--budget-amount", "-2"], "argument --budget-amount: must be > 0, got -2"),
-    (["--budget-kind", "seconds", "--budget-amount", "nan"], "argument --budget-amount: expected a finite number"),
+    (["--budgets", "count:0"], "'count:0': a count budget takes a positive integer, got 0"),
+    (["--budgets", "seconds:-2"], "'seconds:-2': the amount must be a finite number > 0"),
+    (["--budgets", "seconds:nan"], "'seconds:nan': the amount must be a finite number > 0"),
+    (["--budget-kind", "count"], "unrecognized arguments: --budget-kind count"),
     (["--device", "gpu"], "argument --device: invalid choice 'gpu'"),
     (["--kinds", "xgboost,deep-q"], "argument --kinds: invalid choice 'deep-q'; choose from xgboost"),
     (["--kinds", "ridg"], "argument --kinds: invalid choice 'ridg' (did you mean 'ridge'?)"),

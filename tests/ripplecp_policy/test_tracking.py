@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 import pytest
@@ -114,3 +116,111 @@ def test_policy_params_are_parameters_and_fitted_scalars(make_label_set) -> None
         AdvantageRegressorPolicy("ridge").fit(ls, setting).threshold_)
     assert "feature_names_" not in a and "model_" not in a and "repos_" not in a
     assert all(isinstance(v, str) and len(v) <= tracking.PARAM_MAX for v in a.values())
+
+
+# ---- the run lifecycle (study_run / TrackedRun.child) ---------------------------------
+
+
+def _runs(root: Path) -> dict[str, object]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking.tracking_uri(root))
+    exps = [e.experiment_id for e in client.search_experiments()]
+    return {r.info.run_name: r for r in client.search_runs(exps)}
+
+
+@pytest.mark.parametrize("exc, status", [(None, "FINISHED"), (ValueError("bad"), "FAILED"),
+                                         (KeyboardInterrupt(), "KILLED"),
+                                         (tracking.Terminated("signal SIGTERM"), "KILLED")])
+def test_every_run_ends_by_how_its_block_ends(tmp_path: Path, exc: BaseException | None, status: str) -> None:
+    """A parent and its children end FINISHED, FAILED on an error, KILLED on Ctrl-C or a
+    termination signal; a child that ended before the error keeps FINISHED."""
+    with pytest.raises(type(exc)) if exc else contextlib.nullcontext():
+        with tracking.study_run("study", tmp_path, name="parent", tags={"ripplecp.study": "t"},
+                                params={"seed": 3, "families": ("a", "b")}) as parent:
+            with parent.child("done") as kid:
+                kid.log({"x": 1.0, "nan": float("nan")}, history={"fold/x": [1.0, 2.0]})
+            with parent.child("open"):
+                if exc is not None:
+                    raise exc
+    runs = _runs(tmp_path)
+    assert runs["parent"].info.status == runs["open"].info.status == status
+    assert runs["done"].info.status == "FINISHED"
+    assert runs["done"].data.tags["mlflow.parentRunId"] == runs["parent"].info.run_id
+    assert runs["parent"].data.tags["ripplecp.kind"] == "study"
+    assert runs["parent"].data.params == {"seed": "3", "families": '["a", "b"]'}
+    assert runs["done"].data.metrics == {"x": 1.0, "fold/x": 2.0}  # non-finite values left out
+
+
+def test_fold_history_is_stepped(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    with tracking.study_run("study", tmp_path, name="p") as parent, parent.child("c") as kid:
+        kid.log(history={"fold/x": [3.0, 1.0, 2.0], "by_seed": {5: 1.0, 9: 0.0}})
+    client = MlflowClient(tracking_uri=tracking.tracking_uri(tmp_path))
+    rid = _runs(tmp_path)["c"].info.run_id
+    assert [(m.step, m.value) for m in client.get_metric_history(rid, "fold/x")] == [(0, 3.0), (1, 1.0), (2, 2.0)]
+    assert sorted(m.step for m in client.get_metric_history(rid, "by_seed")) == [5, 9]
+
+
+def test_sigterm_unwinds_and_ends_the_runs_killed(tmp_path: Path) -> None:
+    """A real process stopped by SIGTERM inside a study run: the parent and the open child
+    end KILLED (without the handler the process would die with both RUNNING)."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    code = textwrap.dedent(f"""
+        import time
+        from ripplecp_policy.tracking import study_run
+        with study_run("study", {str(tmp_path)!r}, name="parent") as p, p.child("open"):
+            print("ready", flush=True)
+            time.sleep(120)
+    """)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert time.monotonic() - t0 < 30
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Terminated: signal SIGTERM" in err
+    runs = _runs(tmp_path)
+    assert {n: r.info.status for n, r in runs.items()} == {"parent": "KILLED", "open": "KILLED"}
+
+
+def test_an_off_run_logs_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(tracking.ENV_VAR, str(tmp_path / "store"))
+    with tracking.study_run("study", name="p", enabled=False) as parent, parent.child("c") as kid:
+        kid.log({"x": 1.0}, params={"a": 1})
+        kid.log_text("t", "t.txt")
+        assert not parent.on and not kid.on
+        assert tracking.save_runs_view(parent, "v", columns=["metrics.`x`"], order_by="tags.`r`") == ""
+    assert not (tmp_path / "store").exists()
+
+
+def test_model_names_say_what_the_model_is() -> None:
+    assert tracking.model_name("long-horizon", "AdvantageRegressorPolicy[ridge]", "seconds:2x") == \
+        "long-horizon--AdvantageRegressorPolicy[ridge]--seconds_2x"
+    assert tracking.model_name("a/b", "p.q", "9.2s") == "a_b--p_q--9_2s"
+
+
+def test_a_saved_runs_view_is_what_the_url_opens(tmp_path: Path) -> None:
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    with tracking.study_run("study", tmp_path, name="p") as parent:
+        url = tracking.save_runs_view(parent, "comparison", columns=["metrics.`x`"], order_by="tags.`r`")
+    exp = MlflowClient(tracking_uri=tracking.tracking_uri(tmp_path)).get_experiment(parent.experiment_id)
+    view = json.loads(exp.tags[tracking.VIEW_TAG + "comparison"])
+    assert view["selectedColumns"] == ["metrics.`x`"] and view["orderByKey"] == "tags.`r`"
+    assert url == tracking.runs_url(parent.experiment_id) + "&viewStateShareKey=comparison"
