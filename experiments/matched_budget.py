@@ -43,7 +43,7 @@ from sklearn.base import clone
 from baselines import BASELINES, all_baselines
 from baselines.grid import training_objective
 from labelsets.tables import LabelSet
-from oracle.simulator.workloads import family_names
+from oracle.simulator.workloads import NULL_CONTROL, POSITIVE_CONTROL, family_names, with_controls
 from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, parse, progress, run
 from ripplecp_policy.data import resolve_labels
 from ripplecp_policy.evaluation import evaluator_for
@@ -71,8 +71,10 @@ from ripplecp_policy.verdicts import (
 )
 
 PROG = "python -m experiments.matched_budget"
-#: the simulated families the default study runs (every registered one is accepted)
-FAMILIES = ("swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon")
+#: the simulated families the default study runs (every registered one is accepted); the
+#: last two are the controls every simulated study runs (--no-controls leaves them out
+#: when not named): the null (long-horizon) and the positive control
+FAMILIES = ("swe-pilot", "dependency-resolution", "multi-stage-build", NULL_CONTROL, POSITIVE_CONTROL)
 REFERENCE = "first-boundary"
 #: the candidates for bar (b): every online simple baseline (baselines.BASELINES)
 SIMPLE = tuple(e.name for e in BASELINES if e.role is Role.ONLINE)
@@ -98,6 +100,9 @@ class Args:
     families: tuple[str, ...] = opt(FAMILIES, metavar="F")
     """workload families to simulate; with --labels, the set's families to study (left at
     the default: every family of the set)"""
+    controls: bool = True
+    """also simulate the control families (the positive control and the null) when
+    --families leaves them out (simulated studies only)"""
     shipped: bool = True
     """also study the real label set shipped with the toolkit (ripplecp_policy.data: the
     LLM-free families, by family) beside the simulated ones; ignored with --labels"""
@@ -200,7 +205,8 @@ def load_label_sets(args: Args) -> dict[str, LabelSet]:
         return out
     from oracle.simulator import simulate_label_set
 
-    for fam in progress(args.families, desc="simulate", leave=False):
+    families = with_controls(args.families) if args.controls else args.families
+    for fam in progress(families, desc="simulate", leave=False):
         out[fam] = simulate_label_set(
             fam, n_repos=args.repos, tasks_per_repo=args.tasks_per_repo, design="full",
             repetitions=args.repetitions, seed=args.seed,
