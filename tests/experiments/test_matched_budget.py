@@ -29,8 +29,10 @@ REPO = Path(__file__).resolve().parents[2]
 def test_defaults_are_the_embedded_study():
     a = parse_args([])
     assert a == Args()
-    assert a.budgets == ("count:1", "count:2", "count:3", "seconds:2x")
-    assert set(a.families) == {"swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon"}
+    assert a.budgets == ("count:1", "seconds:2x")
+    assert set(a.families) == {"swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon",
+                               "positive-control"}
+    assert a.controls  # the controls are added to any simulated --families
     q = parse_args(["--quick"])
     assert q.quick and q.families == QUICK["families"] and q.n_resamples == QUICK["n_resamples"]
     # explicit options win over --quick's
