@@ -45,6 +45,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from features.files import write_text_atomic
 from labelsets.definitions import ADDITIONAL, FIRST, POOLED, STRATA
 from labelsets.tables import LabelSet
 from oracle.simulator import SimulatedAgent, simulate_label_set, task_specs
@@ -310,14 +311,14 @@ def study(args: Args) -> int:
     try:
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
-            _atomic_text(out / "report.txt", text)
+            write_text_atomic(out / "report.txt", text)
             allc = pd.concat([c.assign(family=r["family"], sample=f"seed {s}")
                               for r in results for s, c in r["per_seed"].items()]
                              + [r["large"].assign(family=r["family"], sample="large")
                                 for r in results if "large" in r], ignore_index=True)
-            _atomic_text(out / "checks.csv", allc.to_csv(index=False))
+            write_text_atomic(out / "checks.csv", allc.to_csv(index=False))
             summ = pd.concat([r["summary"].assign(family=r["family"]) for r in results])
-            _atomic_text(out / "summary.csv", summ.to_csv())
+            write_text_atomic(out / "summary.csv", summ.to_csv())
         if args.mlflow:
             _log_mlflow(args, results, out)
     finally:
@@ -357,12 +358,6 @@ def main(argv: list[str] | None = None) -> int:
 def _metric_name(check: str) -> str:
     keep = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in check)
     return "_".join(p for p in keep.split("_") if p)
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 if __name__ == "__main__":

@@ -36,13 +36,14 @@ from typing import Any, get_args
 from features.schema import Granularity
 from labelsets.definitions import DESIGNS
 from oracle.agents.registry import agent_names
+from oracle.agents.runtimes import runtime_names
 from ripplecp_cli import choice_error, opt, positive, progress, run
 
 PROG = "python -m experiments.collect_labels"
 #: where the branches run (oracle.harness.executors.make_executor)
 EXECUTORS = ("inline", "local", "dask")
-#: the real runtimes the LLM-free agents can be brains behind (oracle.agents.runtime.RULES)
-RUNTIMES = ("codex", "claude-code")
+#: the real runtimes the LLM-free agents can be brains behind (their records say so)
+RUNTIMES = runtime_names(drives_brains=True)
 #: the agents that are brains behind a runtime: the LLM-free families (the brain of each is
 #: named like it) and all of them at once
 BRAIN_AGENTS = ("llm-free", "repair", "depres", "cbuild", "migrate")

@@ -16,9 +16,7 @@ hollow markers for unverified tasks) as PNG; logs tables and figures to MLflow.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from features.files import atomic_path, write_text_atomic
 from labelsets.definitions import ADDITIONAL, FIRST, POOLED, STRATA  # noqa: E402
 from ripplecp_cli import (  # noqa: E402
     CommandLineError,
@@ -88,18 +87,6 @@ class Args:
             raise ValueError("give exactly one of --labels PATH or --pilot")
         if self.pilot and (self.features or self.proxies):
             raise ValueError("--features and --proxies need --labels (Table 7 has no cells)")
-
-
-def _atomic_write(path: Path, write: Any) -> None:
-    """Write through a temp file in the same folder, then rename: nothing half-written."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _fmt(df: pd.DataFrame) -> str:
@@ -310,7 +297,8 @@ def analyse(args: Args) -> dict[str, Any]:
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     fig2 = out / "figure2_marginal_value.png"
-    _atomic_write(fig2, lambda p: fig.savefig(p, format="png"))
+    with atomic_path(fig2) as tmp:
+        fig.savefig(tmp, format="png")
     plt.close(fig)
 
     # ---- Figure 4: per-task advantage by repository and stratum ---------------------
@@ -337,14 +325,14 @@ def analyse(args: Args) -> dict[str, Any]:
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     fig.tight_layout()
     fig4 = out / "figure4_per_task_advantage.png"
-    _atomic_write(fig4, lambda p: fig.savefig(p, format="png"))
+    with atomic_path(fig4) as tmp:
+        fig.savefig(tmp, format="png")
     plt.close(fig)
 
     # ---- tables as artifacts ------------------------------------------------------------
     for name, df in tables.items():
-        _atomic_write(out / f"{name}.csv", lambda p, df=df: df.to_csv(p))
-    _atomic_write(out / "summary.json",
-                  lambda p: Path(p).write_text(json.dumps(summary, indent=2, default=str) + "\n"))
+        write_text_atomic(out / f"{name}.csv", df.to_csv())
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
     print(f"figures and tables written to {out.resolve()}")
 
     # ---- MLflow -------------------------------------------------------------------------

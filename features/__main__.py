@@ -30,11 +30,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from features.files import write_atomic
 from features.graph import EdgeFamily
 from features.online import FeatureConfig, OnlineFeatureExtractor, boundary_features, config_for
 from features.readers import ReadLimits, TrajectoryFormatError, format_names, read_trajectory
 from features.readers.common import os_reason
-from features.schema import Trajectory, read_parquet, write_atomic
+from features.schema import Trajectory, read_parquet
 from ripplecp_cli import opt, run
 
 TRAJECTORY_PARQUET = "trajectory-parquet"

@@ -15,21 +15,19 @@ Logical steps are numbered from 1, as in the paper ("after step 1").
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
-import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, Literal
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from features.files import write_atomic
 from features.gc_pause import gc_paused
 
 SCHEMA_VERSION = "1"
@@ -397,37 +395,10 @@ def from_frame(df: pd.DataFrame) -> list[Trajectory]:
 
 
 def write_parquet(trajectories: Sequence[Trajectory] | Trajectory, path: str | Path) -> None:
-    """Write atomically (:func:`write_atomic`), so a crash never leaves half a table."""
+    """Write atomically (:func:`features.files.write_atomic`): a crash never leaves half a table."""
     with gc_paused():
         table = _to_table(trajectories)
     write_atomic(Path(path), lambda f: pq.write_table(table, f))
-
-
-def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    """Write a file whole or not at all: ``write(f)`` fills a hidden temp file beside
-    ``path`` (same file system), which is flushed, fsync'd and renamed over ``path`` (its
-    directory fsync'd too). On any failure, and on an interrupt or a signal that raises
-    (the command line turns SIGTERM into one), the temp file is removed and ``path`` is
-    left as it was. A directory as ``path`` is refused before anything is written."""
-    if path.is_dir():
-        raise IsADirectoryError(f"{path}: is a directory; give the path of a file to write")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with open(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 def read_parquet(path: str | Path) -> list[Trajectory]:

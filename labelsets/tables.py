@@ -45,6 +45,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from features.files import write_atomic, write_text_atomic
 from features.schema import Trajectory
 from features.schema import read_parquet as read_trajectories
 from features.schema import to_frame as trajectory_frame
@@ -203,9 +204,7 @@ def write_table(df: pd.DataFrame, name: str, path: str | Path) -> None:
     table = table.replace_schema_metadata(
         {"ripplecp.table": name, "ripplecp.version": LABEL_SET_VERSION}
     )
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(path)
+    write_atomic(path, lambda f: pq.write_table(table, f))
 
 
 def read_table(path: str | Path, name: str) -> pd.DataFrame:
@@ -426,9 +425,8 @@ class LabelSet:
             write_table(getattr(self, name), name, path / f"{name}.parquet")
         write_trajectories([self.trajectories[t] for t in self.task_ids], path / "trajectories.parquet")
         manifest = {**self.manifest_fields(), "hash": self.content_hash()}
-        tmp = path / "label_set.json.tmp"
-        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
-        tmp.replace(path / "label_set.json")
+        write_text_atomic(path / "label_set.json",
+                          json.dumps(manifest, indent=2, sort_keys=True, default=str))
         return path
 
     @classmethod

@@ -27,14 +27,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from labelsets.definitions import DESIGNS, advantage, charged_cp, sign_unstable
+from oracle.agents.runtimes import runtime_names
 from ripplecp_cli import opt, run_subcommands, suggest
 
 PROG = "python -m oracle"
 EXECUTORS = ("inline", "local", "dask")
 #: brains a real runtime can be driven by (oracle.agents.runtime.RUNTIME_BRAINS)
 BRAINS = ("repair", "depres", "cbuild", "migrate", "scripted", "proxy")
-#: the pinned runtimes (oracle.agents.runtimes.RUNTIMES), named here so parsing imports nothing
-RUNTIME_NAMES = ("codex", "claude-code", "mini-swe-agent")
+#: the pinned runtimes, read from their records (a standard-library module: parsing stays light)
+RUNTIME_NAMES = runtime_names()
 
 
 def _kv_pairs(items: Sequence[str]) -> tuple[str, ...]:
@@ -352,7 +353,7 @@ def cmd_list(a: ListArgs) -> int:
     from oracle.agents.registry import BUILTIN_AGENTS
     from oracle.agents.runtimes import RUNTIMES, installed, runtimes_root
 
-    agents = {name: name for name in RUNTIMES if name in BUILTIN_AGENTS}  # harness adapters
+    agents = {name: name for name in RUNTIMES if name in BUILTIN_AGENTS}  # every runtime is one
     rows = [{"runtime": i.name, "pinned": i.pinned, "installed": i.version, "usable": i.usable,
              "detail": i.detail, "executable": None if i.executable is None else str(i.executable),
              "licence": RUNTIMES[i.name].spec.licence, "agent": agents.get(i.name)}

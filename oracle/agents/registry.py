@@ -8,10 +8,11 @@ so nothing needs importing beforehand and a worker process finds every built-in 
 (:mod:`oracle.simulator.workloads`). :func:`register_agent` adds agents defined elsewhere (a worker
 finds those only if their module is imported there too).
 
-``codex``, ``claude-code`` and ``mini-swe-agent`` are the pinned runtimes driven by a brain on a loopback model
-server (:mod:`oracle.agents.runtime`); ``codex-cli`` is Codex CLI as installed and configured
-by the user (:func:`oracle.agents.codex.codex_agent`). A new runtime is its stream rules in
-:mod:`oracle.agents.runtime` and one entry here.
+Every pinned runtime of :data:`oracle.agents.runtimes.RUNTIMES` (``codex``, ``claude-code``,
+``mini-swe-agent``) is an agent of the same name, driven by a brain on a loopback model
+server (:class:`oracle.agents.runtime.RuntimeAgent`); a new runtime is its record there, not
+an entry here. ``codex-cli`` is Codex CLI as installed and configured by the user
+(:func:`oracle.agents.codex.codex_agent`).
 
 Standard library only: the scripted agent's child program imports this package.
 """
@@ -23,6 +24,8 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from oracle.agents.runtimes import RUNTIMES
+
 if TYPE_CHECKING:  # the protocol module imports the event schema (pandas): not at run time
     from oracle.protocol import Agent
 
@@ -31,18 +34,17 @@ __all__ = ["BUILTIN_AGENTS", "SIMULATED_PREFIX", "agent_names", "get_agent", "re
 #: built-in agents: name -> "module:factory" (``factory(**options) -> Agent``)
 BUILTIN_AGENTS: dict[str, str] = {
     "cbuild": "oracle.agents.cbuild:CbuildAgent",
-    "claude-code": "oracle.agents.runtime:claude_code_agent",
     "cli": "oracle.agents.command_line:CommandLineAgent",
-    "codex": "oracle.agents.runtime:codex_runtime_agent",
     "codex-cli": "oracle.agents.codex:codex_agent",
     "depres": "oracle.agents.depres:DepresAgent",
     "llm-free": "oracle.agents.llmfree:LLMFreeAgent",
     "migrate": "oracle.agents.migrate:MigrateAgent",
-    "mini-swe-agent": "oracle.agents.runtime:mini_swe_agent_agent",
     "repair": "oracle.agents.repair:RepairAgent",
     "scripted": "oracle.agents.scripted:ScriptedAgent",
     "simulated": "oracle.simulator.agent:SimulatedAgent",
     "simulator": "oracle.simulator.agent:SimulatedAgent",
+    # every pinned runtime, by the name of its record (``factory(runtime=name, **options)``)
+    **dict.fromkeys(RUNTIMES, "oracle.agents.runtime:RuntimeAgent"),
 }
 #: ``sim:<family>``: the simulated agent of a workload family
 SIMULATED_PREFIX = "sim:"
@@ -82,6 +84,8 @@ def get_agent(name: str, **options: Any) -> Agent:
     that lists the known ones and suggests the nearest."""
     if name in _REGISTRY:
         return _REGISTRY[name](**options)
+    if name in RUNTIMES:
+        return _builtin(BUILTIN_AGENTS[name], name)(runtime=name, **options)
     if name in BUILTIN_AGENTS:
         return _builtin(BUILTIN_AGENTS[name], name)(**options)
     if name in _simulated_names():

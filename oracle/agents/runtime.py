@@ -55,6 +55,7 @@ from __future__ import annotations
 import collections
 import functools
 import hashlib
+import importlib
 import json
 import signal
 import sys
@@ -85,6 +86,7 @@ from oracle.agents.model_server.program import task_prompt as program_prompt
 from oracle.agents.model_server.wire import Reply
 from oracle.agents.runtimes import (
     DEFAULT_MODEL,
+    RUNTIMES,
     MiniSweAgent,
     Runtime,
     RuntimeInstallError,
@@ -93,9 +95,8 @@ from oracle.agents.runtimes import (
 from oracle.processes import descendants, signal_all
 from oracle.protocol import AgentReport, Clock, RestorePoint, TaskSpec
 
-__all__ = ["CLAUDE_RULES", "CODEX_RULES", "MINI_RULES", "RESUME_PROMPT", "RULES", "Gate",
-           "RuntimeAgent", "RuntimeRun", "StreamRules", "claude_code_agent",
-           "codex_runtime_agent", "mini_swe_agent_agent"]
+__all__ = ["CLAUDE_RULES", "CODEX_RULES", "MINI_RULES", "RESUME_PROMPT", "Gate", "RuntimeAgent",
+           "RuntimeRun", "StreamRules", "stream_rules"]
 
 #: the prompt of a resumed run (the repair brain decides from the transcript, not from it)
 RESUME_PROMPT = ("The previous session was cut off by a machine failure. Continue the task "
@@ -208,8 +209,15 @@ MINI_RULES = StreamRules(
     watch=_mini_watch,
 )
 
-RULES: dict[str, StreamRules] = {"codex": CODEX_RULES, "claude-code": CLAUDE_RULES,
-                                 "mini-swe-agent": MINI_RULES}
+
+
+def stream_rules(runtime: Runtime) -> StreamRules:
+    """The stream rules a runtime's record names (``Runtime.rules``, ``"module:attribute"``)."""
+    module, _, attr = runtime.rules.partition(":")
+    rules = getattr(importlib.import_module(module), attr)
+    if not isinstance(rules, StreamRules):
+        raise TypeError(f"runtime {runtime.spec.name!r}: {runtime.rules} is not StreamRules")
+    return rules
 
 
 # --------------------------------------------------------------------------- the gate
@@ -505,9 +513,8 @@ class RuntimeAgent:
                  model: str = DEFAULT_MODEL, seeds: str = "task", fork: bool = True,
                  settle_s: float = 10.0, gate_s: float = 300.0,
                  wrap: Sequence[str] = (), timing_dir: str | None = None) -> None:
-        if runtime not in RULES:
-            raise ValueError(f"runtime {runtime!r} has no harness adapter; choose from "
-                             f"{', '.join(RULES)}")
+        if runtime not in RUNTIMES:
+            raise ValueError(f"unknown runtime {runtime!r}; choose from {', '.join(RUNTIMES)}")
         if brain not in RUNTIME_BRAINS:
             raise ValueError(f"unknown brain {brain!r}; choose from {', '.join(RUNTIME_BRAINS)}")
         if granularity != "tool_call":
@@ -517,7 +524,7 @@ class RuntimeAgent:
             raise ValueError(f"seeds must be 'task' or 'run', got {seeds!r}")
         self.name = runtime
         self.runtime = get_runtime(runtime)
-        self.rules = RULES[runtime]
+        self.rules = stream_rules(self.runtime)
         self.brain, self.plan, self.url, self.key_env = brain, plan, url, key_env
         self.model, self.seeds, self.fork = model, seeds, fork
         self.settle_s, self.gate_s = float(settle_s), float(gate_s)
@@ -644,19 +651,3 @@ class RuntimeAgent:
     def verify(self, task: TaskSpec, workspace: Path) -> bool:
         """The task's verifier (exit 0)."""
         return bool(task.verifier) and run_verifier(task.verifier, workspace)
-
-
-def codex_runtime_agent(**options: Any) -> RuntimeAgent:
-    """Codex CLI (pinned, offline) driven by a brain: the registry's ``codex``."""
-    return RuntimeAgent("codex", **options)
-
-
-def claude_code_agent(**options: Any) -> RuntimeAgent:
-    """Claude Code (pinned, offline) driven by a brain: the registry's ``claude-code``."""
-    return RuntimeAgent("claude-code", **options)
-
-
-
-def mini_swe_agent_agent(**options: Any) -> RuntimeAgent:
-    """mini-swe-agent (pinned, offline) driven by a brain: the registry's ``mini-swe-agent``."""
-    return RuntimeAgent("mini-swe-agent", **options)

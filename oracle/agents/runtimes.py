@@ -57,6 +57,7 @@ __all__ = [
     "get_runtime",
     "install",
     "installed",
+    "runtime_names",
     "runtimes_root",
     "toml_text",
 ]
@@ -173,13 +174,30 @@ def _key(k: str) -> str:
 
 
 class Runtime(ABC):
-    """A pinned agent runtime and its offline configuration against a loopback server.
+    """A pinned agent runtime: the one record everything else reads about it.
+
+    Its install (``spec``), its offline configuration against a loopback server (the methods
+    below), the adapter's stream rules (``rules``: ``"module:attribute"`` of its
+    :class:`oracle.agents.runtime.StreamRules`, imported when an agent is built), the readers
+    of its live stream and session files (``stream_format``, ``session_format``: names in
+    :data:`features.readers.READERS`) and what the command lines offer it (``drives_brains``:
+    the LLM-free agents can be brains behind it in ``experiments.collect_labels``). The agent
+    registry, ``python -m oracle``'s choices and the collection study all read
+    :data:`RUNTIMES`; a new runtime is one subclass here and its stream rules.
 
     ``base_url`` is always the model server's root (``http://127.0.0.1:PORT``); each runtime
     appends what its protocol needs.
     """
 
     spec: RuntimeSpec
+    #: ``"module:attribute"`` of the adapter's stream rules for this runtime
+    rules: str
+    #: the reader of the runtime's live stdout (``features.readers``)
+    stream_format: str
+    #: the reader of the session files it writes (``features.readers``)
+    session_format: str
+    #: the LLM-free agents can be brains behind it (``experiments.collect_labels --runtime``)
+    drives_brains: bool = False
     #: arguments of the version probe (the program prints its version)
     probe_args: tuple[str, ...] = ("--version",)
 
@@ -255,6 +273,10 @@ class Codex(Runtime):
     """Codex CLI (``codex exec --json``) against the loopback Responses API."""
 
     spec = RuntimeSpec("codex", "npm", "@openai/codex", "0.171.0", "Apache-2.0")
+    rules = "oracle.agents.runtime:CODEX_RULES"
+    stream_format = "codex-exec"
+    session_format = "codex-rollout"
+    drives_brains = True
     provider = "ripplecp-loopback"
     key_env = "RIPPLECP_LOOPBACK_KEY"
     #: Codex features that reach the network (or retry forever), all turned off
@@ -346,6 +368,10 @@ class ClaudeCode(Runtime):
 
     spec = RuntimeSpec("claude-code", "npm", "@anthropic-ai/claude-code", "2.1.197",
                        "proprietary (install at run time, never vendor)")
+    rules = "oracle.agents.runtime:CLAUDE_RULES"
+    stream_format = "claude-code-stream"
+    session_format = "claude-code-session"
+    drives_brains = True
     #: tools that fetch from the network, denied in the settings
     network_tools = ("WebFetch", "WebSearch")
 
@@ -416,6 +442,9 @@ class MiniSweAgent(Runtime):
     """
 
     spec = RuntimeSpec("mini-swe-agent", "pypi", "mini-swe-agent", "2.4.6", "MIT")
+    rules = "oracle.agents.runtime:MINI_RULES"
+    stream_format = "mini-swe-agent"  # it prints no stream: its trajectory file is watched
+    session_format = "mini-swe-agent"
     probe_args = ("--help",)  # it has no --version; the help's first line states it
     #: the trajectory file a run writes in its home (``-o``), rewritten after every step
     trajectory = "trajectory.json"
@@ -465,8 +494,13 @@ class MiniSweAgent(Runtime):
         return dest
 
 
-#: every runtime, by name
+#: every runtime, by name: the one list the registry, the command lines and the studies read
 RUNTIMES: dict[str, Runtime] = {r.spec.name: r for r in (Codex(), ClaudeCode(), MiniSweAgent())}
+
+
+def runtime_names(*, drives_brains: bool = False) -> tuple[str, ...]:
+    """The runtimes' names (only those the LLM-free agents can be brains behind, if asked)."""
+    return tuple(n for n, r in RUNTIMES.items() if r.drives_brains or not drives_brains)
 
 
 def get_runtime(name: str) -> Runtime:

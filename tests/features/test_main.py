@@ -210,7 +210,7 @@ def test_write_is_atomic_on_failure_interrupt_and_sigterm(tmp_path: Path) -> Non
     import signal
 
     from features.__main__ import terminating_on_sigterm
-    from features.schema import write_atomic
+    from features.files import write_atomic
 
     target = tmp_path / "features.parquet"
     target.write_bytes(b"the previous table")

@@ -23,6 +23,8 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from features.files import atomic_path, write_atomic
+
 __all__ = ["SDIST_BACKEND", "build_sdist", "build_wheel", "module_name", "normalize"]
 
 _EPOCH = (2020, 1, 1, 0, 0, 0)
@@ -61,14 +63,12 @@ def _wheel_members(name: str, version: str, requires: Sequence[str],
 
 
 def _write_zip(path: Path, members: Mapping[str, bytes]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with zipfile.ZipFile(tmp, "w") as z:
+    with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w") as z:
         for p, data in members.items():
             zi = zipfile.ZipInfo(p, _EPOCH)
             zi.compress_type = zipfile.ZIP_DEFLATED
             zi.external_attr = 0o644 << 16
             z.writestr(zi, data)
-    tmp.replace(path)
 
 
 def build_wheel(dest: Path, name: str, version: str, requires: Sequence[str],
@@ -159,13 +159,11 @@ def build_sdist(dest: Path, name: str, version: str, requires: Sequence[str],
         **{f"csrc/{k}": v.encode() for k, v in c_sources.items()},
     }
     path = Path(dest) / f"{top}.tar.gz"
-    tmp = path.with_name(path.name + ".tmp")
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as t:
         for p, data in sorted(members.items()):
             ti = tarfile.TarInfo(f"{top}/{p}")
             ti.size, ti.mtime, ti.mode = len(data), 1577836800, 0o644
             t.addfile(ti, io.BytesIO(data))
-    tmp.write_bytes(gzip.compress(raw.getvalue(), mtime=0))
-    tmp.replace(path)
+    write_atomic(path, lambda f: f.write(gzip.compress(raw.getvalue(), mtime=0)))
     return path

@@ -462,3 +462,23 @@ def test_nothing_leaves_loopback_in_a_harness_branch(name: str, tmp_path: Path) 
         text = trace.read_text()
         assert re.search(r'inet_addr\("127\.0\.0\.1"\)', text)  # it did talk to its server
         assert _connects(trace) == [], trace.name
+
+
+def test_a_runtime_is_one_record_every_list_reads() -> None:
+    """The registry, ``python -m oracle``'s choices and the collection study read the records;
+    each record's rules, readers and install spec resolve."""
+    from experiments.collect_labels import RUNTIMES as COLLECT_RUNTIMES
+    from features.readers import FORMATS
+    from oracle.__main__ import RUNTIME_NAMES
+    from oracle.agents import agent_names, get_agent
+    from oracle.agents.runtime import StreamRules, stream_rules
+
+    assert RUNTIME_NAMES == tuple(runtimes.RUNTIMES)
+    assert set(COLLECT_RUNTIMES) == {n for n, r in runtimes.RUNTIMES.items() if r.drives_brains}
+    assert {"codex", "claude-code"} <= set(COLLECT_RUNTIMES)
+    for name, rt in runtimes.RUNTIMES.items():
+        assert rt.spec.name == name and name in agent_names()
+        assert isinstance(stream_rules(rt), StreamRules)
+        assert rt.stream_format in FORMATS and rt.session_format in FORMATS
+        agent = get_agent(name, granularity="tool_call")
+        assert agent.name == name and agent.rules is stream_rules(rt)
