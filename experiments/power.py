@@ -35,6 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 from baselines import BASELINES
+from features.files import atomic_path, write_text_atomic
 from labelsets.tables import LabelSet
 from oracle.simulator import simulate_label_set
 from oracle.simulator.workloads import family_names
@@ -195,10 +196,9 @@ def study(args: Args) -> int:
                        f"needs {own}{cheap}")
     print("\n".join(summary))
     for name, frame in (("pilot.csv", pd.DataFrame(pilot_rows)), ("plan.csv", pd.DataFrame(plan_rows))):
-        tmp = out / (name + ".tmp")
-        frame.to_csv(tmp, index=False)
-        tmp.replace(out / name)
-    (out / "report.txt").write_text(text + "\n" + "\n".join(summary) + "\n")
+        with atomic_path(out / name) as tmp:
+            frame.to_csv(tmp, index=False)
+    write_text_atomic(out / "report.txt", text + "\n" + "\n".join(summary) + "\n")
     print(f"\noutputs in {out}/")
     return 0
 

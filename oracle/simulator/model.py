@@ -559,12 +559,12 @@ def family_tasks(
     seed: int = 0,
 ) -> list[LatentTask]:
     """The latent tasks of a study: ``n_repos`` repositories x ``tasks_per_repo`` tasks
-    (default: the family's declared repositories; beyond them, generated variants,
-    :func:`oracle.simulator.workloads.repo_at`)."""
+    (default: the family's default study size, ``FamilyConfig.n_study_repos``; beyond its
+    declared repositories, generated variants, :func:`oracle.simulator.workloads.repo_at`)."""
     fam = get_family(family)
     if tasks_per_repo is not None and tasks_per_repo != fam.tasks_per_repo:
         fam = fam.with_tasks_per_repo(tasks_per_repo)
-    n = len(fam.repos) if n_repos is None else int(n_repos)
+    n = fam.n_study_repos if n_repos is None else int(n_repos)
     if n < 1:
         raise ValueError(f"{fam.name}: n_repos must be >= 1, got {n_repos}")
     return [cached_task(fam, i, k, int(seed)) for i in range(n) for k in range(fam.tasks_per_repo)]

@@ -158,6 +158,9 @@ class FamilyConfig:
     none). ``exactly_once``: the index of a template that every task holds in exactly one
     step, at a uniformly random position (the other steps drawn with ``step_weights``, which
     should give it weight 0): a decisive step whose position nothing positional reveals.
+    ``tasks_per_repo`` and ``study_repos`` size the family's default study: that many tasks
+    in each of that many repositories (None: the declared ones; more: generated variants,
+    :func:`repo_at`), chosen with the power planner (``python -m experiments.power``).
     A task is verified unless its global index modulo ``len(verified_pattern)``
     hits a ``False`` (``None``: every task verified). ``tests_track``: what a test run's
     failures count - ``"steps"``: failing until the last step of a verified task;
@@ -193,6 +196,7 @@ class FamilyConfig:
     repos: tuple[RepoConfig, ...]
     steps: tuple[StepConfig, ...]
     tasks_per_repo: int = 4
+    study_repos: int | None = None
     steps_pattern: tuple[int, ...] = (3,)
     step_weights: tuple[float, ...] | None = None
     exactly_once: int | None = None
@@ -237,10 +241,17 @@ class FamilyConfig:
             raise ValueError(f"{self.name}: tasks_per_repo must be >= 1, got {n}")
         return replace(self, tasks_per_repo=int(n))
 
+    @property
+    def n_study_repos(self) -> int:
+        """Repositories of the family's default study."""
+        return len(self.repos) if self.study_repos is None else int(self.study_repos)
+
     def validate(self) -> None:
         """Raise ValueError naming the field on an inconsistent config."""
         if not self.repos:
             raise ValueError(f"{self.name}: needs at least one repository")
+        if self.study_repos is not None and self.study_repos < 1:
+            raise ValueError(f"{self.name}: study_repos must be >= 1, got {self.study_repos}")
         if not self.steps:
             raise ValueError(f"{self.name}: needs at least one step template")
         top = len(self.steps) if self.step_weights is None else 10_000
@@ -367,7 +378,11 @@ DEPENDENCY_RESOLUTION = FamilyConfig(
         ),
     ),
     step_weights=(0.28, 0.17, 0.17, 0.2, 0.18),
-    tasks_per_repo=4,
+    # sized by the planner (python -m experiments.power, seed 0, alpha 0.05/10) within the
+    # main job's 5 minutes: the limit gains ~34 s over the best simple rule; the learned
+    # policies' differences detect ~56 s at 12 x 6 (89 at 8 x 4); ~33 s needs 24 x 8
+    tasks_per_repo=6,
+    study_repos=12,
     steps_pattern=(4, 5, 6, 5),
     verified_pattern=None,
     tests_track="decisions",
@@ -409,7 +424,10 @@ MULTI_STAGE_BUILD = FamilyConfig(
         ),
     ),
     step_weights=(0.36, 0.24, 0.2, 0.2),
-    tasks_per_repo=4,
+    # sized by the planner (seed 0, alpha 0.05/10): the limit gains ~33 s over the best simple
+    # rule; the learned policies' differences detect ~30 s at 12 x 6, 52 s at 8 x 4
+    tasks_per_repo=6,
+    study_repos=12,
     steps_pattern=(4, 5, 6, 5),
     tests_track="decisions",
     orient_base_s=12.0, explore_s=5.0, explore_sigma=0.3, remaining_sigma=0.04, redo_sigma=0.15,
@@ -463,7 +481,10 @@ POSITIVE = FamilyConfig(
     ),
     step_weights=(0.0, 1.0),
     exactly_once=0,
+    # sized by the planner (seed 0, alpha 0.05/10): the limit gains ~53 s over the best simple
+    # rule, the learned policies 47-52 s; their differences detect ~32 s at 12 x 4, 45-48 at 8 x 4
     tasks_per_repo=4,
+    study_repos=12,
     steps_pattern=(6,),
     tests_track="decisions",
     orient_base_s=15.0, explore_s=8.0, rediscovery_sigma=0.25, final_verification=False,
