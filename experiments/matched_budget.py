@@ -150,11 +150,11 @@ class Args:
                     raise choice_error(fam, known, "--families")
 
 
-#: --quick: the same study on one family (the one with the most boundaries), 3 of its
-#: repositories with 2 tasks each, two count budgets and the seconds budget, fewer
+#: --quick: the same study on the two controls (the null has the most boundaries), 3 of
+#: their repositories with 2 tasks each, two count budgets and the seconds budget, fewer
 #: bootstrap resamples, no shipped set.
 QUICK = dict(
-    families=("long-horizon",), budgets=("count:1", "count:2", "seconds:2x"),
+    families=(NULL_CONTROL, POSITIVE_CONTROL), budgets=("count:1", "count:2", "seconds:2x"),
     repos=3, tasks_per_repo=2, n_resamples=2_000, shipped=False,
 )
 

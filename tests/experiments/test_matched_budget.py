@@ -105,7 +105,7 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "beats first-boundary at matched budget" in proc.stdout
     # stderr is no terminal: one plain line per step, no carriage-return redraws
-    assert "\r" not in proc.stderr and "folds (family x held-out repo): 3/3 done in " in proc.stderr
+    assert "\r" not in proc.stderr and "folds (family x held-out repo): 6/6 done in " in proc.stderr
     assert "optimum (offline limit)" in proc.stdout and "every-boundary (unmatched reference)" in proc.stdout
     judged = set(pd.read_csv(out / "verdicts.csv")["policy"])
     assert judged and not judged & {"oracle", "optimum", "every-boundary"}
@@ -214,6 +214,20 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
     assert listing.returncode == 0 and parent.info.run_id in listing.stdout
 
 
+def test_more_repositories_than_a_family_declares(tmp_path):
+    """``--repos`` beyond a family's 8 declared repositories: generated variants, one fold each."""
+    from experiments.matched_budget import main
+
+    out = tmp_path / "out"
+    rc = main(["--families", "dependency-resolution", "--repos", "10", "--tasks-per-repo", "1",
+               "--no-controls", "--no-learned", "--no-mlflow", "--no-shipped", "--budgets", "count:1",
+               "--n-resamples", "200", "--random-seeds", "1", "--out", str(out)])
+    assert rc == 0
+    res = pd.read_csv(out / "per_task.csv")
+    assert res["repo"].nunique() == 10 and res["fold"].nunique() == 10
+    assert {"deps/variant-009", "deps/variant-010"} <= set(res["repo"])
+
+
 def test_labels_option_reads_a_saved_label_set(tmp_path, make_label_set):
     from experiments.matched_budget import load_label_sets
 
@@ -282,7 +296,7 @@ def test_relative_budgets_are_resolved_on_the_training_repositories_only(make_la
     from ripplecp_policy.splits import leave_one_repo_out
 
     ls = make_label_set(n_repos=3, tasks_per_repo=2, seed=2)
-    args = parse_args(["--quick", "--budgets", "count:1", "seconds:2x"])
+    args = parse_args(["--budgets", "count:1", "seconds:2x"])
     for fold in leave_one_repo_out(ls):
         train = ls.subset(fold.train_tasks)
         labelled = fold_settings(args.budgets, train, args.hazard)

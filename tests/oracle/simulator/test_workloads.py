@@ -247,3 +247,14 @@ def test_a_study_may_hold_more_repositories_than_the_family_declares() -> None:
     assert [t.nominal_s for t in big[:16]] == [t.nominal_s for t in small]
     ls = simulate_label_set("dependency-resolution", n_repos=10, tasks_per_repo=1, seed=0)
     assert ls.tasks["repo"].nunique() == 10
+
+
+def test_each_family_sizes_its_default_study() -> None:
+    """``study_repos`` x ``tasks_per_repo`` is the default study; None keeps the declared 8."""
+    pos = FAMILIES["positive-control"]
+    assert (pos.n_study_repos, pos.tasks_per_repo) == (12, 4)
+    assert FAMILIES["swe-pilot"].n_study_repos == len(FAMILIES["swe-pilot"].repos) == 8
+    tasks = family_tasks("positive-control", seed=0)
+    assert len(tasks) == 48 and len({t.repo for t in tasks}) == 12
+    with pytest.raises(ValueError, match="study_repos"):
+        replace(pos, study_repos=0).validate()
