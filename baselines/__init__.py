@@ -1,5 +1,6 @@
 """Baseline placement policies of the RippleCP paper's Appendix F, the position-only rule
-(fixed positions), and the offline limits.
+(fixed positions), the offline limits, and the online-reachable reference beside them
+(``causal-advantage``: the true current advantage, no future; a limit, never judged).
 
 Every baseline is a :class:`ripplecp_policy.policy.PlacementPolicy` (scikit-learn
 contract) and is registered once in :data:`BASELINES` (:mod:`ripplecp_policy.registry`),
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from baselines.failure_risk import FailureRisk
-from baselines.offline import ClairvoyantOptimum, OraclePolicy
+from baselines.offline import CausalAdvantage, ClairvoyantOptimum, OraclePolicy
 from baselines.simple import (
     EveryBoundary,
     FirstBoundary,
@@ -27,7 +28,7 @@ from ripplecp_policy.policy import PlacementPolicy
 from ripplecp_policy.registry import Factory, PolicyEntry, register
 
 __all__ = [
-    "ClairvoyantOptimum", "EveryBoundary", "FailureRisk", "FirstBoundary", "FixedK", "FixedPositions",
+    "CausalAdvantage", "ClairvoyantOptimum", "EveryBoundary", "FailureRisk", "FirstBoundary", "FixedK", "FixedPositions",
     "NoCheckpoint", "OraclePolicy", "Progress", "RandomPolicy", "StateChange", "TimeBased",
     "BASELINES", "all_baselines",
 ]
@@ -53,6 +54,7 @@ BASELINES: tuple[PolicyEntry, ...] = (
     register("random", _fixed(RandomPolicy)),
     register("oracle", _fixed(OraclePolicy)),
     register("optimum", _fixed(ClairvoyantOptimum)),
+    register("causal-advantage", _fixed(CausalAdvantage)),
 )
 
 

@@ -517,6 +517,147 @@ def gen_claude_code_session(path: Path, size: int, rng: random.Random) -> Path:
     return _write_jsonl(path, _claude_records(size, rng, as_session=True))
 
 
+def gen_gemini_cli_stream(path: Path, size: int, rng: random.Random) -> Path:
+    sink = Sink(path, size)
+    t = 1762074000.0
+
+    def line(obj: dict[str, Any]) -> None:
+        nonlocal t
+        t += rng.random()
+        sink.write(json.dumps({**obj, "timestamp": _iso(t)}, separators=(",", ":")) + "\n")
+
+    line({"type": "init", "session_id": "bench-session", "model": "gemini-2.5-pro"})
+    line({"type": "message", "role": "user", "content": "Make the tests pass."})
+    n, tools = 0, 0
+    for thought, calls in session(rng):
+        words = thought.split(" ")
+        cut = len(words) // 2
+        for piece in (" ".join(words[:cut]) + " ", " ".join(words[cut:])):
+            line({"type": "message", "role": "assistant", "content": piece, "delta": True})
+        ids = []
+        for c in calls:
+            n += 1
+            tid = f"tool-{n}"
+            ids.append((tid, c))
+            if c.kind == "edit":
+                line({"type": "tool_use", "tool_name": "replace", "tool_id": tid,
+                      "parameters": {"file_path": c.path, "old_string": "value",
+                                     "new_string": c.new_text}})
+            elif c.kind == "read":
+                line({"type": "tool_use", "tool_name": "read_file", "tool_id": tid,
+                      "parameters": {"file_path": c.path}})
+            else:
+                line({"type": "tool_use", "tool_name": "run_shell_command", "tool_id": tid,
+                      "parameters": {"command": c.command, "description": "run"}})
+        for tid, c in ids:
+            tools += 1
+            line({"type": "tool_result", "tool_id": tid, "status": "success",
+                  "output": c.output})
+        if sink.full:
+            break
+    line({"type": "result", "status": "success", "stats": {
+        "total_tokens": 3100 * n, "input_tokens": 3000 * n, "output_tokens": 100 * n,
+        "cached": 2000 * n, "input": 1000 * n, "duration_ms": 1000 * n, "tool_calls": tools}})
+    sink.close()
+    return path
+
+
+def gen_aider_chat(path: Path, size: int, rng: random.Random) -> Path:
+    sink = Sink(path, size)
+    sink.write("\n# aider chat started at 2025-03-04 10:15:02\n\n> Aider v0.86.2  \n"
+               "> Model: openai/bench with diff edit format  \n")
+    sent = 0
+    for n, (thought, calls) in enumerate(session(rng)):
+        if n % 5 == 0:
+            sink.write(f"\n#### {thought}  \n")
+        # a reply as Aider's models write them: prose, then each edit as a SEARCH/REPLACE
+        # block holding the old and the new code
+        reply = [thought, "", _text(rng, int(min(20_000, rng.lognormvariate(6.5, 1.0)))), ""]
+        tool = []
+        for c in calls:
+            if c.kind == "edit":
+                reply += [c.path, "```python", "<<<<<<< SEARCH",
+                          _text(rng, len(c.new_text)).rstrip("\n"), "=======",
+                          c.new_text.rstrip("\n"), ">>>>>>> REPLACE", "```", ""]
+                tool.append(f"Applied edit to {c.path}")
+            elif c.kind == "commit":
+                tool.append(f"Commit {rng.randrange(16**7):07x} feat: step {n}")
+            else:
+                reply += ["```bash", c.command, "```", ""]
+                tool += [c.command, "Run shell command? (Y)es/(N)o/(D)on't ask again [Yes]: y",
+                         f"Running {c.command}",
+                         "Add command output to the chat? (Y)es/(N)o/(D)on't ask again [Yes]: y",
+                         f"Added {c.output.count(chr(10)) + 1} lines of output to the chat."]
+        sent += 1000 + rng.randrange(20000)
+        tok = f"Tokens: {sent / 1000:.1f}k sent, {rng.randrange(999)} received."
+        sink.write("\n" + "\n".join(reply).strip() + "\n\n")
+        sink.write("".join(f"> {x}  \n" for x in [tok, *tool]))
+        if sink.full:
+            break
+    sink.close()
+    return path
+
+
+def gen_aider_llm_history(path: Path, size: int, rng: random.Random) -> Path:
+    sink = Sink(path, size)
+    t = 1741083302.0
+    history: list[str] = []
+    for thought, calls in session(rng):
+        t += 5
+        sink.write(f"TO LLM {datetime.fromtimestamp(t, UTC):%Y-%m-%dT%H:%M:%S}\n-------\n"
+                   "SYSTEM Act as an expert software developer.\n")
+        for h in history[-3:]:
+            sink.write("-------\n" + "\n".join(f"USER {x}" for x in h.splitlines()) + "\n")
+        t += 3
+        sink.write(f"LLM RESPONSE {datetime.fromtimestamp(t, UTC):%Y-%m-%dT%H:%M:%S}\n"
+                   f"ASSISTANT {thought}\n")
+        history = history[-3:] + [c.output for c in calls if c.output]
+        if sink.full:
+            break
+    sink.close()
+    return path
+
+
+def gen_cline_task(path: Path, size: int, rng: random.Random) -> Path:
+    path.mkdir()
+    ts = 1730000000000
+    msgs: list[dict[str, Any]] = []
+    written = 0
+
+    def msg(typ: str, what: str, text: str) -> None:
+        nonlocal ts, written
+        ts += rng.randrange(50, 3000)
+        msgs.append({"ts": ts, "type": typ, typ: what, "text": text})
+        written += len(json.dumps(text)) + 40
+
+    msg("say", "task", "Make the tests pass.")
+    request = "<task>Make the tests pass.</task>"
+    for thought, calls in session(rng):
+        # the request text Cline shows: the tool results it sends, then the environment
+        msg("say", "api_req_started", json.dumps({
+            "request": request + "\n\n<environment_details>\n# Current Time\n...\n"
+                       "</environment_details>", "tokensIn": rng.randrange(100), "tokensOut": rng.randrange(900),
+            "cacheWrites": rng.randrange(2000), "cacheReads": rng.randrange(30000),
+            "cost": rng.random() / 100}))
+        msg("say", "text", thought)
+        for c in calls:
+            if c.kind == "edit":
+                msg("say", "tool", json.dumps({"tool": "editedExistingFile", "path": c.path,
+                                               "diff": c.new_text}))
+            elif c.kind == "read":
+                msg("say", "tool", json.dumps({"tool": "readFile", "path": c.path,
+                                               "content": c.path}))
+            else:
+                msg("say", "command", c.command)
+                msg("say", "command_output", c.output)
+        request = "\n".join(f"[{c.command}] Result:\n{c.output}" for c in calls)
+        if written >= size:
+            break
+    (path / "ui_messages.json").write_text(json.dumps(msgs, separators=(",", ":")))
+    (path / "api_conversation_history.json").write_text("[]")
+    return path
+
+
 #: format name -> generator(path, size in bytes, rng) -> the log written
 GENERATORS: dict[str, Callable[[Path, int, random.Random], Path]] = {
     "codex-exec": gen_codex_exec,
@@ -527,6 +668,10 @@ GENERATORS: dict[str, Callable[[Path, int, random.Random], Path]] = {
     "swe-agent": gen_swe_agent,
     "openhands": gen_openhands,
     "openhands-v1": gen_openhands_v1,
+    "gemini-cli-stream": gen_gemini_cli_stream,
+    "aider-chat": gen_aider_chat,
+    "aider-llm-history": gen_aider_llm_history,
+    "cline-task": gen_cline_task,
 }
 #: further forms of a format measured under their own label
 FORMS: dict[str, tuple[str, Callable[[Path, int, random.Random], Path]]] = {
@@ -554,8 +699,12 @@ def bare_parse(path: Path, layout: str) -> object:
 
 def _bare_parse(path: Path, layout: str) -> object:
     if path.is_dir():
+        if not (path / "events").is_dir():  # a Cline task folder: its JSON files
+            return [json.loads(p.read_bytes()) for p in sorted(path.glob("*.json"))]
         return [json.loads(p.read_bytes()) for p in sorted((path / "events").glob("event-*.json"))]
     data = path.read_bytes()
+    if layout == "text":  # no JSON to parse: the floor is the text cut into lines
+        return data.decode("utf-8").split("\n")
     if layout == "jsonl":
         return [json.loads(line) for line in data.splitlines() if line.strip()]
     return json.loads(data)

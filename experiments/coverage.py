@@ -9,8 +9,8 @@ and tasks per repository, as ``python -m experiments.matched_budget`` does), spl
 leave-one-repository-out, fits the policies of every difference kind on the training
 repositories at each budget and evaluates them on the held-out repository, then computes
 each reported difference (policy - first-boundary, paired per task) with the study's own
-interval (:func:`ripplecp_policy.verdicts.paired_contrast`: the two-stage bootstrap,
-repositories then tasks). The same fitted policies are also evaluated on a fresh sample of
+interval (:func:`ripplecp_policy.verdicts.paired_contrast`: the cluster-robust t over
+repositories that decides the verdicts). The same fitted policies are also evaluated on a fresh sample of
 the held-out repository (another seed, ``--fresh-tasks-per-repo`` tasks): pooled over every
 seed, that is the difference the study estimates — the expected held-out difference of the
 procedure at the default size — measured on seeds x repositories x fresh tasks. Coverage is
@@ -180,7 +180,8 @@ def measure(args: Args) -> int:
         it = (one_study(fam, s, args) for fam, s in jobs)
     frames = list(progress(it, total=len(jobs), desc="studies (family x seed)"))
     iv, per_kind, per_family = coverage_table(pd.concat(frames, ignore_index=True))
-    print(f"\n== coverage of the 95% two-stage bootstrap interval: {len(args.seeds)} seeds x "
+    print(f"\n== coverage of the verdicts' 95% interval (cluster-robust t over repositories, CR3, "
+          f"t(k-1)): {len(args.seeds)} seeds x "
           f"{len(args.families)} families x {len(args.budgets)} budgets; truth = the same fitted "
           f"policies on a fresh sample ({args.fresh_tasks_per_repo} tasks per repository per seed, "
           f"pooled over seeds); target >= {TARGET} ==")

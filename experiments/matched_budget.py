@@ -48,10 +48,11 @@ from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, pars
 from ripplecp_policy.data import resolve_labels
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.export import default_checkpoint_cost, policy_example
-from ripplecp_policy.learned import default_learned_policies
+from ripplecp_policy.learned import LEARNED
 from ripplecp_policy.policy import (
     HAZARDS,
     Budget,
+    BudgetSpec,
     PlacementPolicy,
     Role,
     Setting,
@@ -64,7 +65,11 @@ from ripplecp_policy.stats import task_bootstrap
 from ripplecp_policy.tracking import check_experiment_name, policy_params
 from ripplecp_policy.verdicts import (
     BEST_SIMPLE,
+    CHOSEN_LEARNED,
+    Confirmatory,
     Verdict,
+    VerdictClass,
+    choose_learned,
     compare,
     paired_contrast,
     two_bar_verdicts,
@@ -136,7 +141,10 @@ class Args:
     n_resamples: int = opt(10_000, min=1)
     """task-bootstrap resamples for every interval"""
     learned: bool = True
-    """include the learned policies (ripplecp_policy.learned.default_learned_policies)"""
+    """include the learned policies (those of --learners)"""
+    learners: tuple[str, ...] = opt(tuple(e.key for e in LEARNED if e.in_study),
+                                    choices=tuple(e.key for e in LEARNED), metavar="KIND")
+    """the registered learned policies to study (default: those marked for the study)"""
     experiment: str = opt("matched-budget", check=check_experiment_name)
     """MLflow experiment name"""
     jobs: int = opt(2, min=1)
@@ -236,7 +244,7 @@ def policies_for(args: Args) -> tuple[list[PlacementPolicy], list[str]]:
     pols = list(all_baselines(args.seed))
     learned: list[str] = []
     if args.learned:
-        extra = list(default_learned_policies(seed=args.seed, quick=args.quick))
+        extra = [e.make(seed=args.seed, quick=args.quick) for e in LEARNED if e.key in args.learners]
         pols += extra
         learned = [p.name for p in extra]
     return pols, learned
@@ -340,22 +348,36 @@ def verdict_line(policy: str, verdicts: list[Verdict], bar: str = REFERENCE) -> 
         if v.status == "refused":
             parts.append(f"{v.budget}: refused ({v.reason})")
         else:
-            parts.append(f"{v.budget}: {v.status}, {v.diff:+.1f} s, interval [{v.low:+.1f}, {v.high:+.1f}]")
+            parts.append(f"{v.budget}: {v.word()}, {v.diff:+.1f} s, interval [{v.low:+.1f}, {v.high:+.1f}]"
+                         + (f", {v.explain()}" if v.verdict_class else ""))
     yes = [v for v in mine if v.status == "yes"]
     decided = [v for v in mine if v.status != "refused"]
+    powered_no = [v for v in decided if v.verdict_class == VerdictClass.POWERED_NO]
     if decided and len(yes) == len(decided):
         head = "yes"
     elif yes:
         head = "yes at " + ", ".join(v.budget for v in yes) + " only"
+    elif decided and len(powered_no) == len(decided):
+        head = "no — powered"
     else:
         head = "no"
     what = REFERENCE if bar == REFERENCE else "the best simple baseline"
     line = f"  {policy}: beats {what} at matched budget: {head} — " + "; ".join(parts)
-    if head == "no":
+    if head == "no — powered":  # "keep the simple baseline" only after a powered no
         keep = REFERENCE if bar == REFERENCE else "the simple baseline chosen on the training folds"
-        line += (f". It does not beat the simpler rule: keep {keep} "
-                 "(Appendix D: a model that does not beat it has not shown learning is necessary).")
+        line += (f". It does not beat the simpler rule, and gains above the margin are excluded: "
+                 f"keep {keep} (Appendix D: a model that does not beat it has not shown learning "
+                 "is necessary).")
+    elif head == "no" and any(v.verdict_class == VerdictClass.UNDERPOWERED for v in decided):
+        line += ". Not decided where inconclusive: the study is under-powered there (see the MDEs)."
     return line
+
+
+def primary_budget(args: Args) -> str:
+    """The confirmatory family's budget, declared before the run: the first of --budgets
+    (its report label)."""
+    spec = BudgetSpec.parse(args.budgets[0])
+    return args.budgets[0] if spec.relative else Budget(spec.kind, spec.amount).label()
 
 
 def chosen_line(best: pd.DataFrame) -> str:
@@ -377,8 +399,9 @@ def verdict_table(verdicts: list[Verdict], *, learned: bool = True) -> str:
             return "-"
         if v.status == "refused":
             return v.word()
-        return (f"{v.word()} ({v.diff:+.1f} [{v.low:+.1f}, {v.high:+.1f}], p {v.p_value:.3f}, "
-                f"Holm {v.p_adjusted:.3f})")
+        return (f"{v.word()} ({v.diff:+.1f} [{v.low:+.1f}, {v.high:+.1f}], p {v.p_value:.2g}, "
+                f"adj {v.p_adjusted:.2g}, MDE {v.mde:.3g} at a {v.alpha:.2g}, limit "
+                f"{v.limit_diff:+.1f} {v.limit_class or '-'})")
 
     by = {(v.family, v.policy, v.budget, v.bar): v for v in verdicts}
     keys = list(dict.fromkeys((v.family, v.policy, v.budget) for v in verdicts))
@@ -388,14 +411,22 @@ def verdict_table(verdicts: list[Verdict], *, learned: bool = True) -> str:
         **({"(b) beats the best simple baseline": [cell(by.get((*k, BEST_SIMPLE))) for k in keys]}
            if learned else {}),
     })
-    n = {bar: sum(1 for v in verdicts if v.bar == bar and v.status != "refused") for bar in (REFERENCE, BEST_SIMPLE)}
+    conf = [v for v in verdicts if v.scope == "confirmatory" and v.status != "refused"]
+    groups = {g: sum(1 for v in conf if v.group == g) for g in dict.fromkeys(v.group for v in conf)}
     head = ("== verdicts, fixed in advance (difference = policy - bar, s, negative favours the policy; "
-            f"Holm across the study: {n[REFERENCE]} tests of bar (a)"
-            + (f", {n[BEST_SIMPLE]} of bar (b)" if learned else "") + ") ==")
+            "confirmatory family declared before the run: "
+            + (", ".join(f"{g or 'all'} {n} tests (Holm)" for g, n in groups.items()) or "none")
+            + "; every other verdict exploratory, at alpha 0.05 alone; MDE at 80 % power at the "
+            "alpha applied; limit = the cross-fitted limit's difference to the same bar and its "
+            "class) ==")
     if not learned:
         head += ("\n  (no learned policies: the verdict is for the best simple baseline chosen on the "
                  "training folds)")
     lines = [head, "  " + table.to_string(index=False).replace("\n", "\n  ")]
+    if conf:
+        lines.append("  confirmatory verdicts (the only ones a headline may cite):")
+        lines += [f"    {v.family} {v.budget} {v.policy} ({v.chosen}) vs {v.reference}: {v.word()}, "
+                  f"{v.diff:+.1f} s [{v.low:+.1f}, {v.high:+.1f}] — {v.explain()}" for v in conf]
     for fam in dict.fromkeys(v.family for v in verdicts):
         mine = [v for v in verdicts if v.family == fam]
         lines.append(f"  {fam}:")
@@ -640,8 +671,14 @@ def _study(
     best = pd.concat(all_best, ignore_index=True)
     # 7. The verdicts, both bars fixed in advance, Holm-corrected across the study.
     judged = learned or [BEST_SIMPLE]
-    two_bar = two_bar_verdicts(pd.concat([results, best], ignore_index=True), judged,
-                               tolerance=args.tolerance, n_resamples=args.n_resamples)
+    chosen = choose_learned(results, learned) if learned else results.iloc[:0]
+    if learned:  # the confirmatory policy: per fold, the learner chosen on the other folds
+        judged = [CHOSEN_LEARNED, *learned]
+    simulated = set() if args.labels else set(args.families)  # real and simulated corrected apart
+    confirmatory = Confirmatory(primary_budget(args), policy=judged[0],
+                                groups={f: "simulated" if f in simulated else "real" for f in data})
+    two_bar = two_bar_verdicts(pd.concat([results, best, chosen], ignore_index=True), judged,
+                               tolerance=args.tolerance, confirmatory=confirmatory)
     if not learned:  # bar (b) would compare best-simple with itself
         two_bar = [v for v in two_bar if v.bar == REFERENCE]
     text = verdict_table(two_bar, learned=bool(learned))

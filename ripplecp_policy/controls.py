@@ -13,10 +13,11 @@ it: a bar-(b) "yes" on the null says the study's "yes" may be false positives.
 
 The rule, fixed before any run: the positive control passes when its verdicts say "yes"
 on both bars (first-boundary and the best simple baseline); the null passes when none of
-its bar-(b) verdicts says "yes". Only confirmatory verdicts count when the verdicts carry
-a scope (:mod:`ripplecp_policy.verdicts`' confirmatory family: one learned policy and one
-primary budget per family); verdicts without one (older outputs) count whole: the
-positive control then passes when each bar has a "yes" at every budget of some policy.
+its bar-(b) verdicts says "yes". Only a family's confirmatory verdicts count when it has
+any (:mod:`ripplecp_policy.verdicts`' confirmatory family: one learned policy and one
+primary budget per family); a family without any (no confirmatory family declared, or
+older outputs) counts all its verdicts: the positive control then passes when some policy
+says "yes" on each bar at every budget it was judged at.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ripplecp_policy.verdicts import CONFIRMATORY
+
 #: the two bars a positive control must pass, by their verdicts' ``bar`` names
 BARS: tuple[str, str] = ("first-boundary", "best-simple")
-#: the scope name of a confirmatory verdict (ripplecp_policy.verdicts.CONFIRMATORY)
-CONFIRMATORY = "confirmatory"
 
 
 @dataclass(frozen=True)
@@ -79,18 +80,15 @@ class ControlsOutcome:
 
 
 def _counted(verdicts: Iterable[Any], family: str) -> list[Any]:
-    """The family's verdicts that count: its confirmatory ones when verdicts carry a scope,
-    else all; refused ones never."""
+    """The family's verdicts that count: its confirmatory ones when it has any, else all
+    (a study without a confirmatory family, or older outputs); refused ones never."""
     mine = [v for v in verdicts if getattr(v, "family", "") == family and v.status != "refused"]
-    scoped = [v for v in mine if getattr(v, "scope", "")]
-    if scoped:
-        return [v for v in scoped if v.scope == CONFIRMATORY]
-    return mine
+    return [v for v in mine if getattr(v, "scope", "") == CONFIRMATORY] or mine
 
 
 def _positive_passes(vs: Sequence[Any]) -> tuple[bool, str]:
-    """Yes on both bars: for confirmatory verdicts, every one of them (one per bar); for
-    unscoped ones, some policy with a yes on both bars at every budget it was judged at."""
+    """Yes on both bars: for confirmatory verdicts, every one of them (one per bar); else
+    some policy with a yes on both bars at every budget it was judged at."""
     if not vs:
         return False, "no decided verdict"
     if any(getattr(v, "scope", "") == CONFIRMATORY for v in vs):

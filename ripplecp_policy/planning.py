@@ -18,8 +18,9 @@ random-effects ANOVA, with the repetition part from the two halves of each cell'
 repetitions. :meth:`PilotEstimate.design` is the fewest repositories whose minimum
 detectable effect (80 % power, two-sided, at the level applied) reaches an effect.
 
-The MDE itself and the variance components are :mod:`ripplecp_policy.power`'s (one home:
-the verdicts' own); the planner adds only the repetition term.
+The MDE itself, the variance components and the design search are
+:mod:`ripplecp_policy.power`'s (one home: the verdicts' own MDE, ``mde_at`` /
+``design_for`` / ``variance_components``); the planner adds only the repetition term.
 """
 
 from __future__ import annotations
@@ -35,116 +36,18 @@ from sklearn.base import clone
 
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.policy import PlacementPolicy, Role, Setting
+from ripplecp_policy.power import (
+    Design,
+    VarianceComponents,
+    design_for,
+    mde_at,
+    variance_components,
+)
 from ripplecp_policy.pricing import placement_objective
 from ripplecp_policy.splits import leave_one_repo_out
 
 if TYPE_CHECKING:
     from labelsets.tables import LabelSet
-
-# ---------------------------------------------------------------------------------------
-# The interface to ripplecp_policy.power (branch verdicts-power), isolated here.
-# Until that module is on main these are stand-ins with its names, signatures and meaning
-# (variance components by one-way random-effects ANOVA; the MDE of a two-sided t test with
-# df = repositories - 1 at 80 % power by the noncentral t). When it lands this block
-# becomes one import: from ripplecp_policy.power import (POWER, VarianceComponents,
-# design_for, mde_at, variance_components)
-# ---------------------------------------------------------------------------------------
-
-POWER = 0.8
-
-
-@dataclass(frozen=True)
-class VarianceComponents:
-    """Per-task differences as repository effect + task noise (``between``, ``within``)."""
-
-    mean: float
-    between: float
-    within: float
-    n_repos: int
-    n_tasks: int
-
-    @property
-    def tasks_per_repo(self) -> float:
-        return self.n_tasks / self.n_repos if self.n_repos else math.nan
-
-    def se(self, n_repos: int, tasks_per_repo: int) -> float:
-        return math.sqrt(self.between / n_repos + self.within / (n_repos * tasks_per_repo))
-
-
-def variance_components(diff: Any, repos: Any) -> VarianceComponents:
-    """Between- and within-repository variance (unbalanced one-way ANOVA, moments)."""
-    d = np.asarray(diff, dtype=float)
-    codes, uniques = pd.factorize(pd.Series(np.asarray(repos)), sort=True)
-    k, n = len(uniques), d.size
-    grand = float(d.mean())
-    if k < 2:
-        return VarianceComponents(grand, 0.0, float(np.var(d, ddof=1)), 1, n)
-    if n == k:
-        return VarianceComponents(grand, float(np.var(d, ddof=1)), 0.0, k, n)
-    sizes = np.bincount(codes, minlength=k).astype(float)
-    means = np.bincount(codes, weights=d, minlength=k) / sizes
-    msb = float(np.sum(sizes * (means - grand) ** 2)) / (k - 1)
-    msw = float(np.sum((d - means[codes]) ** 2)) / (n - k)
-    n0 = (n - float(np.sum(sizes**2)) / n) / (k - 1)
-    return VarianceComponents(grand, max(0.0, (msb - msw) / n0), msw, k, n)
-
-
-def mde_at(components: VarianceComponents, n_repos: int, tasks_per_repo: int, *,
-           alpha: float = 0.05, power: float = POWER) -> float:
-    """The MDE of ``n_repos`` x ``tasks_per_repo`` tasks at two-sided ``alpha``."""
-    from scipy import optimize
-    from scipy import stats as sps
-
-    if n_repos < 2:
-        return math.inf
-    se, df = components.se(n_repos, tasks_per_repo), n_repos - 1
-    if se == 0.0:
-        return 0.0
-    crit = float(sps.t.ppf(1.0 - alpha / 2, df))
-
-    def shortfall(ncp: float) -> float:
-        return float(sps.nct.sf(crit, df, ncp)) - power
-
-    hi = crit + 10.0
-    while shortfall(hi) < 0:
-        hi *= 2
-    return se * float(optimize.brentq(shortfall, 0.0, hi, xtol=1e-10))
-
-
-@dataclass(frozen=True)
-class Design:
-    """A study size and the MDE it reaches for an ``effect`` at ``alpha``."""
-
-    n_repos: int
-    tasks_per_repo: int
-    mde: float
-    effect: float
-    alpha: float
-    power: float = POWER
-
-    @property
-    def n_tasks(self) -> int:
-        return self.n_repos * self.tasks_per_repo
-
-
-def design_for(components: VarianceComponents, effect: float, *, alpha: float = 0.05,
-               power: float = POWER, tasks_per_repo: int | None = None,
-               max_repos: int = 100_000) -> Design | None:
-    """The fewest repositories (at ``tasks_per_repo``) whose MDE is at most ``effect``."""
-    if not effect > 0 or not math.isfinite(effect):
-        return None
-    m = max(1, int(math.ceil(tasks_per_repo if tasks_per_repo is not None else components.tasks_per_repo)))
-    if mde_at(components, max_repos, m, alpha=alpha, power=power) > effect:
-        return None
-    lo, hi = 2, max_repos
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if mde_at(components, mid, m, alpha=alpha, power=power) <= effect:
-            hi = mid
-        else:
-            lo = mid + 1
-    return Design(hi, m, mde_at(components, hi, m, alpha=alpha, power=power), effect, alpha, power)
-
 
 # ---------------------------------------------------------------------------------------
 # The planner
@@ -293,7 +196,4 @@ def subsample(data: LabelSet, n_repos: int | None, tasks_per_repo: int | None) -
     return data if len(ids) == len(data.tasks) else data.subset(ids)
 
 
-__all__ = [
-    "POWER", "Design", "PilotEstimate", "PlanRow", "VarianceComponents", "cheapest", "design_for",
-    "estimate", "mde_at", "pilot_differences", "plan", "subsample", "variance_components",
-]
+__all__ = ["PilotEstimate", "PlanRow", "cheapest", "estimate", "pilot_differences", "plan", "subsample"]

@@ -9,7 +9,8 @@ over the measured failures, proportional to nominal segment duration, or explici
 
 Here: :class:`TaskCosts` (one task's table as arrays), :func:`failure_weights`, the metrics of
 a placement side by side (:func:`placement_metrics`; never folded into one scalar), the one
-objective (:func:`placement_objective`), the clairvoyant optimum by dynamic program
+objective (:func:`placement_objective`), the true current advantage of one checkpoint
+(:func:`current_advantage`), the clairvoyant optimum by dynamic program
 (:func:`optimal_placement`) and by enumeration (:func:`brute_force_placement`), and the one
 budget check :func:`fits` every runner, solver and policy uses.
 """
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from labelsets.definitions import failure_cost
+from labelsets.definitions import advantage, failure_cost
 from ripplecp_policy.policy import Budget, HazardSpec
 
 if TYPE_CHECKING:
@@ -303,6 +304,23 @@ def _metrics(tc: TaskCosts, placement: tuple[int, ...]) -> dict[str, float]:
     }
 
 
+def current_advantage(tc: TaskCosts, boundary: int, last: int) -> float:
+    """The true current advantage of checkpointing at ``boundary`` when the last checkpoint
+    is ``last`` (0 = none): the paper's label, J(last, f) - J(boundary, f) - C(boundary)
+    (:func:`labelsets.definitions.advantage`, restore latency not folded in), averaged over the
+    failures f > boundary with their failure weights — what the advantage regressors
+    predict. It reads rows ``last`` and ``boundary`` of the table and no later checkpoint's;
+    -inf when no failure can strike after ``boundary``, NaN when a needed cell is unmeasured."""
+    if not 0 <= last < boundary <= tc.n_boundaries:
+        raise ValueError(f"{tc.task_id}: need 0 <= last < boundary <= {tc.n_boundaries}, got {last}, {boundary}")
+    m = (tc.failures > boundary) & (tc.weights > 0)
+    if not m.any():
+        return -math.inf
+    w = tc.weights[m]
+    adv = advantage(tc.J[last, m], tc.J[boundary, m] + tc.creation_s[boundary])
+    return float(np.dot(w, adv) / w.sum())
+
+
 def placement_objective(tc: TaskCosts, checkpoints: Iterable[int]) -> float:
     """E_f[creation before f + restore latency + J(last, f)]: what the optimum minimises."""
     key = tuple(sorted({int(b) for b in checkpoints}))
@@ -394,6 +412,35 @@ def optimal_placement(tc: TaskCosts, budget: Budget) -> tuple[list[int], float]:
             if total < best - 1e-12 or (abs(total - best) <= 1e-12 and key < (len(best_path), best_path)):
                 best, best_path = total, path_j
     return list(best_path), float(best)
+
+
+def stopping_values(tc: TaskCosts, k_max: int) -> tuple[np.ndarray, np.ndarray]:
+    """Hindsight values of checkpointing now versus waiting, with k checkpoints left.
+
+    The dynamic program of :func:`optimal_placement` run backwards over decisions: ``H[k, t,
+    c]`` is the least expected cost still to come (the objective's terms for failures after
+    c) with at most k checkpoints among boundaries t..B and the last checkpoint at c < t
+    (t = B + 1: none left). At boundary t, ``cp[k, t, c]`` = ``seg(c, t) + C(t) S(t) + H[k-1,
+    t+1, t]`` (take t) and ``skip[k, t, c]`` = ``H[k, t+1, c]``; ``H = min(cp, skip)``.
+    Returns ``(cp, skip)`` of shape (k_max + 1, B + 2, B + 1), +inf where undefined (c >= t,
+    k = 0 for cp, an unmeasured cell); ``skip - cp`` is the value of checkpointing now
+    rather than waiting with the budget left, in hindsight (a count of checkpoints: each
+    uses one of k). Exact for count budgets; the stopping learner's training target."""
+    b = tc.n_boundaries
+    k_max = max(0, int(k_max))
+    seg = _segment_costs(tc)
+    add = tc.creation_s * tc.survival()
+    H = np.full((k_max + 1, b + 2, b + 1), np.inf)
+    cp = np.full_like(H, np.inf)
+    skip = np.full_like(H, np.inf)
+    H[:, b + 1, :] = seg[:, b + 1]
+    for t in range(b, 0, -1):
+        for k in range(k_max + 1):
+            skip[k, t, :t] = H[k, t + 1, :t]
+            if k > 0:
+                cp[k, t, :t] = seg[:t, t] + add[t] + H[k - 1, t + 1, t]
+            H[k, t, :t] = np.minimum(cp[k, t, :t], skip[k, t, :t])
+    return cp, skip
 
 
 def _pareto(labels: list[tuple[float, float, tuple[int, ...]]]) -> list[tuple[float, float, tuple[int, ...]]]:

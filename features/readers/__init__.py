@@ -15,6 +15,10 @@ that table:
 ``swe-agent``            SWE-agent ``.traj`` v1 and 0.x (:mod:`.swe_agent`)
 ``openhands``            OpenHands V0 event list (:mod:`.openhands`)
 ``openhands-v1``         OpenHands V1 conversation: event list or directory (:mod:`.openhands_v1`)
+``gemini-cli-stream``    Gemini CLI ``--output-format stream-json`` (:mod:`.gemini_cli`)
+``aider-chat``           Aider ``.aider.chat.history.md`` (markdown; :mod:`.aider`)
+``aider-llm-history``    Aider ``--llm-history-file`` (text; :mod:`.aider`)
+``cline-task``           Cline / Roo Code task folder or its ``ui_messages.json`` (:mod:`.cline`)
 =======================  ====================================================
 
 The line-oriented formats have a streaming parser each (``ReaderSpec.parser``, a
@@ -41,9 +45,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from features.readers import (
+    aider,
     claude_code,
+    cline,
     codex_exec,
     codex_rollout,
+    gemini_cli,
     mini_swe_agent,
     openhands,
     openhands_v1,
@@ -96,8 +103,9 @@ class ReaderSpec:
     read one, and (line-oriented formats) its streaming parser for live logs."""
 
     name: str
-    layout: Literal["json", "jsonl"]  # one JSON document, or one JSON object per line
-    detect: Callable[[Any], bool]  # the parsed document (json) or first record (jsonl)
+    layout: Literal["json", "jsonl", "text"]  # one JSON document, one JSON object per line,
+    # or lines of text (Aider's markdown)
+    detect: Callable[[Any], bool]  # the parsed document (json), first record (jsonl) or text
     read: Callable[..., Trajectory]  # read(path, *, task_id, repo, **options)
     aliases: tuple[str, ...] = ()
     options: frozenset[str] = frozenset()  # keyword options read() takes beyond task_id/repo
@@ -127,6 +135,14 @@ READERS: tuple[ReaderSpec, ...] = (
     ReaderSpec(openhands.FORMAT, "json", openhands.looks_like, openhands.read_openhands),
     ReaderSpec(openhands_v1.FORMAT, "json", openhands_v1.looks_like,
                openhands_v1.read_openhands_v1, detect_dir=openhands_v1.looks_like_dir),
+    ReaderSpec(gemini_cli.FORMAT, "jsonl", gemini_cli.looks_like, gemini_cli.read_gemini_stream,
+               ("gemini-cli", "gemini-stream-json"), _JSONL_OPTIONS, gemini_cli.GeminiStreamParser),
+    ReaderSpec(aider.FORMAT, "text", aider.looks_like_chat, aider.read_aider_chat, ("aider",),
+               parser=aider.AiderChatParser),
+    ReaderSpec(aider.LLM_FORMAT, "text", aider.looks_like_llm_history,
+               aider.read_aider_llm_history, parser=aider.AiderLlmHistoryParser),
+    ReaderSpec(cline.FORMAT, "json", cline.looks_like, cline.read_cline_task, ("cline", "roo-code"),
+               detect_dir=cline.looks_like_dir),
 )
 FORMATS: tuple[str, ...] = tuple(r.name for r in READERS)
 _BY_NAME: dict[str, ReaderSpec] = {n: r for r in READERS for n in (r.name, *r.aliases)}
@@ -168,6 +184,10 @@ def detect_format(path: str | Path) -> str:
             f"{path}: a directory that holds no known log (formats with a directory form: "
             f"{', '.join(dirs)})")
     raw = read_log_bytes(path)
+    if _first_byte(raw) not in (b"{", b"["):  # no JSON: a text log, or nothing known
+        text = log_text(path, raw)
+        if (name := _detect(text, "text")) is not None:
+            return name
     first = _first_record(path, raw)
     if first is not None and (name := _detect(first, "jsonl")) is not None:
         return name
@@ -220,6 +240,13 @@ def detect_format(path: str | Path) -> str:
             f"{str(first)[:80]!r}); known formats: {', '.join(FORMATS)}"
         )
     raise TrajectoryFormatError(f"{path}: empty file")
+
+
+def _first_byte(raw: bytes) -> bytes:
+    """The first byte of ``raw`` that is not blank space (b"" for none), without copying
+    the log (``raw.lstrip()`` copies all of it)."""
+    head = raw[:4096].lstrip()
+    return head[:1] if head or len(raw) <= 4096 else raw.lstrip()[:1]
 
 
 def _first_record(path: Path, raw: bytes) -> dict[str, Any] | None:

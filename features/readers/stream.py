@@ -55,6 +55,7 @@ from features.readers.common import (
     current_limits,
     jsonl_records,
     parse_json_line,
+    read_text,
     seal,
     stem,
     time_flags,
@@ -62,7 +63,7 @@ from features.readers.common import (
 )
 from features.schema import Event, Trajectory
 
-__all__ = ["StreamParser", "read_with"]
+__all__ = ["StreamParser", "TextStreamParser", "read_text_with", "read_with"]
 
 
 class StreamParser:
@@ -276,4 +277,74 @@ def read_with(
                          f"file has {len(got)} non-blank lines")
     for (lineno, obj), t in zip(got, arrival_times, strict=True):
         parser.feed_record(obj, lineno, to_float(t, Loc(path, lineno, "arrival_times")))
+    return parser.finish()
+
+
+class TextStreamParser(StreamParser):
+    """Base of the parsers of line-oriented *text* logs (Aider's markdown chat history):
+    :meth:`feed` takes one line of text (no JSON parse), strips its line end (``\\n``,
+    ``\\r\\n``) and hands it to :meth:`on_line`; every other rule of :class:`StreamParser`
+    holds (final events, order, the size bound, a line not UTF-8 refused naming the line).
+    Subclasses implement :meth:`on_line` instead of :meth:`on_record`."""
+
+    def feed(self, line: str | bytes | Mapping[str, Any],
+             arrival_s: float | None = None) -> list[Event]:
+        if self._flushed:
+            raise RuntimeError(f"{self.source}: feed() after the end of the stream")
+        if isinstance(line, Mapping):
+            raise TypeError(f"{self.source}: a text log is fed lines of text, not objects")
+        self.lineno += 1
+        try:
+            text = line.decode("utf-8") if isinstance(line, bytes) else line
+        except UnicodeDecodeError as exc:
+            raise TrajectoryFormatError(
+                f"{self.source}: line {self.lineno}: not UTF-8 text (byte offset "
+                f"{exc.start})") from exc
+        self._fed_bytes += len(line)
+        limit = current_limits().max_bytes
+        if self._fed_bytes > limit:
+            raise TrajectoryFormatError(
+                f"{self.source}: line {self.lineno}: the stream passed the "
+                f"{limit / 2**20:g} MiB limit (ReadLimits.max_bytes)")
+        if text.endswith("\n"):
+            text = text[:-1]
+        if text.endswith("\r"):
+            text = text[:-1]
+        self._out = []
+        self.on_line(text, self.lineno, arrival_s if self.ARRIVAL_TIMES else None)
+        out, self._out = self._out, []
+        return out
+
+    def feed_lines(self, lines: Iterable[str], first_lineno: int = 1) -> None:
+        """Every line of a text file (line ends, ``\r`` included, already cut), numbered from
+        ``first_lineno``: what :meth:`feed` does line by line, without each line's list of
+        final events (a file reader takes them all from :meth:`finish`)."""
+        if self._flushed:
+            raise RuntimeError(f"{self.source}: feed() after the end of the stream")
+        on_line = self.on_line
+        lineno = first_lineno - 1
+        for lineno, text in enumerate(lines, first_lineno):
+            on_line(text, lineno, None)
+        self.lineno = max(self.lineno, lineno)
+        self._out = []
+
+    def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
+        raise TypeError(f"{self.source}: a text log is fed lines of text, not objects")
+
+    def on_line(self, line: str, lineno: int, arrival: float | None) -> None:
+        """Handle one line of the log, its line end cut."""
+        raise NotImplementedError
+
+
+def read_text_with(parser: TextStreamParser, path: str | Path) -> Trajectory:
+    """Read a whole text log through ``parser`` (the file's checks, decompression and
+    decoding are :func:`~features.readers.common.read_text`'s): every line fed in order,
+    then finished."""
+    text = read_text(Path(path))
+    if "\r" in text:  # CRLF line ends (Aider's --line-endings crlf): cut as feed() cuts them
+        text = text.replace("\r\n", "\n")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the file's last line end
+    parser.feed_lines(lines)
     return parser.finish()

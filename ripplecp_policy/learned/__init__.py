@@ -5,7 +5,7 @@ each stage saw (``audit_``). Each kind is registered once (:mod:`ripplecp_policy
 with its Optuna search space: ``xgboost`` and ``ridge`` advantage regressors and Q-Ripple
 with extremely randomized trees (``fqi-extratrees``) are the matched-budget study's learned
 policies; the advantage classifiers (``classifier``: xgboost, ``classifier-logistic``) and
-``fqi-xgboost`` are trained on request
+``fqi-xgboost`` and the budget-aware stopping learner (``stopping``) are trained on request
 (``python -m experiments.train_policies --kinds``). :data:`LEARNED` lists them; adding a
 learned policy is one :func:`~ripplecp_policy.registry.register` call in it.
 """
@@ -20,6 +20,7 @@ from ripplecp_policy.learned.advantage import (
     rank_report,
 )
 from ripplecp_policy.learned.fqi import FittedQPolicy, value_error_summary
+from ripplecp_policy.learned.stopping import StoppingPolicy
 from ripplecp_policy.policy import PlacementPolicy
 from ripplecp_policy.registry import PolicyEntry, register
 
@@ -27,6 +28,7 @@ __all__ = [
     "AdvantageClassifierPolicy",
     "AdvantageRegressorPolicy",
     "FittedQPolicy",
+    "StoppingPolicy",
     "DEVICES",
     "LEARNED",
     "check_device",
@@ -62,6 +64,14 @@ def _fqi_extratrees_space(t: Any) -> dict[str, Any]:
     }
 
 
+def _stopping_space(t: Any) -> dict[str, Any]:
+    return {
+        "n_estimators": t.suggest_int("n_estimators", 50, 300, step=25),
+        "max_depth": t.suggest_int("max_depth", 2, 5),
+        "learning_rate": t.suggest_float("learning_rate", 0.01, 0.3, log=True),
+    }
+
+
 def _fqi_xgboost_space(t: Any) -> dict[str, Any]:
     return {
         "n_estimators": t.suggest_int("n_estimators", 20, 150, step=10),
@@ -89,6 +99,10 @@ def _classifier(model: str) -> Any:
     return make
 
 
+def _stopping(seed: int = 0, quick: bool = False, device: str = "cpu") -> StoppingPolicy:
+    return StoppingPolicy(n_estimators=50 if quick else 200, random_state=seed, device=device)
+
+
 def _fqi(regressor: str) -> Any:
     def make(seed: int = 0, quick: bool = False, device: str = "cpu") -> FittedQPolicy:
         # 25 trees (Ernst et al. 2005 used 50): the tree fits are half of the default
@@ -109,6 +123,9 @@ LEARNED: tuple[PolicyEntry, ...] = (
              in_study=False),
     register("fqi-extratrees", _fqi("extratrees"), learned=True, space=_fqi_extratrees_space),
     register("fqi-xgboost", _fqi("xgboost"), learned=True, space=_fqi_xgboost_space, in_study=False),
+    # the budget-aware stopping learner: out of the default study until it beats the
+    # regressors' first-exceedance rule on held-out repositories (README: it did not)
+    register("stopping", _stopping, learned=True, space=_stopping_space, in_study=False),
 )
 
 

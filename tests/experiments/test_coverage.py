@@ -52,7 +52,8 @@ def test_coverage_counts_intervals_that_contain_the_pooled_truth() -> None:
 def test_quick_run_of_the_real_script(run_command, tmp_path: Path) -> None:
     proc = run_command(MODULE, "--quick", "--seeds", "0", "1", "--out", str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "== coverage of the 95% two-stage bootstrap interval: 2 seeds" in proc.stdout
+    assert "== coverage of the verdicts' 95% interval (cluster-robust t" in proc.stdout
+    assert "t(k-1)): 2 seeds" in proc.stdout
     for kind in ("no-checkpoint - first-boundary", "time-tuned - first-boundary",
                  "optimum - first-boundary"):
         assert kind in proc.stdout

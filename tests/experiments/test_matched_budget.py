@@ -59,12 +59,21 @@ def test_safe_metric_keys():
         "long-horizon/AdvantageRegressorPolicy_xgboost_/9.2s"
 
 
-def test_verdict_line_says_no_plainly():
-    v = [Verdict("ridge", "first-boundary", "1ckpt", "no", "tfc", 3.0, -1.0, 7.0),
-         Verdict("ridge", "first-boundary", "2ckpt", "no", "tfc", 1.0, -2.0, 4.0)]
+def test_verdict_line_says_no_plainly_and_keep_only_after_a_powered_no():
+    from ripplecp_policy.verdicts import VerdictClass
+
+    v = [Verdict("ridge", "first-boundary", "1ckpt", "no", "tfc", 3.0, -1.0, 7.0, scope="confirmatory",
+                 verdict_class=VerdictClass.POWERED_NO, margin=20.0, mde=9.0, limit_diff=-30.0),
+         Verdict("ridge", "first-boundary", "2ckpt", "no", "tfc", 1.0, -2.0, 4.0, scope="confirmatory",
+                 verdict_class=VerdictClass.POWERED_NO, margin=20.0, mde=5.0, limit_diff=-30.0)]
     line = verdict_line("ridge", v)
-    assert "beats first-boundary at matched budget: no" in line and "keep first-boundary" in line
-    v[0].status, v[0].high = "yes", -0.5
+    assert "beats first-boundary at matched budget: no — powered" in line and "keep first-boundary" in line
+    assert "MDE 9 s" in line and "the limit's gain 30 s" in line
+    v[1].verdict_class, v[1].mde, v[1].needed = VerdictClass.UNDERPOWERED, 50.0, "24 repositories x 4 tasks"
+    line = verdict_line("ridge", v)  # an inconclusive "no" never says keep the simple rule
+    assert "at matched budget: no —" in line and "keep" not in line and "under-powered" in line
+    assert "MDE 50 s above the limit's gain 30 s" in line and "24 repositories x 4 tasks" in line
+    v[0].status, v[0].verdict_class, v[0].high = "yes", VerdictClass.YES, -0.5
     assert "yes at 1ckpt only" in verdict_line("ridge", v)
 
 

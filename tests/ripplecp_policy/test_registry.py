@@ -25,9 +25,10 @@ def test_every_policy_is_registered_once_with_a_unique_key_and_name():
 def test_roles_come_from_the_classes():
     roles = {e.key: e.role for e in entries()}
     assert roles["every-boundary"] is Role.REFERENCE is EveryBoundary.role
-    assert roles["oracle"] is roles["optimum"] is Role.OFFLINE
-    assert {k for k, r in roles.items() if r is Role.ONLINE} == set(roles) - {"every-boundary", "oracle", "optimum"}
-    assert [e.key for e in entries(role=Role.OFFLINE)] == ["oracle", "optimum"]
+    assert roles["oracle"] is roles["optimum"] is roles["causal-advantage"] is Role.OFFLINE
+    limits = {"oracle", "optimum", "causal-advantage"}  # the reachable reference is a limit too
+    assert {k for k, r in roles.items() if r is Role.ONLINE} == set(roles) - {"every-boundary", *limits}
+    assert [e.key for e in entries(role=Role.OFFLINE)] == ["oracle", "optimum", "causal-advantage"]
     for e in entries():
         assert type(e.make()).role is e.role
 

@@ -431,19 +431,24 @@ def test_the_spread_is_the_unbiased_variance_and_the_few_clusters_t_quantile():
     assert (t.low, t.high) == tuple(np.quantile(reps, [0.025, 0.975]))
 
 
-def test_paired_contrast_uses_the_two_stage_bootstrap():
+def test_paired_contrast_uses_the_cluster_t_or_the_two_stage_bootstrap():
+    from ripplecp_policy.power import cluster_test
+    from ripplecp_policy.stats import difference_test
     from ripplecp_policy.verdicts import paired_contrast
 
     n = 12
     base = pd.DataFrame(dict(task_id=[f"t{i}" for i in range(n)], repo=[f"r{i % 4}" for i in range(n)]))
     pol = base.assign(total_failure_cost=np.arange(n) * 1.0 + np.repeat([0, 3, 6, 9], 3))
     ref = base.assign(total_failure_cost=np.arange(n) * 1.0 + 5)
-    c = paired_contrast(pol, ref, n_resamples=500)
     d = (pol["total_failure_cost"] - ref["total_failure_cost"]).to_numpy()
-    from ripplecp_policy.stats import difference_test
-
+    c = paired_contrast(pol, ref)
+    t = cluster_test(d, base["repo"].to_numpy())
+    assert (c["low"], c["high"], c["p_value"], c["df"]) == (t.low, t.high, t.p_value, 3)
+    c = paired_contrast(pol, ref, n_resamples=500, method="bootstrap")
     t = difference_test(d, base["repo"].to_numpy(), n_resamples=500, seed=20260818)
     assert (c["low"], c["high"], c["p_value"]) == (t.low, t.high, t.p_value)
+    with pytest.raises(ValueError, match="method"):
+        paired_contrast(pol, ref, method="jackknife")
 
 
 def test_spearman_permutation_is_exact_when_n_factorial_fits():

@@ -149,7 +149,8 @@ def test_two_bars_per_learned_policy_holm_corrected():
     assert by[("strong", "first-boundary")].word() == "yes"
     assert by[("strong", BEST_SIMPLE)].word() == "yes"
     assert by[("middling", "first-boundary")].word() == "yes"
-    assert by[("middling", BEST_SIMPLE)].word() == "no"
+    # no better than the best simple baseline, and the interval excludes gains of 5 % of it
+    assert by[("middling", BEST_SIMPLE)].word() == "no — powered"
     assert by[("strong", BEST_SIMPLE)].chosen == "time-tuned x3"
     for v in vs:
         assert v.family == "fam" and v.p_adjusted >= v.p_value
@@ -175,3 +176,106 @@ def test_holm_can_turn_a_raw_yes_into_no():
     vs = {v.policy: v for v in two_bar_verdicts(res, learned, n_resamples=4000) if v.bar == "first-boundary"}
     flipped = [p for p in learned if raw[p].status == "yes" and vs[p].status == "no"]
     assert flipped and "Holm" in vs[flipped[0]].reason
+
+
+def _clustered(policy, effect, *, n_repos=8, per_repo=4, sd_repo=5.0, sd_task=5.0, seed=0,
+               base=None, fam="fam", with_limit=True):
+    """Study rows: ``n_repos`` x ``per_repo`` tasks, cost = base + effect + noise, with
+    the Evaluator's limit columns (the limit 30 s under first-boundary)."""
+    rng = np.random.default_rng(seed)
+    n = n_repos * per_repo
+    repo = np.repeat(np.arange(n_repos), per_repo)
+    base = np.full(n, 500.0) if base is None else base
+    cost = base + effect + rng.normal(0, sd_repo, n_repos)[repo] + rng.normal(0, sd_task, n)
+    df = pd.DataFrame(dict(
+        task_id=[f"t{i}" for i in range(n)], repo=[f"r{r}" for r in repo], policy=policy,
+        budget="1ckpt", budget_kind="count", budget_amount=1.0, budget_matched=True,
+        role=str(Role.ONLINE), total_failure_cost=cost, spend=1.0, family=fam,
+        fold=[f"r{r}" for r in repo]))
+    if with_limit:
+        df["objective_s"] = cost - 100.0
+        df["xfit_optimum_objective_s"] = base - 100.0 - 30.0
+    return df
+
+
+def test_the_three_classes_with_mde_limit_and_design():
+    from ripplecp_policy.verdicts import VerdictClass
+
+    ref = _clustered("first-boundary", 0.0, sd_repo=0, sd_task=0)
+    big = _clustered("big", -60.0, seed=1)
+    same = _clustered("same", 0.0, sd_repo=1.0, sd_task=1.0, seed=2)
+    noisy = _clustered("noisy", -10.0, sd_repo=40.0, sd_task=40.0, seed=3)
+    v = {x.policy: x for x in compare(pd.concat([ref, big, same, noisy]))}
+    assert v["big"].verdict_class == VerdictClass.YES and v["big"].status == "yes"
+    assert v["same"].verdict_class == VerdictClass.POWERED_NO and v["same"].status == "no"
+    assert v["same"].high - v["same"].diff < v["same"].margin == pytest.approx(0.05 * 500)
+    u = v["noisy"]
+    assert u.verdict_class == VerdictClass.UNDERPOWERED and u.status == "no"
+    # the MDE at the level applied, the limit's own difference and class, and the design
+    assert u.alpha == 0.05 and u.mde > u.limit_gain == pytest.approx(30.0)
+    assert u.limit_class == VerdictClass.YES
+    assert u.needed_repos > 8 and "repositories" in u.needed
+    assert "above the limit's gain 30 s" in u.explain() and "would decide" in u.explain()
+    for x in v.values():
+        assert x.scope == "exploratory" and not x.headline and "(exploratory)" in x.word()
+        assert x.df == 7 and x.n_repos == 8 and x.mde > 0
+
+
+def test_margin_is_declared_as_a_rule():
+    from ripplecp_policy.verdicts import Margin
+
+    assert Margin.parse("5%") == Margin(0.05, True) and Margin.parse("2.5s") == Margin(2.5, False)
+    assert Margin.parse("3") == Margin(3.0, False)
+    assert Margin(0.05).resolve(400.0) == 20.0 and Margin(2.0, False).resolve(400.0) == 2.0
+    with pytest.raises(ValueError, match="percentage"):
+        Margin.parse("lots")
+    with pytest.raises(ValueError, match=">= 0"):
+        Margin(-1.0)
+
+
+def test_choose_learned_never_looks_at_the_held_out_fold():
+    """Fold r0 chooses by the other folds only: "a" is best on r0 itself, "b" elsewhere."""
+    from ripplecp_policy.verdicts import CHOSEN_LEARNED, choose_learned
+
+    a = _clustered("a", 0.0, sd_repo=0, sd_task=0, n_repos=3)
+    b = _clustered("b", 0.0, sd_repo=0, sd_task=0, n_repos=3)
+    a.loc[a["repo"] == "r0", "total_failure_cost"] -= 50  # a is great on r0 ...
+    a.loc[a["repo"] != "r0", "total_failure_cost"] += 5  # ... and worse elsewhere
+    rows = choose_learned(pd.concat([a, b]), ["a", "b"])
+    pick = rows.groupby("fold")["chosen"].first().to_dict()
+    assert pick == {"r0": "b", "r1": "a", "r2": "a"}  # r1 and r2 see r0's -50 in "a"'s mean
+    assert set(rows["policy"]) == {CHOSEN_LEARNED} and len(rows) == 12
+    r0 = rows[rows["fold"] == "r0"]
+    assert (r0["total_failure_cost"] == b[b["fold"] == "r0"]["total_failure_cost"].to_numpy()).all()
+    with pytest.raises(ValueError, match="fold"):
+        choose_learned(pd.concat([a, b]).drop(columns="fold"), ["a", "b"])
+
+
+def test_confirmatory_family_holm_within_groups_rest_exploratory():
+    from ripplecp_policy.verdicts import BEST_SIMPLE, CHOSEN_LEARNED, Confirmatory, two_bar_verdicts
+
+    rows = []
+    for fam in ("sim1", "sim2", "real1"):
+        rows += [_clustered("first-boundary", 0.0, fam=fam, sd_repo=0, sd_task=0),
+                 _clustered(BEST_SIMPLE, -5.0, fam=fam, sd_repo=0, sd_task=0).assign(chosen="fixed-k"),
+                 _clustered(CHOSEN_LEARNED, -40.0, fam=fam, seed=5).assign(chosen="xgboost"),
+                 _clustered("other", -40.0, fam=fam, seed=6)]
+        extra = _clustered(CHOSEN_LEARNED, -40.0, fam=fam, seed=7).assign(budget="2ckpt", chosen="ridge")
+        rows.append(extra)
+        rows.append(_clustered("first-boundary", 0.0, fam=fam, sd_repo=0, sd_task=0).assign(budget="2ckpt"))
+        rows.append(_clustered(BEST_SIMPLE, 0.0, fam=fam, sd_repo=0, sd_task=0).assign(budget="2ckpt", chosen="fixed-k"))
+    res = pd.concat(rows, ignore_index=True)
+    conf = Confirmatory("1ckpt", groups={"sim1": "simulated", "sim2": "simulated", "real1": "real"})
+    vs = two_bar_verdicts(res, [CHOSEN_LEARNED, "other"], confirmatory=conf)
+    confirm = [v for v in vs if v.scope == "confirmatory"]
+    assert {(v.family, v.bar) for v in confirm} == {(f, b) for f in ("sim1", "sim2", "real1")
+                                                     for b in ("first-boundary", BEST_SIMPLE)}
+    for v in confirm:
+        m = 4 if v.group == "simulated" else 2  # both bars, real and simulated apart
+        assert v.alpha == pytest.approx(0.05 / m) and v.p_adjusted >= v.p_value
+        assert v.headline and v.word() == "yes"
+    explo = [v for v in vs if v.scope == "exploratory"]
+    assert explo and all(v.alpha == 0.05 and not v.headline for v in explo)
+    assert {v.policy for v in explo} == {CHOSEN_LEARNED, "other"}
+    one = next(v for v in confirm if v.bar == "first-boundary")
+    assert one.chosen == "xgboost x8"

@@ -121,7 +121,7 @@ def test_one_table_names_every_format_once() -> None:
     names = format_names()
     assert len(names) == len(set(names))  # no alias shadows a format or another alias
     assert names[: len(FORMATS)] == list(FORMATS)
-    assert {r.layout for r in READERS} == {"json", "jsonl"}
+    assert {r.layout for r in READERS} == {"json", "jsonl", "text"}
 
 
 @pytest.mark.parametrize("rel", sorted(ALL_FIXTURES))

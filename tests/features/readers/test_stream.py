@@ -22,7 +22,7 @@ from features.readers import (
     stream_parser,
 )
 from features.readers.codex_exec import CodexExecParser
-from features.readers.stream import StreamParser
+from features.readers.stream import StreamParser, TextStreamParser
 from features.schema import Event, EventKind
 
 RECORDINGS = Path(__file__).resolve().parents[2] / "data" / "recordings"
@@ -155,8 +155,9 @@ def test_stamped_lines_and_arrival_times_are_exclusive() -> None:
 
 def test_every_line_oriented_format_has_its_parser() -> None:
     for spec in READERS:
-        if spec.layout == "jsonl":
+        if spec.layout in ("jsonl", "text"):  # text: lines of text, not JSON
             assert spec.parser is not None and issubclass(spec.parser, StreamParser), spec.name
+            assert issubclass(spec.parser, TextStreamParser) == (spec.layout == "text")
             assert spec.parser.FORMAT == spec.name
         else:
             assert spec.parser is None, spec.name
