@@ -189,7 +189,7 @@ def study(args: Args) -> int:
         own = (f"{p['own_n_tasks']} tasks ({p['own_n_repos']} repositories x "
                f"{round(p['n_tasks'] / p['n_repos'])} tasks, {p['repetitions']} repetitions)"
                if p["own_n_repos"] else "no design of <= 100,000 repositories")
-        cheap = (f"; cheapest: {best['n_tasks']} tasks ({best['n_repos']} x {best['tasks_per_repo']}, "
+        cheap = (f"; fewest task-repetitions: {best['n_tasks']} tasks ({best['n_repos']} x {best['tasks_per_repo']}, "
                  f"{best['repetitions']} repetitions)" if best else "")
         have = "" if p["mde_pilot"] > p["effect"] else " (the pilot itself reaches it)"
         summary.append(f"  {p['family']}: effect {p['effect']:.3g} s, has {p['n_tasks']} tasks{have}; "
