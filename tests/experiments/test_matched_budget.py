@@ -197,8 +197,9 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
     learned = {p.name for p in default_learned_policies(quick=True)}
     assert learned and learned <= policies
     models = client.search_logged_models(experiment_ids=[exp.experiment_id])
-    got = {(m.tags["ripplecp.policy"], m.tags["ripplecp.budget"]) for m in models}
-    assert got == {(p, b) for p in learned for b in {k[2] for k in keys}}  # one per policy, budget
+    got = {(m.tags["ripplecp.family"], m.tags["ripplecp.policy"], m.tags["ripplecp.budget"]) for m in models}
+    # one per family, policy and budget
+    assert got == {(f, p, b) for f in families for p in learned for b in {k[2] for k in keys}}
     assert len(models) == len(got)
     for m in models:
         run = client.get_run(m.source_run_id)  # the child run of that policy and budget
