@@ -121,7 +121,7 @@ def large_sample(family: str, n_tasks: int, seed: int) -> LabelSet:
     """At least ``n_tasks`` tasks of the paper's design over all of ``family``'s repositories
     (the fast path: the agent's cost function, vectorised)."""
     n_repos = len(get_family(family).repos)
-    return simulate_label_set(family, None, math.ceil(n_tasks / n_repos), design="pilot",
+    return simulate_label_set(family, n_repos, math.ceil(n_tasks / n_repos), design="pilot",
                               repetitions=2, seed=seed)
 
 

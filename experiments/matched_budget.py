@@ -9,8 +9,8 @@ run through the fast path of the harness (full recovery tables, every J(r, f)); 
 family is split leave-one-repository-out; every baseline and every learned policy is
 fitted (tuned) on the training repositories at the budget it will be evaluated at, then
 walked online over the held-out repository's tasks; every placement is priced exactly from
-the recovery table. Budgets: 1, 2 and 3 checkpoints and the creation seconds of 2 average
-checkpoints. Per family it prints a table (policy x budget: TotalFailureCost with a task
+the recovery table. Budgets (default): 1 checkpoint, the primary budget, and the creation
+seconds of 2 average checkpoints (``--budgets count:2 count:3 ...`` adds more). Per family it prints a table (policy x budget: TotalFailureCost with a task
 bootstrap interval, regret to the in-sample optimum and to the cross-fitted limit — the
 optimum chosen on one half of the repetitions and scored on the other —, difference to
 first-boundary with interval, spend). Once every family is in, it prints the verdict table:
@@ -51,7 +51,9 @@ from experiments.study import (
 )
 from features.files import atomic_path, write_text_atomic
 from labelsets.tables import LabelSet
+from oracle.simulator.workloads import NULL_CONTROL, POSITIVE_CONTROL, with_controls
 from ripplecp_cli import opt, parse, progress, run
+from ripplecp_policy.controls import ControlsOutcome, controls_outcome, mark_uninformative
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.export import default_checkpoint_cost, policy_example
 from ripplecp_policy.learned import LEARNED
@@ -91,6 +93,10 @@ from ripplecp_policy.verdicts import (
 )
 
 PROG = "python -m experiments.matched_budget"
+#: the simulated families the main job runs (every registered one is accepted): the
+#: study skeleton's with the two controls every simulated study runs (--no-controls leaves
+#: them out when not named): the null (long-horizon) and the positive control
+FAMILIES = ("swe-pilot", "dependency-resolution", "multi-stage-build", NULL_CONTROL, POSITIVE_CONTROL)
 #: the candidates for bar (b): every online simple baseline (baselines.BASELINES)
 SIMPLE = tuple(e.name for e in BASELINES if e.role is Role.ONLINE)
 
@@ -100,16 +106,21 @@ class Args(LabelStudyArgs):
     """Every placement policy at matched budgets, against first-boundary and the clairvoyant
     optimum (paper, Section 6 and Appendices D and F)."""
 
-    #: --quick: the same study on one family (the one with the most boundaries), 3 of its
-    #: repositories with 2 tasks each, two count budgets and the seconds budget, fewer
+    #: --quick: the same study on the two controls (the null has the most boundaries), 3 of
+    #: their repositories with 2 tasks each, two count budgets and the seconds budget, fewer
     #: bootstrap resamples, no shipped set.
     QUICK: ClassVar[Mapping[str, Any]] = dict(
-        families=("long-horizon",), budgets=("count:1", "count:2", "seconds:2x"),
+        families=(NULL_CONTROL, POSITIVE_CONTROL), budgets=("count:1", "count:2", "seconds:2x"),
         repos=3, tasks_per_repo=2, n_resamples=2_000, shipped=False,
     )
 
-    budgets: tuple[str, ...] = opt(("count:1", "count:2", "count:3", "seconds:2x"),
-                                   check=check_budget_specs, metavar="SPEC")
+    families: tuple[str, ...] = opt(FAMILIES, metavar="F")
+    """workload families to simulate; with --labels, the set's families to study (left at
+    the default: every family of the set)"""
+    controls: bool = True
+    """also simulate the control families (the positive control and the null) when
+    --families leaves them out (simulated studies only)"""
+    budgets: tuple[str, ...] = opt(("count:1", "seconds:2x"), check=check_budget_specs, metavar="SPEC")
     """budgets: count:N (N >= 1), seconds:S or seconds:Kx (K x mean creation s), bytes:B or
     bytes:Kx (S, B, K > 0)"""
     experiment: str = opt("matched-budget", check=check_experiment_name)
@@ -147,9 +158,17 @@ def parse_args(argv: list[str] | None = None) -> Args:
     return sized(parse(Args, argv, prog=PROG))
 
 
+def label_families(args: Args) -> tuple[str, ...]:
+    """The families the study simulates (or, with --labels, names): --families with the
+    control families added unless --no-controls or --labels."""
+    return with_controls(args.families) if args.controls and not args.labels else args.families
+
+
 def label_sets(args: Args) -> dict[str, LabelSet]:
     """The study's label sets (:func:`experiments.study.load_label_sets`): the simulated tables
-    with --repetitions, and the shipped real families beside them unless --no-shipped."""
+    with --repetitions, with the control families added unless --no-controls, and the
+    shipped real families beside them unless --no-shipped."""
+    args = dataclasses.replace(args, families=label_families(args))
     return load_label_sets(args, repetitions=args.repetitions, shipped=args.shipped)
 
 
@@ -533,17 +552,22 @@ def study(args: Args) -> int:
         chosen = choose_learned(results, learned) if learned else results.iloc[:0]
         if learned:  # the confirmatory policy: per fold, the learner chosen on the other folds
             judged = [CHOSEN_LEARNED, *learned]
-        simulated = set() if args.labels else set(args.families)  # real and simulated corrected apart
+        simulated = set() if args.labels else set(label_families(args))  # real and simulated corrected apart
         confirmatory = Confirmatory(primary_budget(args), policy=judged[0],
                                     groups={f: "simulated" if f in simulated else "real" for f in data})
         two_bar = two_bar_verdicts(pd.concat([results, best, chosen], ignore_index=True), judged,
                                    tolerance=args.tolerance, confirmatory=confirmatory)
         if not learned:  # bar (b) would compare best-simple with itself
             two_bar = [v for v in two_bar if v.bar == REFERENCE]
+        # 8. The controls: a positive control that is not yes makes every verdict uninformative.
+        roles = control_roles(data)
+        outcome = study_controls(two_bar, roles)
+        if outcome.positive_yes is False:
+            two_bar = mark_uninformative(two_bar, outcome)
         lines.append(verdict_table(two_bar, learned=bool(learned)))
-        # 8. The headline first: one table, family x primary budget, and the controls' outcome.
-        head = headline(summary, best, two_bar, learned, control_roles(data), primary_budget(args))
-        text = format_headline(head)
+        # 9. The headline first: one table, family x primary budget, and the controls' outcome.
+        head = headline(summary, best, two_bar, learned, roles, primary_budget(args))
+        text = format_headline(head, outcome)
         print(text)
         print(f"\nper family (every policy at every budget), every verdict and the per-policy lines: "
               f"{out / 'report.txt'}")
@@ -557,7 +581,7 @@ def study(args: Args) -> int:
         write_text_atomic(out / "report.txt", "\n\n".join(lines) + "\n")
         elapsed = time.perf_counter() - t0
 
-        # 9. MLflow: the verdicts on the child runs, the headline on the parent, the tables
+        # 10. MLflow: the verdicts on the child runs, the headline on the parent, the tables
         #    as artifacts, and the runs table laid out as the comparison.
         for v in two_bar:
             kid = children.get((v.family, v.policy, v.budget))
@@ -796,27 +820,26 @@ def headline(summary: pd.DataFrame, best: pd.DataFrame, verdicts: list[Verdict],
     return pd.DataFrame(rows)
 
 
-def controls_outcome(head: pd.DataFrame) -> str:
-    """Whether the study could say yes where it should and did not where it should not: the
-    positive control yes on both bars, the null without a bar-(b) yes. A positive control
-    that is not yes makes every verdict of the study uninformative."""
-    pos, null = head[head["control"] == "positive"], head[head["control"] == "null"]
-    if pos.empty and null.empty:
+def study_controls(verdicts: list[Verdict], roles: Mapping[str, str]) -> ControlsOutcome:
+    """The controls' outcome of a study (:func:`ripplecp_policy.controls.controls_outcome`)
+    from its verdicts and the control role of each studied family (``roles``: family ->
+    "positive" / "null", :func:`experiments.study.control_roles`)."""
+    names = {role: fam for fam, role in roles.items()}
+    return controls_outcome(verdicts, positive=names.get("positive", ""), null=names.get("null", ""))
+
+
+def controls_line(outcome: ControlsOutcome) -> str:
+    """The headline's line on the controls: the outcome's text, or, where the study ran no
+    positive control, that its "no" cannot be told apart from a study that cannot say yes."""
+    if outcome.positive_yes is None and outcome.null_yes is None:
         return ("controls: none among the studied families — with no positive control, a \"no\" "
                 "here cannot be told apart from a study that cannot say yes")
-    parts = [f"positive control {r.family}: {'yes' if r.verdict_a == r.verdict_b == 'yes' else 'NOT yes'} "
-             "on both bars" for r in pos.itertuples()]
-    parts += [f"null {r.family}: {'no' if r.verdict_b != 'yes' else 'a false'} bar-(b) yes" for r in null.itertuples()]
-    ok = len(pos) and all(r.verdict_a == r.verdict_b == "yes" for r in pos.itertuples())
-    return "controls: " + "; ".join(parts) + (
-        " — the study can say yes" if ok else
-        " — every verdict of this study is uninformative (the positive control is not yes)" if len(pos)
-        else " — no positive control: a \"no\" cannot be told apart from a study that cannot say yes")
+    return outcome.text()
 
 
-def format_headline(head: pd.DataFrame) -> str:
+def format_headline(head: pd.DataFrame, outcome: ControlsOutcome) -> str:
     """The headline the main job opens with: the table of :func:`headline` in plain cells,
-    then the controls' outcome."""
+    then the controls' outcome (:func:`controls_line`)."""
     def s(x: float) -> str:
         return "-" if not math.isfinite(x) else f"{x:.1f}"
 
@@ -855,7 +878,7 @@ def format_headline(head: pd.DataFrame) -> str:
                 "the learned policy with the lowest held-out cost, an exploratory pick")
              + "; limit: the cross-fitted clairvoyant optimum)",
              "  " + table.to_string(index=False).replace("\n", "\n  "),
-             "  " + controls_outcome(head)]
+             "  " + controls_line(outcome)]
     return "\n".join(lines)
 
 

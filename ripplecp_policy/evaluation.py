@@ -179,7 +179,7 @@ class Evaluator:
             self._prior[key] = float(other.astype(float).mean()) if len(other) else 0.0
         return self._prior[key]
 
-    def _half_costs(self, task_id: str, hazard: HazardSpec) -> tuple[TaskCosts, TaskCosts] | None:
+    def half_costs(self, task_id: str, hazard: HazardSpec = "uniform") -> tuple[TaskCosts, TaskCosts] | None:
         """The task's cost arrays with J and restore latency from each half of its
         repetitions (alternate repetitions of every recovery cell, in repetition order);
         None unless every measured cell has >= 2 repetitions. A sparse set's halves are
@@ -234,7 +234,7 @@ class Evaluator:
         cell there are no halves: the in-sample optimum, with ``cross_fitted`` False."""
         key = (task_id, canonical_hazard(hazard), budget)
         if key not in self._xfit:
-            halves = self._half_costs(task_id, hazard)
+            halves = self.half_costs(task_id, hazard)
             if halves is None:
                 self._xfit[key] = (self.optimum(task_id, budget, hazard)[1], False)
             else:

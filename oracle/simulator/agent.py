@@ -153,7 +153,7 @@ class SimulatedAgent:
         specs = task_specs(self.family, n_repos, tasks_per_repo, seed,
                            granularity=self.granularity or "turn")
         if n > len(specs):
-            repos = len(self.family.repos) if n_repos is None else n_repos
+            repos = self.family.n_study_repos if n_repos is None else n_repos
             per = self.family.tasks_per_repo if tasks_per_repo is None else tasks_per_repo
             raise ValueError(
                 f"agent {self.name!r}: {n} tasks asked for, the study holds {len(specs)} "

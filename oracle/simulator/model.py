@@ -162,7 +162,7 @@ from scipy.special import ndtri
 
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
 from oracle.protocol import TaskSpec
-from oracle.simulator.workloads import FamilyConfig, RepoConfig, StepConfig, get_family
+from oracle.simulator.workloads import FamilyConfig, RepoConfig, StepConfig, get_family, repo_at
 
 __all__ = [
     "KIND_CODE", "Granularity", "LatentTask", "TaskBatch", "batch_branch_costs", "branch_costs",
@@ -375,9 +375,9 @@ def _kinds_for_step(cfg: StepConfig, n: int, rng: np.random.Generator) -> list[s
 def build_task(family: FamilyConfig | str, repo_index: int, task_index: int, seed: int) -> LatentTask:
     """Draw one task's latent state and emit its nominal trajectory (deterministic)."""
     fam = get_family(family)
-    if not 0 <= repo_index < len(fam.repos):
-        raise ValueError(f"{fam.name}: repo_index {repo_index} outside 0..{len(fam.repos) - 1}")
-    repo: RepoConfig = fam.repos[repo_index]
+    if repo_index < 0:
+        raise ValueError(f"{fam.name}: repo_index must be >= 0, got {repo_index}")
+    repo: RepoConfig = repo_at(fam, repo_index, seed)  # beyond the declared: a generated variant
     rng = np.random.default_rng([stable_hash(fam.name, fam.seed_salt), int(seed) % (1 << 63),
                                  repo_index, task_index])
     n_steps = fam.steps_pattern[task_index % len(fam.steps_pattern)]
@@ -394,7 +394,10 @@ def build_task(family: FamilyConfig | str, repo_index: int, task_index: int, see
         templates = tuple(range(n_steps))
     else:
         w = np.asarray(fam.step_weights, dtype=float)
-        templates = tuple(int(x) for x in rng.choice(len(w), size=n_steps, p=w / w.sum()))
+        drawn = [int(x) for x in rng.choice(len(w), size=n_steps, p=w / w.sum())]
+        if fam.exactly_once is not None:  # the one decisive step, at a uniform position
+            drawn[int(rng.integers(n_steps))] = fam.exactly_once
+        templates = tuple(drawn)
 
     kinds: list[str] = []
     steps: list[int] = []
@@ -555,13 +558,15 @@ def family_tasks(
     family: FamilyConfig | str, n_repos: int | None = None, tasks_per_repo: int | None = None,
     seed: int = 0,
 ) -> list[LatentTask]:
-    """The latent tasks of a study: ``n_repos`` repositories x ``tasks_per_repo`` tasks."""
+    """The latent tasks of a study: ``n_repos`` repositories x ``tasks_per_repo`` tasks
+    (default: the family's default study size, ``FamilyConfig.n_study_repos``; beyond its
+    declared repositories, generated variants, :func:`oracle.simulator.workloads.repo_at`)."""
     fam = get_family(family)
     if tasks_per_repo is not None and tasks_per_repo != fam.tasks_per_repo:
         fam = fam.with_tasks_per_repo(tasks_per_repo)
-    n = len(fam.repos) if n_repos is None else int(n_repos)
-    if not 1 <= n <= len(fam.repos):
-        raise ValueError(f"{fam.name}: n_repos must be in 1..{len(fam.repos)}, got {n_repos}")
+    n = fam.n_study_repos if n_repos is None else int(n_repos)
+    if n < 1:
+        raise ValueError(f"{fam.name}: n_repos must be >= 1, got {n_repos}")
     return [cached_task(fam, i, k, int(seed)) for i in range(n) for k in range(fam.tasks_per_repo)]
 
 

@@ -6,8 +6,10 @@ expensive each kind of lost work is to re-derive. The generative model that turn
 family into tasks, nominal trajectories and recovery costs, and the meaning of every
 parameter below, is documented in :mod:`oracle.simulator`'s module docstring.
 
-Families (paper, Section 4 and Appendix I). Every family has 8 repositories (8
-leave-one-repository-out folds). Outside ``swe-pilot`` each step's template is drawn per
+Families (paper, Section 4 and Appendix I). Every family declares 8 repositories; a study
+that asks for more gets generated variants beyond them (:func:`repo_at`: each with its own
+workspace size, spread and difficulty drawn from the family's declared repositories' spread,
+deterministic from the study seed; never copies). Outside ``swe-pilot`` each step's template is drawn per
 task (``FamilyConfig.step_weights``), so the valuable step may come first, later, in
 several places or nowhere, and recovery cost does not follow elapsed work by construction
 (long steps cheap to redo, short ones dear; caches; dead ends). Each entry says which
@@ -55,11 +57,28 @@ first-stratum advantage with elapsed work and with every feature).
     better than elapsed work (``cost__busy_s_since_cp`` +0.60, ``cost__tokens_since_cp``
     +0.61; retries and fan-out, +0.47 and +0.36, only count elapsed phases) and the rules
     built on it; additional checkpoints are worth something here, unlike in the
-    pilot.
+    pilot. The study's **null control** (``control="null"``): a learned policy should not
+    beat the best simple rule here.
+``positive-control``
+    The study's **positive control** (``control="positive"``): learning is needed by
+    construction. Six steps of the same template shape and work (~60 s each: dead ends and
+    small edits, no tests anywhere); exactly one of them, at a uniformly random position
+    (``FamilyConfig.exactly_once``), is an investigation: its exploration is failing
+    attempts (``pip install -e .`` exiting 1) and it closes with a one-line pin whose
+    rediscovery costs ~300 s; every later edit reads the pin. Nothing positional,
+    elapsed-work or test-based tells the decisive step from the others; failing attempts
+    (``cost__retries_since_cp``, ``cost__errors_since_cp``) and the pin's provenance
+    (``ripple__*``) do. One checkpoint right after it saves ~300 s x the share of failures
+    after it; the best fixed position saves about half as much.
+
+The controls' names are :data:`POSITIVE_CONTROL` and :data:`NULL_CONTROL`
+(:func:`control_families`); :func:`with_controls` adds them to a study's family list.
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -136,7 +155,13 @@ class FamilyConfig:
     first that many templates in order, or, with ``step_weights`` (one weight per
     template), each step's template drawn independently with those weights, so where a
     family's valuable steps fall varies from task to task (in any step, in several, in
-    none). A task is verified unless its global index modulo ``len(verified_pattern)``
+    none). ``exactly_once``: the index of a template that every task holds in exactly one
+    step, at a uniformly random position (the other steps drawn with ``step_weights``, which
+    should give it weight 0): a decisive step whose position nothing positional reveals.
+    ``tasks_per_repo`` and ``study_repos`` size the family's default study: that many tasks
+    in each of that many repositories (None: the declared ones; more: generated variants,
+    :func:`repo_at`), chosen with the power planner (``python -m experiments.power``).
+    A task is verified unless its global index modulo ``len(verified_pattern)``
     hits a ``False`` (``None``: every task verified). ``tests_track``: what a test run's
     failures count - ``"steps"``: failing until the last step of a verified task;
     ``"decisions"``: one failure per ``decision`` unit still ahead in the task (plus one
@@ -162,14 +187,19 @@ class FamilyConfig:
     so far. Tokens: ``tokens_per_model_s`` input tokens per model-call second, of which
     ``cached_fraction`` cached; ``output_tokens_per_s`` output tokens; a tool call returns
     ``tool_output_tokens`` tokens into the transcript.
+
+    ``control``: ``"positive"`` or ``"null"`` for the study's control families (the module
+    docstring), ``""`` otherwise (documentation and study wiring; not hashed).
     """
 
     name: str
     repos: tuple[RepoConfig, ...]
     steps: tuple[StepConfig, ...]
     tasks_per_repo: int = 4
+    study_repos: int | None = None
     steps_pattern: tuple[int, ...] = (3,)
     step_weights: tuple[float, ...] | None = None
+    exactly_once: int | None = None
     verified_pattern: tuple[bool, ...] | None = None
     tests_track: Literal["steps", "decisions"] = "steps"
     model_share: float = 0.75
@@ -203,6 +233,7 @@ class FamilyConfig:
     tool_output_tokens: int = 400
     seed_salt: int = 0
     notes: str = field(default="", compare=False)
+    control: str = field(default="", compare=False)
 
     def with_tasks_per_repo(self, n: int) -> FamilyConfig:
         """The same family with ``n`` tasks per repository."""
@@ -210,10 +241,17 @@ class FamilyConfig:
             raise ValueError(f"{self.name}: tasks_per_repo must be >= 1, got {n}")
         return replace(self, tasks_per_repo=int(n))
 
+    @property
+    def n_study_repos(self) -> int:
+        """Repositories of the family's default study."""
+        return len(self.repos) if self.study_repos is None else int(self.study_repos)
+
     def validate(self) -> None:
         """Raise ValueError naming the field on an inconsistent config."""
         if not self.repos:
             raise ValueError(f"{self.name}: needs at least one repository")
+        if self.study_repos is not None and self.study_repos < 1:
+            raise ValueError(f"{self.name}: study_repos must be >= 1, got {self.study_repos}")
         if not self.steps:
             raise ValueError(f"{self.name}: needs at least one step template")
         top = len(self.steps) if self.step_weights is None else 10_000
@@ -225,6 +263,12 @@ class FamilyConfig:
             if len(w) != len(self.steps) or any(not x >= 0 for x in w) or not sum(w) > 0:
                 raise ValueError(f"{self.name}: step_weights {w} must give one weight >= 0 per "
                                  f"template ({len(self.steps)}), not all 0")
+        if self.exactly_once is not None:
+            if self.step_weights is None or not 0 <= self.exactly_once < len(self.steps):
+                raise ValueError(f"{self.name}: exactly_once {self.exactly_once} needs step_weights and "
+                                 f"a template index in 0..{len(self.steps) - 1}")
+        if self.control not in ("", "positive", "null"):
+            raise ValueError(f"{self.name}: control must be '', 'positive' or 'null', got {self.control!r}")
         if self.tests_track not in ("steps", "decisions"):
             raise ValueError(f"{self.name}: tests_track must be 'steps' or 'decisions', got {self.tests_track!r}")
         for i, s in enumerate(self.steps, 1):
@@ -334,7 +378,11 @@ DEPENDENCY_RESOLUTION = FamilyConfig(
         ),
     ),
     step_weights=(0.28, 0.17, 0.17, 0.2, 0.18),
-    tasks_per_repo=4,
+    # sized by the planner (python -m experiments.power, seed 0, alpha 0.05/10) within the
+    # main job's 5 minutes: the limit gains ~34 s over the best simple rule; the learned
+    # policies' differences detect ~56 s at 12 x 6 (89 at 8 x 4); ~33 s needs 24 x 8
+    tasks_per_repo=6,
+    study_repos=12,
     steps_pattern=(4, 5, 6, 5),
     verified_pattern=None,
     tests_track="decisions",
@@ -376,7 +424,10 @@ MULTI_STAGE_BUILD = FamilyConfig(
         ),
     ),
     step_weights=(0.36, 0.24, 0.2, 0.2),
-    tasks_per_repo=4,
+    # sized by the planner (seed 0, alpha 0.05/10): the limit gains ~33 s over the best simple
+    # rule; the learned policies' differences detect ~30 s at 12 x 6, 52 s at 8 x 4
+    tasks_per_repo=6,
+    study_repos=12,
     steps_pattern=(4, 5, 6, 5),
     tests_track="decisions",
     orient_base_s=12.0, explore_s=5.0, explore_sigma=0.3, remaining_sigma=0.04, redo_sigma=0.15,
@@ -407,10 +458,48 @@ LONG_HORIZON = FamilyConfig(
     orient_base_s=25.0, orient_per_ktok_s=0.3, explore_s=10.0, final_verification=True,
     verify_s=40.0,
     notes="several expensive phases, 30-60 tool-call boundaries; the honest null for targeting",
+    control="null",
 )
 
+_ROUTINE = dict(work_s=60.0, work_cv=0.3, units=(5, 8), mix=(("dead_end", 0.6), ("edit", 0.4)),
+                kind_weight=_EXPLORE_W, last="edit", redo_edit=0.3, edit_bytes=(200, 4_000))
+
+POSITIVE = FamilyConfig(
+    name="positive-control",
+    repos=_repos("control", (
+        ("pinned-service", 6.0, 0.1, 1.0), ("plugin-host", 8.0, 0.15, 1.1),
+        ("etl-jobs", 5.0, 0.2, 0.9), ("sdk-python", 7.0, 0.1, 1.05),
+        ("model-serving", 9.0, 0.15, 1.15), ("report-builder", 4.0, 0.2, 0.85),
+        ("auth-gateway", 6.5, 0.1, 0.95), ("queue-workers", 5.5, 0.15, 1.0),
+    )),
+    steps=(
+        # the decisive step: failing installs, then a one-line pin; rediscovery ~5 x 60 s
+        StepConfig(name="decisive-pin", closing=("decision",), fact_mult=5.0, fact_sigma=0.25,
+                   fail_rate=0.9, attempt=("pip", "install", "-e", "."), **_ROUTINE),
+        # a routine step: the same shape and work, reads and small edits, nothing dear
+        StepConfig(name="routine", **_ROUTINE),
+    ),
+    step_weights=(0.0, 1.0),
+    exactly_once=0,
+    # sized by the planner (seed 0, alpha 0.05/10): the limit gains ~53 s over the best simple
+    # rule, the learned policies 47-52 s; their differences detect ~32 s at 12 x 4, 45-48 at 8 x 4
+    tasks_per_repo=4,
+    study_repos=12,
+    steps_pattern=(6,),
+    tests_track="decisions",
+    orient_base_s=15.0, explore_s=8.0, rediscovery_sigma=0.25, final_verification=False,
+    verify_s=0.0,
+    notes="positive control: one decisive step at a random position, seen only through features",
+    control="positive",
+)
+
+#: the study's control families (``FamilyConfig.control``): learning needed by construction,
+#: and nothing observable to learn from
+POSITIVE_CONTROL = POSITIVE.name
+NULL_CONTROL = LONG_HORIZON.name
+
 FAMILIES: dict[str, FamilyConfig] = {
-    f.name: f for f in (SWE_PILOT, DEPENDENCY_RESOLUTION, MULTI_STAGE_BUILD, LONG_HORIZON)
+    f.name: f for f in (SWE_PILOT, DEPENDENCY_RESOLUTION, MULTI_STAGE_BUILD, LONG_HORIZON, POSITIVE)
 }
 
 
@@ -430,3 +519,59 @@ def get_family(name: str | FamilyConfig) -> FamilyConfig:
 def family_names() -> list[str]:
     """The registered family names."""
     return sorted(FAMILIES)
+
+
+def control_families() -> dict[str, str]:
+    """The registered control families by role: ``{"positive": name, "null": name}``."""
+    out: dict[str, str] = {}
+    for fam in FAMILIES.values():
+        if fam.control:
+            if fam.control in out:
+                raise ValueError(f"two {fam.control} controls: {out[fam.control]!r} and {fam.name!r}")
+            out[fam.control] = fam.name
+    return out
+
+
+def with_controls(families: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """``families`` with the control families appended where missing (every study runs
+    them: the positive control tells whether the study can say yes, the null whether it
+    says yes where it should not)."""
+    fams = list(families)
+    return (*fams, *(c for c in control_families().values() if c not in fams))
+
+
+#: the relative spread of generated repository variants' parameters when a family declares
+#: too few repositories to measure one (log-sd of workspace MB and of work scale)
+_VARIANT_FLOOR = (0.3, 0.1)
+
+
+def repo_at(family: FamilyConfig, index: int, seed: int) -> RepoConfig:
+    """Repository ``index`` of ``family`` in a study with seed ``seed``: a declared one, or
+    beyond them a generated variant with its own parameters, drawn from the declared
+    repositories' spread (log-normal workspace MB and work scale around their log means with
+    their log-sds, workspace cv uniform over their range), deterministic in (family name,
+    salt, seed, index). Variants are new repositories, never copies: a study with more
+    folds than the family declares draws new repository effects, as a bigger sample of the
+    same population would."""
+    if index < 0:
+        raise ValueError(f"{family.name}: repository index must be >= 0, got {index}")
+    if index < len(family.repos):
+        return family.repos[index]
+    import numpy as np
+
+    declared = family.repos
+    log_mb = np.log([r.workspace_mb for r in declared])
+    log_ws = np.log([r.work_scale for r in declared])
+    cvs = [r.workspace_cv for r in declared]
+    sd_mb = max(float(np.std(log_mb)), _VARIANT_FLOOR[0])
+    sd_ws = max(float(np.std(log_ws)), _VARIANT_FLOOR[1])
+    key = hashlib.blake2b(f"{family.name}\x1f{family.seed_salt}\x1f{int(seed)}\x1f{index}".encode(),
+                          digest_size=8).digest()
+    rng = np.random.default_rng(int.from_bytes(key, "little"))
+    z = rng.standard_normal(2)
+    mb = float(math.exp(float(np.mean(log_mb)) + sd_mb * z[0]))
+    ws = float(math.exp(float(np.mean(log_ws)) + sd_ws * z[1]))
+    cv = float(rng.uniform(min(cvs), max(cvs))) if max(cvs) > min(cvs) else float(cvs[0])
+    prefix = declared[0].name.rsplit("/", 1)[0] if "/" in declared[0].name else family.name
+    return RepoConfig(f"{prefix}/variant-{index + 1:03d}", workspace_mb=round(mb, 3),
+                      workspace_cv=round(cv, 4), work_scale=round(ws, 4))

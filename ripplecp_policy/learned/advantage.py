@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -36,7 +36,7 @@ from ripplecp_policy.datasets import (
     observation_vector,
     replays,
 )
-from ripplecp_policy.policy import BoundaryObservation, PlacementPolicy, Setting, as_setting
+from ripplecp_policy.policy import BoundaryObservation, Budget, PlacementPolicy, Setting, as_setting
 from ripplecp_policy.splits import SplitAudit, inner_splits
 
 Scorer = Callable[[np.ndarray], np.ndarray]
@@ -86,6 +86,38 @@ def _memo_for(data: LabelSet) -> dict[Any, Any]:
     _MEMOS.append((data, memo))
     del _MEMOS[:-_MEMO_SIZE]
     return memo
+
+
+def threshold_placements(
+    task: TaskReplay, score: Callable[[BoundaryObservation], float], thresholds: Sequence[float],
+    budget: Budget,
+) -> list[tuple[int, ...]]:
+    """The placement of "checkpoint when ``score`` > threshold" on ``task`` under ``budget``,
+    for every threshold: what :meth:`TaskReplay.replay` gives for each, with one walk per
+    distinct decision path instead of one per threshold. At each boundary the thresholds on
+    a path split into those that ask to checkpoint and those that do not; an ask the budget
+    cannot afford is refused (the episode runner's rule: the observation's ``affordable``
+    is its check), so it stays on the skipping path."""
+    out: list[tuple[int, ...]] = [()] * len(thresholds)
+    B = task.n_boundaries
+    stack: list[tuple[int, tuple[int, ...], float, list[int]]] = [(1, (), 0.0, list(range(len(thresholds))))]
+    while stack:
+        b, hist, spent, idx = stack.pop()
+        if b > B:
+            for i in idx:
+                out[i] = hist
+            continue
+        obs = task.observation(b, hist, budget, spent)
+        s = score(obs)
+        ask = [i for i in idx if s > thresholds[i]]
+        if ask and obs.affordable:
+            stay = [i for i in idx if not s > thresholds[i]]
+            stack.append((b + 1, (*hist, b), spent + task.charge(b, budget), ask))
+        else:
+            stay = idx
+        if stay:
+            stack.append((b + 1, hist, spent, stay))
+    return out
 
 
 class _ScoredPolicy(PlacementPolicy):
@@ -212,14 +244,20 @@ class _ScoredPolicy(PlacementPolicy):
                 cache[key] = float(scorer(observation_vector(obs, names)[None, :])[0])
             return cache[key]
 
+        # one walk per distinct decision path: thresholds that agree on every score seen so
+        # far share the walk (13 thresholds take 2-5 paths on a typical task), and each
+        # placement is priced once per task
+        placements = [threshold_placements(task, lambda o, i=i, s=scorer: score_of(i, s, o), cands, budget)
+                      for i, (task, scorer) in enumerate(scored)]
+        priced: list[dict[tuple[int, ...], float]] = [{} for _ in scored]
         rows = []
-        for theta in cands:
+        for j, theta in enumerate(cands):
             costs, counts = [], []
-            for i, (task, scorer) in enumerate(scored):
-                place = task.replay(
-                    lambda o, i=i, s=scorer, th=theta: score_of(i, s, o) > th, budget
-                )
-                cost = task.expected_cost(place)
+            for i, (task, _) in enumerate(scored):
+                place = placements[i][j]
+                if place not in priced[i]:
+                    priced[i][place] = task.expected_cost(place)
+                cost = priced[i][place]
                 if not math.isnan(cost):
                     costs.append(cost)
                     counts.append(len(place))

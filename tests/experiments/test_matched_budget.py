@@ -31,8 +31,10 @@ REPO = Path(__file__).resolve().parents[2]
 def test_defaults_are_the_embedded_study():
     a = parse_args([])
     assert a == Args()
-    assert a.budgets == ("count:1", "count:2", "count:3", "seconds:2x")
-    assert set(a.families) == {"swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon"}
+    assert a.budgets == ("count:1", "seconds:2x")
+    assert set(a.families) == {"swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon",
+                               "positive-control"}
+    assert a.controls  # the controls are added to any simulated --families
     q = parse_args(["--quick"])
     assert q.quick and q.families == QUICK["families"] and q.n_resamples == QUICK["n_resamples"]
     # explicit options win over --quick's
@@ -127,7 +129,7 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
     assert report.startswith(head.split("\n")[0]) and "beats first-boundary at matched budget" in report
     assert "beats first-boundary at matched budget" not in proc.stdout
     # stderr is no terminal: one plain line per step, no carriage-return redraws
-    assert "\r" not in proc.stderr and "folds (family x held-out repo): 3/3 done in " in proc.stderr
+    assert "\r" not in proc.stderr and "folds (family x held-out repo): 6/6 done in " in proc.stderr
     assert "optimum (offline limit)" in report and "every-boundary (unmatched reference)" in report
     judged = set(pd.read_csv(out / "verdicts.csv")["policy"])
     assert judged and not judged & {"oracle", "optimum", "every-boundary"}
@@ -235,8 +237,9 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
     learned = {p.name for p in default_learned_policies(quick=True)}
     assert learned and learned <= policies
     models = client.search_logged_models(experiment_ids=[exp.experiment_id])
-    got = {(m.tags["ripplecp.policy"], m.tags["ripplecp.budget"]) for m in models}
-    assert got == {(p, b) for p in learned for b in {k[2] for k in keys}}  # one per policy, budget
+    got = {(m.tags["ripplecp.family"], m.tags["ripplecp.policy"], m.tags["ripplecp.budget"]) for m in models}
+    # one per family, policy and budget
+    assert got == {(f, p, b) for f in families for p in learned for b in {k[2] for k in keys}}
     assert len(models) == len(got)
     # named after what they are, and registered under that name
     from ripplecp_policy.tracking import model_name
@@ -266,6 +269,20 @@ def test_quick_study_reaches_the_mlflow_store(tmp_path):
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )
     assert listing.returncode == 0 and parent.info.run_id in listing.stdout
+
+
+def test_more_repositories_than_a_family_declares(tmp_path):
+    """``--repos`` beyond a family's 8 declared repositories: generated variants, one fold each."""
+    from experiments.matched_budget import main
+
+    out = tmp_path / "out"
+    rc = main(["--families", "dependency-resolution", "--repos", "10", "--tasks-per-repo", "1",
+               "--no-controls", "--no-learned", "--no-mlflow", "--no-shipped", "--budgets", "count:1",
+               "--n-resamples", "200", "--random-seeds", "1", "--out", str(out)])
+    assert rc == 0
+    res = pd.read_csv(out / "per_task.csv")
+    assert res["repo"].nunique() == 10 and res["fold"].nunique() == 10
+    assert {"deps/variant-009", "deps/variant-010"} <= set(res["repo"])
 
 
 def test_labels_option_reads_a_saved_label_set(tmp_path, make_label_set):
@@ -336,7 +353,7 @@ def test_relative_budgets_are_resolved_on_the_training_repositories_only(make_la
     from ripplecp_policy.splits import leave_one_repo_out
 
     ls = make_label_set(n_repos=3, tasks_per_repo=2, seed=2)
-    args = parse_args(["--quick", "--budgets", "count:1", "seconds:2x"])
+    args = parse_args(["--budgets", "count:1", "seconds:2x"])
     for fold in leave_one_repo_out(ls):
         train = ls.subset(fold.train_tasks)
         labelled = fold_settings(args.budgets, train, args.hazard)
@@ -452,17 +469,28 @@ def test_the_headline_reads_class_and_mde_where_verdicts_carry_them():
 
 
 @pytest.mark.parametrize("pos, null, says", [
-    (("yes", "yes"), ("no", "no"), "positive control pc: yes on both bars; null nl: no bar-(b) yes — the study can say yes"),
+    (("yes", "yes"), ("no", "no"), "positive (pc) yes on both bars; null (nl) no bar-(b) yes, as it should: verdicts informative"),
     (("yes", "no"), ("no", "no"), "every verdict of this study is uninformative"),
-    (("yes", "yes"), ("yes", "yes"), "null nl: a false bar-(b) yes"),
+    (("yes", "yes"), ("yes", "yes"), "null (nl) a bar-(b) yes"),
     (None, None, "controls: none among the studied families"),
 ])
 def test_the_controls_outcome_is_said_plainly(pos, null, says):
-    from experiments.matched_budget import controls_outcome
+    """The headline's controls line reads the confirmatory verdicts of the control families
+    through ripplecp_policy.controls (one rule, one home)."""
+    import dataclasses
 
-    rows = [dict(family="f", control="", verdict_a="no", verdict_b="no")]
+    from experiments.matched_budget import controls_line, study_controls
+
+    def v(fam: str, bar: str, word: str) -> Verdict:
+        return dataclasses.replace(Verdict("chosen-learned", bar, "1ckpt", word, "tfc", -3.0, -5.0, -1.0),
+                                   family=fam, bar=bar, scope="confirmatory")
+
+    verdicts = [v("f", "first-boundary", "no"), v("f", "best-simple", "no")]
+    roles = {}
     if pos:
-        rows.append(dict(family="pc", control="positive", verdict_a=pos[0], verdict_b=pos[1]))
+        verdicts += [v("pc", "first-boundary", pos[0]), v("pc", "best-simple", pos[1])]
+        roles["pc"] = "positive"
     if null:
-        rows.append(dict(family="nl", control="null", verdict_a=null[0], verdict_b=null[1]))
-    assert says in controls_outcome(pd.DataFrame(rows))
+        verdicts += [v("nl", "first-boundary", null[0]), v("nl", "best-simple", null[1])]
+        roles["nl"] = "null"
+    assert says in controls_line(study_controls(verdicts, roles))

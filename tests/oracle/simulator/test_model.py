@@ -41,4 +41,4 @@ def test_bad_model_inputs_name_the_problem() -> None:
     with pytest.raises(ValueError, match=r"need 0 <= r < f"):
         branch_costs(lt, [2], [2], [0])
     with pytest.raises(ValueError, match="n_repos"):
-        family_tasks("swe-pilot", n_repos=9)
+        family_tasks("swe-pilot", n_repos=0)  # more than the 8 declared is fine (variants)

@@ -144,3 +144,117 @@ def test_additional_checkpoints_pay_on_long_horizon_not_on_the_pilot() -> None:
     adj = lab[(lab["stratum"] == "additional") & (lab["failure"] == lab["candidate"] + 1)]
     assert abs(float(adj["advantage"].mean())) < 10
     assert mean_adv(sp, "first") > 60
+
+
+# -- the controls ------------------------------------------------------------------------
+
+
+def test_controls_are_registered_families_every_study_gets() -> None:
+    from oracle.simulator.workloads import (
+        NULL_CONTROL,
+        POSITIVE_CONTROL,
+        control_families,
+        with_controls,
+    )
+
+    assert control_families() == {"null": "long-horizon", "positive": "positive-control"}
+    assert {POSITIVE_CONTROL, NULL_CONTROL} <= set(family_names())
+    assert with_controls(("dependency-resolution",)) == (
+        "dependency-resolution", "long-horizon", "positive-control")
+    assert with_controls(("positive-control", "long-horizon")) == ("positive-control", "long-horizon")
+    with pytest.raises(ValueError, match="exactly_once 5"):
+        replace(FAMILIES["positive-control"], exactly_once=5).validate()
+    with pytest.raises(ValueError, match="control must be"):
+        replace(FAMILIES["positive-control"], control="maybe").validate()
+
+
+def test_positive_control_one_decisive_step_at_a_uniform_position() -> None:
+    """Exactly one decisive step per task, every position about equally often, and no test
+    anywhere: nothing positional or test-based can find it."""
+    tasks = family_tasks("positive-control", n_repos=12, tasks_per_repo=8, seed=0)
+    positions = [t.templates.index(0) for t in tasks]
+    assert all(t.templates.count(0) == 1 and t.n_steps == 6 for t in tasks)
+    counts = np.bincount(positions, minlength=6)
+    assert counts.min() >= 0.6 * len(tasks) / 6, counts
+    assert not any(e.kind.value == "test" for t in tasks for e in t.trajectory.events)
+    # the decisive pin costs ~300 s to rediscover; routine steps hold no fact
+    scales = [t.fact_scale[t.fact_scale > 0] for t in tasks]
+    assert all(len(s) == 1 for s in scales)
+    assert 200 < np.median(np.concatenate(scales)) < 400
+
+
+def test_positive_control_value_is_seen_through_retries_not_elapsed_work() -> None:
+    """Measured as a study would: segment value (additional stratum) ranks with failing
+    attempts and the pin's provenance, not with elapsed work or bytes; and the clairvoyant
+    single checkpoint beats the best fixed position by tens of seconds."""
+    ls = simulate_label_set("positive-control", tasks_per_repo=4, design="full", repetitions=2, seed=0)
+    lab = ls.labels[ls.labels["stratum"] == "additional"]
+    v = lab.groupby(["task_id", "candidate"])["advantage"].mean().reset_index()
+    feats = {}
+    for tid, traj in ls.trajectories.items():
+        B = len(traj.boundaries("turn"))
+        feats[tid] = boundary_features(traj, "turn", checkpoints=range(1, B + 1)).set_index("boundary")
+
+    def rho(col: str) -> float:
+        x = np.nan_to_num(np.array([feats[t].at[b, col] for t, b in zip(v["task_id"], v["candidate"], strict=True)],
+                                   dtype=float))
+        return float(spearmanr(x, v["advantage"]).statistic)
+
+    retries, busy, nbytes = rho("cost__retries_since_cp"), rho("cost__busy_s_since_cp"), rho(BYTES)
+    assert retries > 0.5 and busy < 0.25 and nbytes < 0.25, (retries, busy, nbytes)
+    assert rho("ripple__edges_from_past") > 0.3
+
+    from ripplecp_policy.evaluation import evaluator_for
+    from ripplecp_policy.policy import Budget
+    from ripplecp_policy.pricing import placement_objective
+
+    ev = evaluator_for(ls)
+    one = Budget("count", 1.0)
+    opt = np.mean([ev.optimum(t, one)[1] for t in ls.task_ids])
+    fixed = min(np.mean([placement_objective(ev.costs(t), [q]) for t in ls.task_ids]) for q in range(1, 7))
+    first = np.mean([placement_objective(ev.costs(t), [1]) for t in ls.task_ids])
+    assert fixed - opt > 25 and first - opt > 60, (opt, fixed, first)
+
+
+# -- scale: generated repository variants ------------------------------------------------
+
+
+def test_repository_variants_beyond_the_declared_have_their_own_parameters() -> None:
+    from oracle.simulator.workloads import repo_at
+
+    fam = FAMILIES["dependency-resolution"]
+    assert repo_at(fam, 3, seed=0) is fam.repos[3]
+    variants = [repo_at(fam, i, seed=0) for i in range(8, 24)]
+    names = [r.name for r in (*fam.repos, *variants)]
+    assert len(set(names)) == len(names)
+    declared = {(r.workspace_mb, r.workspace_cv, r.work_scale) for r in fam.repos}
+    params = {(r.workspace_mb, r.workspace_cv, r.work_scale) for r in variants}
+    assert len(params) == len(variants) and not params & declared  # not copies
+    assert repo_at(fam, 9, seed=0) == repo_at(fam, 9, seed=0)  # deterministic
+    assert repo_at(fam, 9, seed=1) != repo_at(fam, 9, seed=0)  # from the seed
+    ws = [r.work_scale for r in variants]
+    assert 0.5 < min(ws) and max(ws) < 2.0  # the family's spread, not anything
+    with pytest.raises(ValueError, match="repository index"):
+        repo_at(fam, -1, seed=0)
+
+
+def test_a_study_may_hold_more_repositories_than_the_family_declares() -> None:
+    small = family_tasks("dependency-resolution", n_repos=8, tasks_per_repo=2, seed=0)
+    big = family_tasks("dependency-resolution", n_repos=24, tasks_per_repo=2, seed=0)
+    assert len({t.repo for t in big}) == 24 and len(big) == 48
+    # the declared repositories' tasks are the same ones: variants only add
+    assert [t.task_id for t in big[:16]] == [t.task_id for t in small]
+    assert [t.nominal_s for t in big[:16]] == [t.nominal_s for t in small]
+    ls = simulate_label_set("dependency-resolution", n_repos=10, tasks_per_repo=1, seed=0)
+    assert ls.tasks["repo"].nunique() == 10
+
+
+def test_each_family_sizes_its_default_study() -> None:
+    """``study_repos`` x ``tasks_per_repo`` is the default study; None keeps the declared 8."""
+    pos = FAMILIES["positive-control"]
+    assert (pos.n_study_repos, pos.tasks_per_repo) == (12, 4)
+    assert FAMILIES["swe-pilot"].n_study_repos == len(FAMILIES["swe-pilot"].repos) == 8
+    tasks = family_tasks("positive-control", seed=0)
+    assert len(tasks) == 48 and len({t.repo for t in tasks}) == 12
+    with pytest.raises(ValueError, match="study_repos"):
+        replace(pos, study_repos=0).validate()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import zlib
 
 import numpy as np
 import pytest
@@ -146,3 +147,23 @@ def test_learned_policies_take_the_study_setting_through_fit(toy_fold) -> None:
         Evaluator(test).run(pol, task, SETTING)
     with pytest.raises(SettingMismatchError):
         run_policy(pol, replays(test)[task], BUDGET)
+
+
+@pytest.mark.parametrize("budget", [Budget("count", 1), Budget("count", 2), Budget("seconds", 9.0)])
+def test_threshold_placements_are_each_thresholds_replay(budget) -> None:
+    """The one-walk-per-path search gives, for every threshold, the placement the episode
+    runner's replay gives (budget refusals included)."""
+    from oracle.simulator import simulate_label_set
+    from ripplecp_policy.learned.advantage import threshold_placements
+
+    ls = simulate_label_set("positive-control", n_repos=2, tasks_per_repo=3, seed=1)
+    setting = Setting(budget)
+    rng = np.random.default_rng(0)
+    thetas = [-math.inf, *sorted(rng.normal(0, 1, 9)), math.inf]
+    for task in replays(ls, setting).values():
+        def score(o, t=task.task_id) -> float:  # history-dependent, as a learned score is
+            return float(np.sin(7 * o.boundary + 3 * len(o.history) + zlib.crc32(t.encode()) % 5) + 0.1 * o.remaining)
+
+        got = threshold_placements(task, score, thetas, budget)
+        want = [tuple(task.replay(lambda o, th=th: score(o) > th, budget)) for th in thetas]
+        assert got == want

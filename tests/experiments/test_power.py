@@ -1,0 +1,44 @@
+"""experiments.power: the real script run small (a simulated pilot and the shipped real set),
+its help and one-line errors."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from experiments.power import Args, main
+
+
+def test_power_plans_from_a_small_simulated_pilot(run_command, tmp_path) -> None:
+    proc = run_command("experiments.power", "--families", "positive-control", "--repos", "3",
+                       "--tasks-per-repo", "2", "--tasks-options", "2", "4", "--repetition-options", "1", "2",
+                       "--out", str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "== positive-control: pilot 3 repositories x 6 tasks x 2 repetitions" in out
+    assert "limit gain over first-boundary" in out and "alpha 0.05/2 = 0.025" in out
+    assert "positive-control: effect" in out and "needs" in out
+    pilot = pd.read_csv(tmp_path / "pilot.csv")
+    plan = pd.read_csv(tmp_path / "plan.csv")
+    assert list(pilot["family"]) == ["positive-control"] and pilot["gain"].iloc[0] > 0
+    assert set(plan["tasks_per_repo"]) == {2, 4} and set(plan["repetitions"]) == {1, 2}
+    assert (plan["n_repos"] >= 0).all()
+
+
+def test_power_says_what_the_shipped_real_set_needs(run_command, tmp_path) -> None:
+    proc = run_command("experiments.power", "--labels", "shipped", "--families", "repair",
+                       "--tests", "8", "--out", str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "== repair: pilot 4 repositories x 20 tasks x 2 repetitions (label set shipped)" in proc.stdout
+    assert "repair: effect" in proc.stdout and "alpha 0.05/8" in proc.stdout
+    pilot = pd.read_csv(tmp_path / "pilot.csv")
+    assert pilot["own_n_tasks"].iloc[0] > 20  # the set has 20 tasks: too few for its limit's gain
+
+
+def test_help_and_one_line_errors(check_help, one_line_error) -> None:
+    check_help("experiments.power", Args)
+    one_line_error(main, ["--families", "nope"], "--families")
+    one_line_error(main, ["--repos", "1"], "--repos")
+    one_line_error(main, ["--repetitions", "1"], "--repetitions")
+    one_line_error(main, ["--reference", "optimum"], "--reference")
+    one_line_error(main, ["--budget", "count:0"], "--budget")
+    one_line_error(main, ["--labels", "/nonexistent/x"], "--labels")
