@@ -12,7 +12,8 @@ every followed session; the hooks reach it for nothing:
 - ``advise status``: each session's decisions, budget left and out-of-range share;
 - ``advise … -- COMMAND`` (``codex exec --json …``): runs the command, copies its output,
   streams it to the server (started and waited for when none runs) and exits with the
-  command's status;
+  command's status — or, when a signal ends it, 128 + the signal (passed on to the command
+  first); a line over the advisor's line limit is copied but not followed (logged SKIP);
 - ``advise --input LOGFILE``: replays a recorded log in this process;
 - ``advise --hook claude-code``: the older in-process command hook (loads the model on every
   call; the server's hooks are the fast way).

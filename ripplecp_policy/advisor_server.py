@@ -24,7 +24,9 @@ Requests (HTTP/1.1, JSON):
   body (Claude Code: success, nothing to add), whatever happened: every failure is a logged
   SKIP (fail-open).
 - ``POST /v1/stream?session=…&format=…``: log lines of a session the caller follows itself
-  (the ``codex exec`` wrapper); ``POST /v1/finish?session=…`` ends it.
+  (the ``codex exec`` wrapper; ``long=N`` / ``behind=N``: lines it did not send before these,
+  over the line limit or while it fell behind, logged SKIP with the reason);
+  ``POST /v1/finish?session=…`` ends it.
 - ``GET /v1/status``: every session's decisions, checkpoints, budget left and out-of-range
   share; ``GET /v1/ping``; ``POST /v1/shutdown``.
 
