@@ -140,8 +140,11 @@ def study(args: Args) -> int:
         est = estimate(diffs, reps)
         effect = args.effect if args.effect is not None else est.gain
         m_own = max(1, round(est.tasks_per_repo))
+        # one repetition per cell: its noise cannot be told from the task-level spread (it
+        # stays inside 'within'), so more repetitions cannot be planned for from this pilot
+        rep_options = sorted({*args.repetition_options, reps}) if reps >= 2 else [reps]
         rows = plan(est, effect, alpha=level, tasks_per_repo=sorted({*args.tasks_options, m_own}),
-                    repetitions=sorted({*args.repetition_options, reps}))
+                    repetitions=rep_options)
         own = next(r for r in rows if r.tasks_per_repo == m_own and r.repetitions == reps)
         best = cheapest(rows)
         pilot_mde = est.mde(est.n_repos, m_own, reps, alpha=level)
@@ -152,12 +155,19 @@ def study(args: Args) -> int:
         table = pd.DataFrame([r.as_dict() for r in rows])
         table["n_repos"] = table["n_repos"].map(lambda n: str(n) if n else "> 100,000")
         table["mde"] = table["mde"].map(lambda x: "-" if not math.isfinite(x) else f"{x:.3g}")
+        noise = (f"one repetition's noise {est.repetition:.3g} (s^2)" if reps >= 2 else
+                 "one repetition's noise: not measured (1 repetition per cell: it is inside 'within', "
+                 "and designs with more repetitions are not planned)")
         lines += [
             "",
             f"== {fam}: pilot {est.n_repos} repositories x {est.n_tasks} tasks x {reps} repetitions "
             f"({source}), budget {label}, reference {args.reference} ==",
             f"  limit gain over {args.reference}: {est.gain:+.3g} s/task; variance between repositories "
-            f"{est.between:.3g}, within {est.within:.3g}, one repetition's noise {est.repetition:.3g} (s^2)",
+            f"{est.between:.3g}, within {est.within:.3g} (s^2); {noise}",
+            *(["  sparse design: the cells it did not execute are priced by the recovery model "
+               "(labelsets.recovery_model), so the limit's gain is an estimate, biased upward on a "
+               "small pilot (the optimum picks the model's low predictions)"]
+              if ls.provenance.get("design") == "sparse" else []),
             f"  effect {effect:.3g} s at alpha {args.alpha:g}/{tests} = {level:.3g}, 80 % power: the pilot's "
             f"own size detects {pilot_mde:.3g} s",
             "  " + table[["tasks_per_repo", "repetitions", "n_repos", "n_tasks", "mde"]]
