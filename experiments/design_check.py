@@ -43,9 +43,10 @@ from labelsets.tables import LabelSet
 from oracle.simulator import simulate_label_set
 from oracle.simulator.workloads import family_names
 from ripplecp_cli import choice_error, opt, progress, run
+from ripplecp_policy.budget import check_budget_specs
 from ripplecp_policy.data import resolve_labels
 from ripplecp_policy.evaluation import Evaluator
-from ripplecp_policy.policy import check_budget_specs, fold_settings
+from ripplecp_policy.policy import fold_settings
 from ripplecp_policy.pricing import placement_metrics
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.verdicts import BEST_SIMPLE, compare, paired_contrast, two_bar_verdicts

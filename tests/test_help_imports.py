@@ -38,7 +38,6 @@ ENTRY_POINTS = [
     "ripplecp_policy.advise", "ripplecp_policy.advise serve", "ripplecp_policy.advise check",
     "ripplecp_policy.advise status", "ripplecp_policy.advise install",
     "ripplecp_policy.advise uninstall",
-    "ripplecp_policy.hook_client",
     *_experiments(),
 ]
 
