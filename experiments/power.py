@@ -35,13 +35,19 @@ from pathlib import Path
 import pandas as pd
 
 from baselines import BASELINES
+from experiments.study import (
+    check_families,
+    check_labels,
+    family_of,
+    read_label_set,
+    set_families,
+)
 from features.files import atomic_path, write_text_atomic
 from labelsets.tables import LabelSet
 from oracle.simulator import simulate_label_set
 from oracle.simulator.workloads import family_names
-from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, progress, run
+from ripplecp_cli import CommandLineError, opt, progress, run
 from ripplecp_policy.budget import check_budget_specs
-from ripplecp_policy.data import resolve_labels
 from ripplecp_policy.planning import cheapest, estimate, pilot_differences, plan, subsample
 from ripplecp_policy.policy import HAZARDS, Role, Setting, fold_settings
 from ripplecp_policy.registry import entry
@@ -51,15 +57,6 @@ PROG = "python -m experiments.power"
 #: this one may not import): every registered family
 FAMILIES = tuple(family_names())
 REFERENCES = tuple(e.name for e in BASELINES if e.role is Role.ONLINE)
-
-
-def check_labels(spec: str) -> None:
-    """``check=`` of ``--labels``: a shipped label set's name or an existing directory."""
-    try:
-        path = resolve_labels(spec)
-    except LookupError as exc:
-        raise ValueError(str(exc)) from None
-    existing_dir(path)
 
 
 @dataclass(frozen=True)
@@ -102,11 +99,8 @@ class Args:
     """where plan.csv and pilot.csv go"""
 
     def __post_init__(self) -> None:
-        if self.labels is None:
-            known = family_names()
-            for fam in self.families:
-                if fam not in known:
-                    raise choice_error(fam, known, "--families")
+        if self.labels is None:  # a label set's families are checked on loading
+            check_families(self.families)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,17 +114,9 @@ def study(args: Args) -> int:
     # 1. The pilots: one label set per family.
     pilots: dict[str, LabelSet] = {}
     if args.labels:
-        try:
-            full = LabelSet.load(resolve_labels(args.labels))
-        except (ValueError, OSError) as exc:
-            raise CommandLineError(f"argument --labels: {exc}") from None
-        present = sorted(str(f) for f in full.tasks["family"].unique())
-        fams = present if args.families == FAMILIES else list(args.families)
-        for fam in fams:
-            if fam not in present:
-                raise choice_error(fam, present, "--families")
-            ls = full.subset(full.tasks.loc[full.tasks["family"] == fam, "task_id"])
-            pilots[fam] = subsample(ls, args.repos, args.tasks_per_repo)
+        full = read_label_set(args.labels)
+        for fam in set_families(full, args.families, FAMILIES):
+            pilots[fam] = subsample(family_of(full, fam), args.repos, args.tasks_per_repo)
         source = f"label set {args.labels}"
     else:
         for fam in progress(args.families, desc="simulate", leave=False):
