@@ -43,8 +43,9 @@ from labelsets.definitions import table_cell_id
 from labelsets.recovery_model import SparseDesign, next_cells, subsample
 from labelsets.tables import LabelSet
 from ripplecp_cli import opt, progress, run
+from ripplecp_policy.budget import check_budget_specs
 from ripplecp_policy.evaluation import Evaluator
-from ripplecp_policy.policy import check_budget_specs, fold_settings
+from ripplecp_policy.policy import fold_settings
 from ripplecp_policy.pricing import placement_metrics
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.verdicts import BEST_SIMPLE, compare, paired_contrast, two_bar_verdicts

@@ -53,6 +53,7 @@ from features.files import atomic_path, write_text_atomic
 from labelsets.tables import LabelSet
 from oracle.simulator.workloads import NULL_CONTROL, POSITIVE_CONTROL, with_controls
 from ripplecp_cli import opt, parse, progress, run
+from ripplecp_policy.budget import check_budget_specs
 from ripplecp_policy.controls import ControlsOutcome, controls_outcome, mark_uninformative
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.export import default_checkpoint_cost, policy_example
@@ -64,7 +65,6 @@ from ripplecp_policy.policy import (
     PlacementPolicy,
     Role,
     Setting,
-    check_budget_specs,
     fold_settings,
 )
 from ripplecp_policy.registry import entry

@@ -47,8 +47,9 @@ from labelsets.tables import LabelSet
 from oracle.simulator import simulate_label_set
 from oracle.simulator.workloads import family_names
 from ripplecp_cli import CommandLineError, opt, progress, run
+from ripplecp_policy.budget import check_budget_specs
 from ripplecp_policy.planning import cheapest, estimate, pilot_differences, plan, subsample
-from ripplecp_policy.policy import HAZARDS, Role, Setting, check_budget_specs, fold_settings
+from ripplecp_policy.policy import HAZARDS, Role, Setting, fold_settings
 from ripplecp_policy.registry import entry
 
 PROG = "python -m experiments.power"
