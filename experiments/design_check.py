@@ -32,23 +32,19 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from experiments import matched_budget as mb
 from experiments.study import check_families, load_label_sets, sized
 from features.files import write_text_atomic
 from labelsets.definitions import table_cell_id
-from labelsets.recovery_model import SparseDesign, next_cells, subsample
-from labelsets.tables import LabelSet
 from ripplecp_cli import opt, progress, run
 from ripplecp_policy.budget import check_budget_specs
-from ripplecp_policy.evaluation import Evaluator
-from ripplecp_policy.policy import fold_settings
-from ripplecp_policy.pricing import placement_metrics
-from ripplecp_policy.splits import leave_one_repo_out
-from ripplecp_policy.verdicts import BEST_SIMPLE, compare, paired_contrast, two_bar_verdicts
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from labelsets.tables import LabelSet
 
 PROG = "python -m experiments.design_check"
 REFERENCE = mb.REFERENCE
@@ -125,6 +121,11 @@ def label_sets(args: Args) -> dict[str, LabelSet]:
 def study(data: dict[str, LabelSet], args: Args, mb_args: mb.Args, desc: str) -> pd.DataFrame:
     """The matched-budget study's per-task rows (every family, every fold), best-simple rows
     included (``experiments.matched_budget.run_fold``)."""
+    import pandas as pd
+
+    from ripplecp_policy.policy import fold_settings
+    from ripplecp_policy.splits import leave_one_repo_out
+
     protos, _ = mb.policies_for(mb_args)
     jobs = [(fam, fold) for fam, ls in data.items() for fold in leave_one_repo_out(ls)]
     calls = [(fam, data[fam], fold, protos,
@@ -143,6 +144,8 @@ def study(data: dict[str, LabelSet], args: Args, mb_args: mb.Args, desc: str) ->
 def verdict_words(res: pd.DataFrame, learned: list[str], n_resamples: int) -> dict[tuple, tuple[str, float, float, float]]:
     """(kind, family, policy, budget, bar) -> (word, diff, low, high): both bars of every
     learned policy (Holm across the study) and every online policy against first-boundary."""
+    from ripplecp_policy.verdicts import BEST_SIMPLE, compare, two_bar_verdicts
+
     out: dict[tuple, tuple[str, float, float, float]] = {}
     if learned:
         for v in two_bar_verdicts(res, learned, n_resamples=n_resamples):
@@ -157,6 +160,9 @@ def verdict_words(res: pd.DataFrame, learned: list[str], n_resamples: int) -> di
 def truth_prices(res: pd.DataFrame, full: dict[str, LabelSet]) -> pd.DataFrame:
     """``res`` with each placement re-priced on the full table (``true_objective_s``,
     ``true_total_failure_cost``)."""
+    from ripplecp_policy.evaluation import Evaluator
+    from ripplecp_policy.pricing import placement_metrics
+
     evs = {fam: Evaluator(ls) for fam, ls in full.items()}
     obj, tfc = [], []
     for fam, tid, cps in zip(res["family"], res["task_id"], res["checkpoints"], strict=True):
@@ -170,6 +176,11 @@ def truth_prices(res: pd.DataFrame, full: dict[str, LabelSet]) -> pd.DataFrame:
 def adaptive_round(sparse: LabelSet, full: LabelSet, n_cells: int) -> LabelSet:
     """One adaptive round replayed on an executed full table: ``next_cells`` chooses
     ``n_cells`` cells on the sparse set, each adds its first executed repetition."""
+    import pandas as pd
+
+    from labelsets.recovery_model import next_cells
+    from labelsets.tables import LabelSet
+
     cells = next_cells(sparse, n_cells)
     keep = pd.DataFrame(cells, columns=["task_id", "restore_point", "failure"])
     rec = full.recovery[full.recovery["role"] == "table"].merge(keep)
@@ -187,6 +198,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def check(args: Args) -> int:
+    import pandas as pd
+
+    from labelsets.recovery_model import SparseDesign, subsample
+    from ripplecp_policy.verdicts import BEST_SIMPLE, paired_contrast
+
     args = sized(args)
     t0 = time.perf_counter()
     out = Path(args.out)
@@ -272,6 +288,8 @@ def check(args: Args) -> int:
 
 def summarise(table: pd.DataFrame) -> pd.DataFrame:
     """Per family and fraction (draws pooled), and over every family per fraction."""
+    import pandas as pd
+
     def agg(g: pd.DataFrame) -> pd.Series:
         def share(k: str, n: str) -> float:
             return float(g[k].sum() / g[n].sum()) if g[n].sum() else math.nan

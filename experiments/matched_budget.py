@@ -33,14 +33,9 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
-
-import numpy as np
-import pandas as pd
-from sklearn.base import clone
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from baselines import BASELINES, all_baselines
-from baselines.grid import training_objective
 from experiments.study import (
     REFERENCE,
     LabelStudyArgs,
@@ -50,26 +45,12 @@ from experiments.study import (
     splittable,
 )
 from features.files import atomic_path, write_text_atomic
-from labelsets.tables import LabelSet
 from oracle.simulator.workloads import NULL_CONTROL, POSITIVE_CONTROL, with_controls
 from ripplecp_cli import opt, parse, progress, run
-from ripplecp_policy.budget import check_budget_specs
-from ripplecp_policy.controls import ControlsOutcome, controls_outcome, mark_uninformative
-from ripplecp_policy.evaluation import evaluator_for
-from ripplecp_policy.export import default_checkpoint_cost, policy_example
+from ripplecp_policy.budget import HAZARDS, Budget, BudgetSpec, check_budget_specs
 from ripplecp_policy.learned import LEARNED
-from ripplecp_policy.policy import (
-    HAZARDS,
-    Budget,
-    BudgetSpec,
-    PlacementPolicy,
-    Role,
-    Setting,
-    fold_settings,
-)
 from ripplecp_policy.registry import entry
-from ripplecp_policy.splits import leave_one_repo_out
-from ripplecp_policy.stats import task_bootstrap
+from ripplecp_policy.roles import Role
 from ripplecp_policy.tracking import (
     TrackedRun,
     check_experiment_name,
@@ -80,17 +61,14 @@ from ripplecp_policy.tracking import (
     study_run,
     ui_command,
 )
-from ripplecp_policy.verdicts import (
-    BEST_SIMPLE,
-    CHOSEN_LEARNED,
-    Confirmatory,
-    Verdict,
-    VerdictClass,
-    choose_learned,
-    compare,
-    paired_contrast,
-    two_bar_verdicts,
-)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from labelsets.tables import LabelSet
+    from ripplecp_policy.controls import ControlsOutcome
+    from ripplecp_policy.policy import PlacementPolicy, Setting
+    from ripplecp_policy.verdicts import Verdict
 
 PROG = "python -m experiments.matched_budget"
 #: the simulated families the main job runs (every registered one is accepted): the
@@ -174,6 +152,8 @@ def label_sets(args: Args) -> dict[str, LabelSet]:
 
 def priceable(data: LabelSet, hazard: str) -> tuple[LabelSet, list[str]]:
     """Keep the tasks whose recovery table prices every placement; name the dropped ones."""
+    from ripplecp_policy.evaluation import evaluator_for
+
     ev = evaluator_for(data)
     keep = [t for t in data.task_ids if ev.costs(t, hazard).is_full() and ev.costs(t, hazard).n_boundaries > 0]
     dropped = sorted(set(data.task_ids) - set(keep))
@@ -199,6 +179,12 @@ def summarise(res: pd.DataFrame, verdicts: list[Verdict], args: Args) -> pd.Data
     the reference beside the verdicts (how far the limit lies) and is marked as the limit it
     is; an unmatched reference is marked as such (no difference: its budget is not matched).
     """
+    import numpy as np
+    import pandas as pd
+
+    from ripplecp_policy.stats import task_bootstrap
+    from ripplecp_policy.verdicts import paired_contrast
+
     vmap = {(v.policy, v.budget): v for v in verdicts}
     rows = []
     for (budget, policy), g in res.groupby(["budget", "policy"], sort=False):
@@ -244,6 +230,8 @@ def summarise(res: pd.DataFrame, verdicts: list[Verdict], args: Args) -> pd.Data
 
 def format_table(summary: pd.DataFrame) -> str:
     """The per-family table: one block per budget, one row per policy."""
+    import pandas as pd
+
     def iv(m: float, lo: float, hi: float) -> str:
         if not math.isfinite(m):
             return "-"
@@ -284,6 +272,8 @@ def marked(policy: str, role: str) -> str:
 def verdict_line(policy: str, verdicts: list[Verdict], bar: str = REFERENCE) -> str:
     """One line: does ``policy`` beat the bar (first-boundary, or the best simple baseline)
     at matched budgets? Plainly. Verdicts of no named bar count as first-boundary's."""
+    from ripplecp_policy.verdicts import VerdictClass
+
     mine = [v for v in verdicts if v.policy == policy and (v.bar or REFERENCE) == bar]
     parts = []
     for v in mine:
@@ -336,6 +326,10 @@ def verdict_table(verdicts: list[Verdict], *, learned: bool = True) -> str:
     """The study's verdicts: one row per (family, policy, budget), both bars in plain words
     ("yes" / "no" / "refused: why"), each with its difference, interval and raw and
     Holm-adjusted p-values."""
+    import pandas as pd
+
+    from ripplecp_policy.verdicts import BEST_SIMPLE
+
     def cell(v: Verdict | None) -> str:
         if v is None:
             return "-"
@@ -382,6 +376,7 @@ def plot_curves(summary: pd.DataFrame, family: str, out: Path) -> Path:
     """Left: budget-cost curves (mean TotalFailureCost per policy over the count budgets).
     Right: paired difference to first-boundary with its interval, at every budget."""
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -463,6 +458,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def study(args: Args) -> int:
     """The study (the module docstring) for checked arguments; --quick sizes apply here."""
+    import pandas as pd
+
+    from ripplecp_policy.controls import mark_uninformative
+    from ripplecp_policy.policy import fold_settings
+    from ripplecp_policy.splits import leave_one_repo_out
+    from ripplecp_policy.verdicts import (
+        BEST_SIMPLE,
+        CHOSEN_LEARNED,
+        Confirmatory,
+        choose_learned,
+        compare,
+        two_bar_verdicts,
+    )
+
     args = sized(args)
     t0 = time.perf_counter()
     warnings.filterwarnings("ignore", category=FutureWarning)
@@ -631,6 +640,14 @@ def run_fold(
     fold's best simple baseline, bar (b) of the verdicts, chosen before any held-out result
     is looked at: its held-out rows come back again as :data:`BEST_SIMPLE` rows naming it
     in ``chosen``."""
+    import pandas as pd
+    from sklearn.base import clone
+
+    from baselines.grid import training_objective
+    from ripplecp_policy.evaluation import evaluator_for
+    from ripplecp_policy.export import default_checkpoint_cost, policy_example
+    from ripplecp_policy.verdicts import BEST_SIMPLE
+
     ev = evaluator_for(ls)
     train = ls.subset(fold.train_tasks)  # one object per fold: fits share its caches
     rows = []
@@ -802,6 +819,10 @@ def headline(summary: pd.DataFrame, best: pd.DataFrame, verdicts: list[Verdict],
     cross-fitted limit and its difference; the learned policy's two verdicts with their
     class and MDE (:func:`verdict_class`, :func:`verdict_mde`); the family's control role.
     ``budget``: the primary budget (:func:`primary_budget`)."""
+    import pandas as pd
+
+    from ripplecp_policy.verdicts import BEST_SIMPLE
+
     by = {(v.family, v.policy, v.budget, v.bar or REFERENCE): v for v in verdicts}
     rows = []
     for fam, g in summary[summary["budget"] == budget].groupby("family", sort=False):
@@ -835,6 +856,8 @@ def study_controls(verdicts: list[Verdict], roles: Mapping[str, str]) -> Control
     """The controls' outcome of a study (:func:`ripplecp_policy.controls.controls_outcome`)
     from its verdicts and the control role of each studied family (``roles``: family ->
     "positive" / "null", :func:`experiments.study.control_roles`)."""
+    from ripplecp_policy.controls import controls_outcome
+
     names = {role: fam for fam, role in roles.items()}
     return controls_outcome(verdicts, positive=names.get("positive", ""), null=names.get("null", ""))
 
@@ -851,6 +874,8 @@ def controls_line(outcome: ControlsOutcome) -> str:
 def format_headline(head: pd.DataFrame, outcome: ControlsOutcome) -> str:
     """The headline the main job opens with: the table of :func:`headline` in plain cells,
     then the controls' outcome (:func:`controls_line`)."""
+    import pandas as pd
+
     def s(x: float) -> str:
         return "-" if not math.isfinite(x) else f"{x:.1f}"
 
@@ -898,6 +923,8 @@ def headline_metrics(head: pd.DataFrame, verdicts: list[Verdict], seconds: float
     headline's learned policy and the cross-fitted limit lie from first-boundary (s,
     negative favours them); the number of "yes" verdicts of each bar and of verdicts
     decided; and the study's seconds."""
+    from ripplecp_policy.verdicts import BEST_SIMPLE
+
     out: dict[str, float] = {"study_seconds": seconds}
     for r in head.itertuples():
         out[f"{metric_key(r.family)}/learned_vs_first_boundary"] = r.learned_diff

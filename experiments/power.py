@@ -31,8 +31,7 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from baselines import BASELINES
 from experiments.study import (
@@ -43,14 +42,14 @@ from experiments.study import (
     set_families,
 )
 from features.files import atomic_path, write_text_atomic
-from labelsets.tables import LabelSet
-from oracle.simulator import simulate_label_set
 from oracle.simulator.workloads import family_names
 from ripplecp_cli import CommandLineError, opt, progress, run
-from ripplecp_policy.budget import check_budget_specs
-from ripplecp_policy.planning import cheapest, estimate, pilot_differences, plan, subsample
-from ripplecp_policy.policy import HAZARDS, Role, Setting, fold_settings
+from ripplecp_policy.budget import HAZARDS, check_budget_specs
 from ripplecp_policy.registry import entry
+from ripplecp_policy.roles import Role
+
+if TYPE_CHECKING:
+    from labelsets.tables import LabelSet
 
 PROG = "python -m experiments.power"
 #: the default study's simulated families (experiments.matched_budget.FAMILIES, whose module
@@ -109,6 +108,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def study(args: Args) -> int:
     """The plan (the module docstring) for checked arguments."""
+    import pandas as pd
+
+    from oracle.simulator import simulate_label_set
+    from ripplecp_policy.planning import cheapest, estimate, pilot_differences, plan, subsample
+    from ripplecp_policy.policy import Setting, fold_settings
+
     out = Path(args.out)
 
     # 1. The pilots: one label set per family.

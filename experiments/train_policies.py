@@ -25,27 +25,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import pandas as pd
-
-from baselines import FirstBoundary
 from experiments.study import LabelStudyArgs, check_families, family_of, read_label_set, sized
 from labelsets.definitions import STRATA
-from labelsets.tables import LabelSet
 from ripplecp_cli import opt, parse, progress, run
 from ripplecp_policy.budget import check_budget_specs
-from ripplecp_policy.evaluation import Evaluator
-from ripplecp_policy.export import (
-    default_checkpoint_cost,
-    log_policy_model,
-    policy_example,
-    training_feature_ranges,
-)
 from ripplecp_policy.learned import DEVICES, LEARNED, check_device
-from ripplecp_policy.policy import PlacementPolicy, Setting, fold_settings
 from ripplecp_policy.registry import entry
-from ripplecp_policy.splits import SplitAudit, leave_one_repo_out
 from ripplecp_policy.tracking import (
     TrackedRun,
     check_experiment_name,
@@ -53,8 +40,13 @@ from ripplecp_policy.tracking import (
     policy_params,
     study_run,
 )
-from ripplecp_policy.tuning import tune
-from ripplecp_policy.verdicts import compare
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from labelsets.tables import LabelSet
+    from ripplecp_policy.policy import PlacementPolicy, Setting
+    from ripplecp_policy.splits import SplitAudit
 
 PROG = "python -m experiments.train_policies"
 #: the registered learned policy kinds
@@ -148,6 +140,9 @@ def fit_tuned(kind: str, args: Args, train: LabelSet, setting: Setting, *, run: 
               tag: str = "") -> tuple[PlacementPolicy, SplitAudit, Any]:
     """Tune on validation repos inside ``train`` (each trial a child run of ``run``), then
     refit on ``train``."""
+    from ripplecp_policy.splits import SplitAudit
+    from ripplecp_policy.tuning import tune
+
     policy = make_policy(kind, args)
 
     def on_trial(number: int, params: dict[str, Any], value: float, vals: list[float]) -> None:
@@ -173,6 +168,8 @@ def fold_metrics(policy: PlacementPolicy, test: LabelSet, setting: Setting) -> d
 
 def verdict_lines(results: pd.DataFrame, reference_kind: str | None, names: dict[str, str]) -> list[str]:
     """The decision criterion in plain words (Appendices D and E)."""
+    from ripplecp_policy.verdicts import compare
+
     lines = []
     for v in compare(results, reference="first-boundary", metric="objective_s"):
         lines.append("VERDICT " + v.text())
@@ -207,6 +204,19 @@ def run_study(args: Args, family: str | None = None, data: LabelSet | None = Non
     verdicts and run ids. MLflow: a parent run, a child per kind, beneath it a child per
     fold, beneath that a child per tuning trial; the exported model in a child of its own,
     named and registered after what it is (family, kind, budget)."""
+    import pandas as pd
+
+    from baselines import FirstBoundary
+    from ripplecp_policy.evaluation import Evaluator
+    from ripplecp_policy.export import (
+        default_checkpoint_cost,
+        log_policy_model,
+        policy_example,
+        training_feature_ranges,
+    )
+    from ripplecp_policy.policy import fold_settings
+    from ripplecp_policy.splits import leave_one_repo_out
+
     t_start = time.perf_counter()
     data = load_data(args, family) if data is None else data
     folds = leave_one_repo_out(data)
@@ -345,6 +355,8 @@ def train(args: Args) -> int:
 
 def report(out: dict[str, Any], args: Args) -> None:
     """Print a study's per-fold table, held-out means and verdicts."""
+    import pandas as pd
+
     pd.set_option("display.width", 200)
     cols = [c for c in ("kind", "held_out", "heldout_cost_s", "first_boundary_cost_s", "heldout_minus_first_s",
                         "n_checkpoints", "rmse", *(f"spearman_{s}" for s in STRATA), "threshold",

@@ -1,6 +1,7 @@
 """The checkpoint budget: its kinds, a :class:`Budget` and a :class:`BudgetSpec` as a command
-line gives it. The standard library only, so a command checks ``--budget`` before importing
-anything heavy (the advisor's wrapper starts the agent at once)."""
+line gives it, and the named failure models (:data:`HAZARDS`) a setting prices it under. The
+standard library only, so a command checks ``--budget`` and lists ``--hazard`` before
+importing anything heavy (the advisor's wrapper starts the agent at once)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ from typing import TYPE_CHECKING, Literal, get_args
 if TYPE_CHECKING:
     from labelsets.tables import LabelSet
 
-__all__ = ["BUDGET_KINDS", "Budget", "BudgetKind", "BudgetSpec", "check_budget_specs"]
+__all__ = ["BUDGET_KINDS", "HAZARDS", "Budget", "BudgetKind", "BudgetSpec", "check_budget_specs"]
 
 BudgetKind = Literal["count", "seconds", "bytes"]
+
+#: the named failure models: equal weight per measured failure, or weight proportional to
+#: the nominal duration of the segment the failure strikes in (a constant hazard per second)
+HAZARDS: tuple[str, str] = ("uniform", "duration")
 
 
 @dataclass(frozen=True)

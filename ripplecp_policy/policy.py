@@ -18,21 +18,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator
 
 from features.online import FeatureConfig
-from ripplecp_policy.budget import Budget, BudgetSpec
+from ripplecp_policy.budget import HAZARDS, Budget, BudgetSpec
+from ripplecp_policy.roles import Role
 
 if TYPE_CHECKING:
     from labelsets.tables import LabelSet
 
-#: the named failure models: equal weight per measured failure, or weight proportional to
-#: the nominal duration of the segment the failure strikes in (a constant hazard per second)
-HAZARDS: tuple[str, str] = ("uniform", "duration")
 #: a named failure model, or explicit weights ``{failure: weight}``
 HazardSpec = str | Mapping[int, float] | tuple[tuple[int, float], ...]
 
@@ -63,20 +60,6 @@ def canonical_hazard(hazard: HazardSpec) -> HazardSpec:
     if hazard not in HAZARDS:
         raise ValueError(f"hazard must be one of {HAZARDS} or a mapping failure -> weight, got {hazard!r}")
     return hazard
-
-
-class Role(StrEnum):
-    """What a policy is in a comparison.
-
-    ``online``: decides from the prefix alone under the matched budget, and gets a verdict.
-    ``offline limit``: reads the measured table (oracle, clairvoyant optimum), so no runtime
-    can attain it; shown as a limit, never judged. ``unmatched reference``: runs without a
-    budget cap (every boundary); shown for scale, never judged.
-    """
-
-    ONLINE = "online"
-    OFFLINE = "offline limit"
-    REFERENCE = "unmatched reference"
 
 
 class SettingMismatchError(ValueError):

@@ -37,13 +37,6 @@ def _bench_help() -> Any:
 #: every entry point: the commands, their subcommands and every experiment script
 ENTRY_POINTS = _bench_help().entry_points()
 
-#: still heavy: their ``Args`` read the policy registries (learned policies' keys, online
-#: baselines' names), which instantiate every policy (scikit-learn) on import; each must still
-#: answer --help, and fails here once it is light (then drop it)
-STILL_HEAVY = {"experiments.matched_budget", "experiments.train_policies", "experiments.power",
-               "experiments.design_check"}
-
-
 def _imported(argv: list[str]) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
@@ -69,7 +62,4 @@ def test_help_imports_no_heavy_library(entry: str) -> None:
     assert proc.stdout.startswith("usage:"), proc.stdout[:500]
     heavy = sorted(m for m in modules if m.partition(".")[0] in HEAVY)
     roots = sorted({m.partition(".")[0] for m in heavy})
-    if entry in STILL_HEAVY:
-        assert heavy, f"python -m {entry} --help is light now: drop it from STILL_HEAVY"
-        pytest.xfail(f"still imports {roots}: its Args reads a policy registry")
     assert not heavy, f"python -m {entry} --help imports {roots} (first: {heavy[:5]})"

@@ -8,21 +8,36 @@ policies; the advantage classifiers (``classifier``: xgboost, ``classifier-logis
 ``fqi-xgboost`` and the budget-aware stopping learner (``stopping``) are trained on request
 (``python -m experiments.train_policies --kinds``). :data:`LEARNED` lists them; adding a
 learned policy is one :func:`~ripplecp_policy.registry.register` call in it.
+
+Each entry declares its key, report name and role; its class is imported on first
+``make()``, and the classes and functions below on first use (PEP 562), so reading
+:data:`LEARNED` (a command's ``--help``) needs no scikit-learn or xgboost.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from ripplecp_policy.learned.advantage import (
-    AdvantageClassifierPolicy,
-    AdvantageRegressorPolicy,
-    rank_report,
-)
-from ripplecp_policy.learned.fqi import FittedQPolicy, value_error_summary
-from ripplecp_policy.learned.stopping import StoppingPolicy
-from ripplecp_policy.policy import PlacementPolicy
 from ripplecp_policy.registry import PolicyEntry, register
+from ripplecp_policy.roles import Role
+
+if TYPE_CHECKING:
+    from ripplecp_policy.learned.advantage import (
+        AdvantageClassifierPolicy,
+        AdvantageRegressorPolicy,
+    )
+    from ripplecp_policy.learned.fqi import FittedQPolicy
+    from ripplecp_policy.learned.stopping import StoppingPolicy
+    from ripplecp_policy.policy import PlacementPolicy
+
+#: public name -> the module that defines it (imported on first use)
+_LAZY = {
+    **dict.fromkeys(["AdvantageClassifierPolicy", "AdvantageRegressorPolicy", "rank_report"],
+                    "ripplecp_policy.learned.advantage"),
+    **dict.fromkeys(["FittedQPolicy", "value_error_summary"], "ripplecp_policy.learned.fqi"),
+    "StoppingPolicy": "ripplecp_policy.learned.stopping",
+}
 
 __all__ = [
     "AdvantageClassifierPolicy",
@@ -36,6 +51,16 @@ __all__ = [
     "rank_report",
     "value_error_summary",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'ripplecp_policy.learned' has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
 
 
 # -- search spaces (small: the data are small) -------------------------------------------
@@ -85,6 +110,8 @@ def _fqi_xgboost_space(t: Any) -> dict[str, Any]:
 
 def _advantage(model: str) -> Any:
     def make(seed: int = 0, quick: bool = False, device: str = "cpu") -> AdvantageRegressorPolicy:
+        from ripplecp_policy.learned.advantage import AdvantageRegressorPolicy
+
         return AdvantageRegressorPolicy(model=model, n_estimators=50 if quick else 200,
                                         random_state=seed, device=device)
 
@@ -93,6 +120,8 @@ def _advantage(model: str) -> Any:
 
 def _classifier(model: str) -> Any:
     def make(seed: int = 0, quick: bool = False, device: str = "cpu") -> AdvantageClassifierPolicy:
+        from ripplecp_policy.learned.advantage import AdvantageClassifierPolicy
+
         return AdvantageClassifierPolicy(model=model, n_estimators=50 if quick else 200,
                                          random_state=seed, device=device)
 
@@ -100,11 +129,15 @@ def _classifier(model: str) -> Any:
 
 
 def _stopping(seed: int = 0, quick: bool = False, device: str = "cpu") -> StoppingPolicy:
+    from ripplecp_policy.learned.stopping import StoppingPolicy
+
     return StoppingPolicy(n_estimators=50 if quick else 200, random_state=seed, device=device)
 
 
 def _fqi(regressor: str) -> Any:
     def make(seed: int = 0, quick: bool = False, device: str = "cpu") -> FittedQPolicy:
+        from ripplecp_policy.learned.fqi import FittedQPolicy
+
         # 25 trees (Ernst et al. 2005 used 50): the tree fits are half of the default
         # study's CPU, and it must run in 3 minutes on 2 cores; tuning searches 20-150
         return FittedQPolicy(regressor=regressor, n_estimators=20 if quick else 25,
@@ -113,19 +146,26 @@ def _fqi(regressor: str) -> Any:
     return make
 
 
-#: every learned policy kind, registered once (the registry's learned entries)
+#: every learned policy kind, registered once (the registry's learned entries), with the
+#: report name and role its policy has (checked by the conformance tests)
 LEARNED: tuple[PolicyEntry, ...] = (
-    register("xgboost", _advantage("xgboost"), learned=True, space=_xgboost_advantage_space),
-    register("ridge", _advantage("ridge"), learned=True, space=_ridge_space),
-    register("classifier", _classifier("xgboost"), learned=True, space=_xgboost_advantage_space,
-             in_study=False),
-    register("classifier-logistic", _classifier("logistic"), learned=True, space=_logistic_space,
-             in_study=False),
-    register("fqi-extratrees", _fqi("extratrees"), learned=True, space=_fqi_extratrees_space),
-    register("fqi-xgboost", _fqi("xgboost"), learned=True, space=_fqi_xgboost_space, in_study=False),
+    register("xgboost", _advantage("xgboost"), name="AdvantageRegressorPolicy[xgboost]",
+             role=Role.ONLINE, learned=True, space=_xgboost_advantage_space),
+    register("ridge", _advantage("ridge"), name="AdvantageRegressorPolicy[ridge]",
+             role=Role.ONLINE, learned=True, space=_ridge_space),
+    register("classifier", _classifier("xgboost"), name="AdvantageClassifierPolicy[xgboost]",
+             role=Role.ONLINE, learned=True, space=_xgboost_advantage_space, in_study=False),
+    register("classifier-logistic", _classifier("logistic"),
+             name="AdvantageClassifierPolicy[logistic]", role=Role.ONLINE, learned=True,
+             space=_logistic_space, in_study=False),
+    register("fqi-extratrees", _fqi("extratrees"), name="FittedQPolicy[extratrees]",
+             role=Role.ONLINE, learned=True, space=_fqi_extratrees_space),
+    register("fqi-xgboost", _fqi("xgboost"), name="FittedQPolicy[xgboost]", role=Role.ONLINE,
+             learned=True, space=_fqi_xgboost_space, in_study=False),
     # the budget-aware stopping learner: out of the default study until it beats the
     # regressors' first-exceedance rule on held-out repositories (README: it did not)
-    register("stopping", _stopping, learned=True, space=_stopping_space, in_study=False),
+    register("stopping", _stopping, name="StoppingPolicy[xgboost]", role=Role.ONLINE,
+             learned=True, space=_stopping_space, in_study=False),
 )
 
 

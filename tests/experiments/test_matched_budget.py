@@ -349,7 +349,8 @@ def test_relative_budgets_are_resolved_on_the_training_repositories_only(make_la
     """seconds:2x is 2 x the mean creation seconds of the fold's training tasks: the held-out
     repository's checkpoints never set its own budget."""
     from baselines import FirstBoundary
-    from experiments.matched_budget import fold_settings, run_fold
+    from experiments.matched_budget import run_fold
+    from ripplecp_policy.policy import fold_settings
     from ripplecp_policy.splits import leave_one_repo_out
 
     ls = make_label_set(n_repos=3, tasks_per_repo=2, seed=2)

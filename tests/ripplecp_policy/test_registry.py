@@ -8,7 +8,7 @@ import pytest
 from baselines import BASELINES, EveryBoundary, all_baselines
 from ripplecp_policy.learned import LEARNED, AdvantageRegressorPolicy, default_learned_policies
 from ripplecp_policy.policy import PlacementPolicy, Role
-from ripplecp_policy.registry import entries, entry, entry_for, register
+from ripplecp_policy.registry import PolicyEntry, check_entry, entries, entry, entry_for, register
 
 
 def test_every_policy_is_registered_once_with_a_unique_key_and_name():
@@ -22,7 +22,7 @@ def test_every_policy_is_registered_once_with_a_unique_key_and_name():
         assert entry(want).name == want
 
 
-def test_roles_come_from_the_classes():
+def test_declared_roles_are_the_classes_roles():
     roles = {e.key: e.role for e in entries()}
     assert roles["every-boundary"] is Role.REFERENCE is EveryBoundary.role
     assert roles["oracle"] is roles["optimum"] is roles["causal-advantage"] is Role.OFFLINE
@@ -68,9 +68,33 @@ class Twin(PlacementPolicy):
 
 def test_a_report_name_is_registered_once():
     with pytest.raises(ValueError, match="already 'first-boundary'"):
-        register("another-first", lambda seed=0, quick=False, device="cpu": Twin())
+        register("another-first", lambda seed=0, quick=False, device="cpu": Twin(),
+                 name="first-boundary", role=Role.ONLINE)
+    assert "another-first" not in {e.key for e in entries()}
+
+
+def test_every_entry_builds_the_policy_it_declares():
+    """An entry's name and role are literals (read without building the policy); each
+    built policy must be a PlacementPolicy with exactly those."""
+    for e in entries():
+        policy = check_entry(e)
+        assert policy.name == e.name and type(policy).role is e.role
+
+
+def _declared(make, name="first-boundary", role=Role.ONLINE):
+    return PolicyEntry(key="declared", name=name, role=role, make=make, learned=False,
+                       space=None, in_study=True)
+
+
+def test_a_declaration_that_disagrees_with_its_policy_is_caught():
+    first = entry("first-boundary").make
+    check_entry(_declared(first))
+    with pytest.raises(ValueError, match="declared name 'first-boundary', role 'offline limit'"):
+        check_entry(_declared(first, role=Role.OFFLINE))
+    with pytest.raises(ValueError, match="declared name 'first'.*built name 'first-boundary'"):
+        check_entry(_declared(first, name="first"))
     with pytest.raises(TypeError, match="not a PlacementPolicy"):
-        register("bad", lambda seed=0, quick=False, device="cpu": object())
+        check_entry(_declared(lambda seed=0, quick=False, device="cpu": object()))
 
 
 def test_default_learned_policies_are_unfitted_policies() -> None:
