@@ -80,12 +80,15 @@ def record(a: Args) -> Path:
     env0 = {"PATH": f"{Path(shutil.which('node') or '/usr/bin/node').parent}:/usr/bin:/bin",
             "TERM": "dumb", "NO_COLOR": "1", "GEMINI_API_KEY": "x",
             "GEMINI_CLI_TRUST_WORKSPACE": "true"}
-    version = subprocess.run([str(a.gemini), "--version"], capture_output=True, text=True,
-                             check=True, env={**env0, "HOME": "/nonexistent"}).stdout.strip()
-    out = a.out / f"gemini-cli-{version}"
     shutil.rmtree(a.work, ignore_errors=True)
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    (a.work / "home-version").mkdir(parents=True)  # the CLI makes HOME/.gemini even here
+    version = subprocess.run([str(a.gemini), "--version"], capture_output=True, text=True,
+                             check=True, env={**env0, "HOME": str(a.work / "home-version")}
+                             ).stdout.strip()
+    out = a.out / f"gemini-cli-{version}"
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.jsonl"):  # what a run writes (README.md stays)
+        old.unlink()
     audit = out / "model_server.audit.jsonl"
     for name, (prompt, plan) in _plans(a.work).items():
         ws, home = a.work / f"ws-{name}", a.work / f"home-{name}"
