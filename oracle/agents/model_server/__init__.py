@@ -1,7 +1,7 @@
 """A loopback model server that real agent runtimes use as their model API, offline.
 
-Codex CLI (OpenAI Responses), Claude Code (Anthropic Messages) and litellm / mini-swe-agent
-(OpenAI chat completions) are pointed at :class:`ModelServer` on 127.0.0.1; each request is
+Codex CLI (OpenAI Responses), Claude Code (Anthropic Messages), litellm / mini-swe-agent
+(OpenAI chat completions) and Gemini CLI (Gemini ``generateContent``) are pointed at :class:`ModelServer` on 127.0.0.1; each request is
 read into one normalized :class:`Conversation`, a pluggable :class:`Brain` decides the next
 :class:`Step`, and the server renders it in the request's protocol and writes the exchange to
 an append-only audit log. Brains: ``scripted`` (a fixed JSON plan), ``repair`` (the LLM-free

@@ -9,7 +9,8 @@ edit, or a named tool) or, with no calls, a finished message; the protocol rende
 
 Tool calls are classified once here (:func:`tool_kind`), by the names the runtimes use:
 ``exec_command``/``shell_command``/``shell``/``Bash``/``bash`` run a shell command,
-``apply_patch``/``Edit`` edit a file, ``Write`` writes one, ``Read`` reads one.
+``apply_patch``/``Edit`` edit a file, ``Write`` writes one, ``Read`` reads one; Gemini CLI's
+``run_shell_command``, ``replace``, ``write_file`` and ``read_file`` likewise.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ _KINDS: dict[str, ToolKind] = {
     "exec_command": "shell", "shell_command": "shell", "shell": "shell", "bash": "shell",
     "Bash": "shell", "apply_patch": "edit", "Edit": "edit", "MultiEdit": "edit",
     "Write": "write", "Read": "read",
+    # Gemini CLI
+    "run_shell_command": "shell", "replace": "edit", "write_file": "write", "read_file": "read",
 }
 
 

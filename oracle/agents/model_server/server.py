@@ -6,6 +6,8 @@ It binds a loopback address only (any other is refused), answers
 * ``POST /v1/messages``          Anthropic Messages with SSE (Claude Code; ``HEAD /`` too),
 * ``POST /v1/chat/completions``  OpenAI chat completions, plain or streamed (litellm,
   mini-swe-agent), and ``GET /v1/models``,
+* ``POST /v1beta/models/{model}:streamGenerateContent`` (and ``:generateContent``)  the
+  Gemini API, streamed by SSE or not (Gemini CLI),
 
 by reading each request into one normalized conversation, asking the brain for the next step
 and rendering it in the request's protocol. It ends itself after ``max_requests`` model
@@ -55,6 +57,7 @@ import zstandard
 from oracle.agents.model_server.anthropic_messages import MessagesProtocol
 from oracle.agents.model_server.brain import Brain, BrainError, ModelRequest
 from oracle.agents.model_server.conversation import Step
+from oracle.agents.model_server.gemini import GeminiProtocol
 from oracle.agents.model_server.latency import LatencyModel
 from oracle.agents.model_server.openai_chat import ChatProtocol
 from oracle.agents.model_server.openai_responses import ResponsesProtocol
@@ -73,7 +76,8 @@ hold, checked before parsing, so parsing one takes a bounded multiple of its siz
 _LINE_MAX = 8192  # bytes of one chunk-size or trailer line
 
 #: every protocol the server speaks, each on its own paths
-PROTOCOLS: tuple[WireProtocol, ...] = (ResponsesProtocol(), MessagesProtocol(), ChatProtocol())
+PROTOCOLS: tuple[WireProtocol, ...] = (ResponsesProtocol(), MessagesProtocol(), ChatProtocol(),
+                                       GeminiProtocol())
 
 
 def check_loopback(host: str) -> str:
@@ -511,7 +515,7 @@ class ModelServer:
             "brain": self.brain.name,
         }
         path = urlsplit(h.path).path
-        protocol = next((p for p in PROTOCOLS if path in p.paths), None)
+        protocol = next((p for p in PROTOCOLS if p.matches(path)), None)
         raw = b""
         is_model = h.command == "POST" and protocol is not None
         if self._ending or (is_model and self._quota_reached):
@@ -595,7 +599,7 @@ class ModelServer:
             raise BadRequest("request body: expected a JSON object")
         headers = {k.lower(): v for k, v in h.headers.items()}
         try:
-            conversation = protocol.read(body, headers)
+            conversation = protocol.read_at(urlsplit(h.path).path, body, headers)
         except BadRequest:
             raise
         except RecursionError:
@@ -619,7 +623,7 @@ class ModelServer:
             return _error(500, "brain_error", record["error"])
         if isinstance(answer, Step):
             record["decision"] = answer.label
-            return protocol.render(answer, conversation, body)
+            return protocol.render_at(urlsplit(h.path).path, answer, conversation, body)
         return answer
 
     def _record(self, record: dict[str, Any]) -> None:

@@ -126,6 +126,21 @@ class WireProtocol(ABC):
     def render(self, step: Step, conversation: Conversation, body: Mapping[str, Any]) -> Reply:
         """The protocol's response carrying ``step`` (streamed when ``body`` asks to)."""
 
+    def matches(self, path: str) -> bool:
+        """Whether this protocol answers ``path`` (without query): one of :attr:`paths`."""
+        return path in self.paths
+
+    def read_at(self, path: str, body: Mapping[str, Any],
+                headers: Mapping[str, str]) -> Conversation:
+        """:meth:`read` for a request to ``path``, for protocols whose path carries part of
+        the request (Gemini: the model)."""
+        return self.read(body, headers)
+
+    def render_at(self, path: str, step: Step, conversation: Conversation,
+                  body: Mapping[str, Any]) -> Reply:
+        """:meth:`render` for a request to ``path`` (Gemini: streamed or not by path)."""
+        return self.render(step, conversation, body)
+
 
 def field(body: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     """``body[key]`` checked to be of ``kind``; :class:`BadRequest` naming ``where.key``."""

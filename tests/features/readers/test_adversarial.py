@@ -203,8 +203,11 @@ def _logs() -> list[Path]:
 
 
 def _recorded() -> list[Path]:
-    """The recorded live logs (Codex exec/rollout, Claude Code stream/session files)."""
-    return sorted(p for p in RECORDINGS.glob("*/*.jsonl") if p.name != "model_server.audit.jsonl")
+    """The recorded live logs (Codex exec/rollout, Claude Code stream/session files, Gemini
+    CLI streams; not Gemini CLI's chat files, which no reader reads yet)."""
+    return sorted(p for p in RECORDINGS.glob("*/*.jsonl") if p.name != "model_server.audit.jsonl"
+                  and not (p.parent.name.startswith("gemini-cli-")
+                           and p.name.endswith(".session.jsonl")))
 
 
 @pytest.mark.parametrize("codec", ["gz", "zst"])

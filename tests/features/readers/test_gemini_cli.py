@@ -1,9 +1,13 @@
-"""Gemini CLI ``--output-format stream-json``: a hand-made stream mirroring the schema of
-``packages/core/src/output/types.ts`` (counted with grep, see each test), refusals naming file
-and line. (No recording: the loopback model server does not speak Gemini's API.)"""
+"""Gemini CLI ``--output-format stream-json``: real streams of Gemini CLI 0.61.0 recorded
+against the loopback model server (``tests/data/recordings/gemini-cli-0.61.0``, counted
+independently from the raw lines, the CLI's chat file and the server's audit log), a
+hand-made stream mirroring the schema of ``packages/core/src/output/types.ts`` (counted with
+grep, see each test), refusals naming file and line."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +16,74 @@ from features.readers import TrajectoryFormatError, detect_format, read_trajecto
 from features.schema import EventKind
 
 LOG = Path(__file__).resolve().parents[2] / "data" / "readers" / "gemini-cli" / "fix-test.stream.jsonl"
+RECORDED = Path(__file__).resolve().parents[2] / "data" / "recordings" / "gemini-cli-0.61.0"
+
+
+def _raw(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _raw_counts(lines: list[dict]) -> dict:
+    """Counted from the raw lines without the reader: a response is a run of assistant
+    ``message`` and ``tool_use`` lines; commands are the ``run_shell_command`` uses."""
+    responses, inside = 0, False
+    for obj in lines:
+        part = obj["type"] == "tool_use" or (obj["type"] == "message"
+                                             and obj["role"] == "assistant")
+        responses += part and not inside
+        inside = part
+    commands = [o["parameters"]["command"] for o in lines
+                if o["type"] == "tool_use" and o["tool_name"] == "run_shell_command"]
+    [result] = [o for o in lines if o["type"] == "result"]
+    return {"responses": responses, "commands": commands,
+            "tokens": (result["stats"]["input_tokens"], result["stats"]["output_tokens"])}
+
+
+@pytest.mark.parametrize("run, n_calls, commands, exit_codes, true_exits, tokens", [
+    # by hand: 4 responses (text + printf; replace; wc + ls in parallel; final text)
+    ("task", 4, ["printf 'hello\\n' > hello.txt", "wc -c hello.txt", "ls"],
+     [None, None, None], [None, None, None], (25153, 141)),
+    # 3 responses (text + two parallel failing commands; write_file; final text); the
+    # stream states only the silent command's code ("Command exited with code: 4"): for
+    # "echo oops; exit 3" it shows "oops" with status success, the 3 is in the chat file only
+    ("failing", 3, ["echo oops; exit 3", "exit 4"], [None, 4], [3, 4], (18784, 103)),
+])
+def test_recorded_stream_counts(run: str, n_calls: int, commands: list[str],
+                                exit_codes: list, true_exits: list,
+                                tokens: tuple[int, int]) -> None:
+    path = RECORDED / f"{run}.stream.jsonl"
+    raw = _raw(path)
+    counted = _raw_counts(raw)
+    assert counted == {"responses": n_calls, "commands": commands, "tokens": tokens}
+    # the model requests the server answered for this run, and the tokens it reported
+    audit = [json.loads(line)["record"] for line in
+             (RECORDED / "model_server.audit.jsonl").read_text().splitlines()]
+    mine = [r for r in audit if r["key"].startswith(f"{run}/")]
+    assert len(mine) == n_calls
+    assert (sum(r["input_tokens"] for r in mine), sum(r["output_tokens"] for r in mine)) == tokens
+    # the exit codes the CLI sent the model ("Exit Code: N", only when not 0)
+    sent = [json.loads(line) for line in (RECORDED / f"{run}.session.jsonl").read_text()
+            .splitlines()]
+    outputs = {c["args"]["command"]: c["result"][0]["functionResponse"]["response"]["output"]
+               for rec in sent for c in rec.get("toolCalls", [])
+               if c["name"] == "run_shell_command"}
+    found = [re.search(r"Exit Code: (\d+)", outputs[c]) for c in commands]
+    assert [int(m.group(1)) if m else None for m in found] == true_exits
+
+    t = read_trajectory(path)
+    assert detect_format(path) == "gemini-cli-stream"
+    assert t.task_id == raw[0]["session_id"] and t.meta["model"] == "gemini-2.5-flash"
+    kinds = [e.kind for e in t.events]
+    assert kinds.count(EventKind.MODEL_CALL) == n_calls == t.meta["n_responses"]
+    cmds = [e for e in t.events if e.kind is EventKind.COMMAND]
+    assert [e.command for e in cmds] == commands
+    assert [e.exit_code for e in cmds] == exit_codes
+    tot = t.meta["totals"]
+    assert (tot["input_tokens"], tot["output_tokens"]) == tokens and tot["cached_tokens"] == 0
+    assert tot["n_file_change"] == 1 and tot["n_errors"] == 0
+    assert t.meta["exit_status"] == "success" and t.events[-1].turn_end
+    tools = [e for e in t.events if e.extra.get("tool_id")]
+    assert len(tools) == sum(o["type"] == "tool_result" for o in raw) == len(commands) + 1
 
 
 def test_hand_made_stream_counts() -> None:

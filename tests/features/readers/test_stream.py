@@ -28,6 +28,7 @@ from features.schema import Event, EventKind
 RECORDINGS = Path(__file__).resolve().parents[2] / "data" / "recordings"
 CODEX = RECORDINGS / "codex-0.171.0"
 CLAUDE = RECORDINGS / "claude-code-2.1.197"
+GEMINI = RECORDINGS / "gemini-cli-0.61.0"
 RUNS = ("task", "killed", "resumed", "forked")
 
 HANDMADE = Path(__file__).resolve().parents[2] / "data" / "readers"
@@ -37,6 +38,7 @@ HANDMADE = Path(__file__).resolve().parents[2] / "data" / "readers"
 RECORDED = sorted(
     [CODEX / f"{r}.{kind}.jsonl" for r in RUNS for kind in ("exec", "rollout")]
     + [CLAUDE / f"{r}.{kind}.jsonl" for r in RUNS for kind in ("stream", "session")]
+    + [GEMINI / f"{r}.stream.jsonl" for r in ("task", "failing")]
     + list(HANDMADE.rglob("*.jsonl")))
 PUBLIC = ["codex_rollout/agentcmd_rollout-2025-09-24T19-22-20-01997e76.jsonl",
           "codex_exec_jsonl/agentcmd_stream-output-1.jsonl",

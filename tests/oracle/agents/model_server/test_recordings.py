@@ -49,3 +49,22 @@ def test_claude_session_ids_across_kill_resume_and_fork() -> None:
     assert _lines(root / "killed.stream.jsonl")[-1]["type"] == "assistant"  # no result line
     results = [e for e in _lines(root / "task.stream.jsonl") if e["type"] == "result"]
     assert results[0]["subtype"] == "success" and results[0]["num_turns"] == 6
+
+
+def test_gemini_recording_is_whole() -> None:
+    """Gemini CLI 0.61.0 through the Gemini protocol: two runs, every request streamed."""
+    root = RECORDINGS / "gemini-cli-0.61.0"
+    runs = ("task", "failing")
+    files = {p.name for p in root.iterdir()}
+    assert files == {f"{r}.{k}.jsonl" for r in runs for k in ("stream", "session")} | {
+        "model_server.audit.jsonl", "README.md"}
+    for name in files - {"README.md"}:
+        _lines(root / name)
+    audit = AuditLog(root / "model_server.audit.jsonl").records()
+    assert Counter(r["key"].split("/")[0] for r in audit) == {"task": 4, "failing": 3}
+    assert all(r["protocol"] == "gemini" and r["status"] == 200 and r["model"] ==
+               "gemini-2.5-flash" and r["path"].endswith(":streamGenerateContent?alt=sse")
+               for r in audit)
+    for run in runs:
+        steps = [r["decision"] for r in audit if r["key"].startswith(f"{run}/")]
+        assert steps == [f"turn0/step{k}" for k in range(len(steps))]
