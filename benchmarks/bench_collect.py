@@ -7,7 +7,8 @@ overhead (target <= 2 % of agent time), measured on the real collection.
     python benchmarks/bench_collect.py --ship                  # ... and copy it into the package
 
 It runs the one command that reproduces the shipped set (``python -m
-experiments.collect_labels --agent llm-free --tasks 100 --repos 16 --design full ...``; a
+experiments.collect_labels --agent llm-free --families repair depres cbuild migrate --tasks 100
+--repos 16 --design full ...``; a
 re-run resumes), samples the machine's load average every 15 s while it runs, then reads
 the study's audit log and prints per family: tasks, branches, nominal seconds, the agents'
 seconds in the branches (drive into the failure + recovery), the verifier's, and the
@@ -55,6 +56,8 @@ class Args:
     """tasks in all (dealt over the four families)"""
     repos: int = opt(16, min=1)
     """repositories in all (llm-free: at least one per family)"""
+    families: tuple[str, ...] = opt(("repair", "depres", "cbuild", "migrate"), metavar="F")
+    """llm-free: the families (the shipped set: these four; the next adds bisect)"""
     seed: int = opt(0, min=0)
     """study seed"""
     design: str = opt("full", choices=("full", "sparse"))
@@ -96,6 +99,7 @@ def collect_command(a: Args) -> list[str]:
     sparse = ["--branches", str(a.branches), "--repetitions", "1"] if a.design == "sparse" else []
     return [sys.executable, "-m", "experiments.collect_labels", "--agent", a.agent,
             "--tasks", str(a.tasks), "--repos", str(a.repos), "--design", a.design, *sparse,
+            *(["--families", *a.families] if a.agent == "llm-free" else []),
             "--seed", str(a.seed), "--out", a.out, jobs, str(a.jobs), "--cap", f"{a.cap:g}",
             *quiet]
 
