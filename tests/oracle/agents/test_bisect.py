@@ -136,3 +136,29 @@ def test_one_task_end_to_end_through_the_harness_full_table(tmp_path: Path) -> N
     assert set(zip(rec["restore_point"], rec["failure"], strict=True)) == {(0, 1), (0, 2), (1, 2)}
     assert rec["verified"].all() and not rec["quarantined"].any()
     assert ls.recovery_table(task.task_id).is_full()
+
+
+def test_step_mode_runs_each_step_as_one_command_carrying_the_facts(tasks, tmp_path: Path) -> None:
+    """How a runtime's program brain runs it: one command per step, facts on the command line."""
+    import sys
+
+    from oracle.agents.bisect import AGENT_SCRIPT
+    from oracle.agents.program import STEP_END
+
+    ts, scen = tasks
+    task = next(t for t in ts if scen[t.task_id]["regressions"])
+    ws = tmp_path / "ws"
+    shutil.copytree(task.workspace_template, ws)
+    spec = json.dumps({"task_id": task.task_id, "repo": task.repo, "params": task.params})
+    facts: dict = {}
+    n = task.params["releases"] + 2
+    for k in range(1, n + 1):
+        out = subprocess.run([sys.executable, str(AGENT_SCRIPT), "--workspace", str(ws),
+                              "--task-json", spec, "--seed", "0", "step", "--step", str(k),
+                              "--facts", json.dumps(facts)], capture_output=True, text=True,
+                             check=True).stdout
+        end = json.loads(out.strip().splitlines()[-1])
+        assert end["type"] == STEP_END and end["step"] == k and end["last"] == (k == n)
+        facts = end["facts"]
+    assert BisectAgent().verify(task, ws)
+    assert {f"culprit:v{r['release']}" for r in scen[task.task_id]["regressions"]} == set(facts)
