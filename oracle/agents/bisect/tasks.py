@@ -64,7 +64,7 @@ class Project:
 
 def _unit(name: str, rng: random.Random) -> Unit:
     ops = tuple((rng.choice(OPS), rng.getrandbits(32)) for _ in range(rng.randint(4, 8)))
-    return Unit(name, ops, tuple(rng.getrandbits(31) for _ in range(rng.randint(2, 4))))
+    return Unit(name, ops, tuple(rng.getrandbits(31) for _ in range(rng.randint(1, 3))))
 
 
 def make_project(name: str, rng: random.Random) -> Project:
