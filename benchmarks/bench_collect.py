@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -75,6 +76,9 @@ class Args:
     """do not collect: report the study already in --out"""
     ship: bool = False
     """copy the finished label set (and its datasheet's figures) into the package"""
+    ship_as: str = opt("llm-free", metavar="NAME")
+    """with --ship: the shipped set's name (its folder in ripplecp_policy/data/labelsets/;
+    the next real set goes beside llm-free, which stays the full-design ground truth)"""
     interleave: bool = True
     """once the plan is frozen, run the remaining branches task by task in turn over the
     families (same plan, hash and records; a collection stopped early then holds every
@@ -85,9 +89,13 @@ class Args:
 
 
 def check_args(a: Args) -> None:
-    """``--branches`` goes with ``--design sparse`` and only with it."""
+    """``--branches`` goes with ``--design sparse`` and only with it; ``--ship-as`` is a
+    plain folder name."""
     if (a.design == "sparse") != (a.branches is not None):
         raise ValueError("argument --branches: needed by --design sparse, and only by it")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", a.ship_as):
+        raise ValueError(f"argument --ship-as: a folder name of lower-case letters, digits, "
+                         f"'-' and '_', got {a.ship_as!r}")
 
 
 def collect_command(a: Args) -> list[str]:
@@ -331,7 +339,7 @@ def main(a: Args) -> int:
     if a.completed_only:
         completed_label_set(out)
     if a.ship:
-        ship(out)
+        ship(out, SHIP_TO.parent / a.ship_as)
     return 0
 
 
