@@ -1,4 +1,4 @@
-"""Reliability of the advisor under attack (issue 32, items 1 and 7): cases made afresh each run.
+"""Reliability of the advisor under attack (issue 32, items 1, 7 and 10): cases made afresh each run.
 
 Every case is run for real (real files, FIFOs, devices, threads, the real server), from a
 seed (``--seed``; default: a new one each run, printed):
@@ -17,6 +17,18 @@ seed (``--seed``; default: a new one each run, printed):
   edited, the digests rewritten for an edited config, a pickle in place of the policy.
   Right: refused with :class:`~ripplecp_policy.stored.ModelRefused`, nothing executed.
 
+* **the exec wrapper under a signal** (``advise -- COMMAND``, issue 32 item 10): SIGINT,
+  SIGTERM or SIGHUP to the wrapper or its whole process group after a random number of the
+  command's lines; the command ends on it, exits a status of its own, or ignores signals.
+  Right: the wrapper exits 128 + the signal within 15 s, the command is gone, the decision
+  log is whole lines.
+* **the exec wrapper and huge output lines**: lines around the line limit (at it, one byte
+  over, a few KiB either side) and up to 400 MB, at random places among a recording's lines,
+  the last one maybe without its newline, a random exit status. Right: the output copied
+  byte for byte, the command's status returned, every line over the limit counted in a SKIP
+  record, the recording's boundaries decided as without them, the wrapper's peak memory
+  under 200 MiB.
+
 Prints tried / right / wrong per case; exit status 0 when nothing is wrong.
 
     python benchmarks/reliability_advisor.py [--seed N] [--rounds 5]
@@ -31,8 +43,11 @@ import json
 import os
 import pickle
 import random
+import re
 import shutil
+import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -277,6 +292,161 @@ def tampered(rng: random.Random, model_dir: Path, tmp: Path, row: Row) -> None:
     row.judge(refused and not marker.exists(), f"{how}: refused {refused}, ran {marker.exists()}")
 
 
+#: the command the wrapper runs: the recording's lines with long ones inserted, its pid, the
+#: size and sha256 of what it wrote in ``PIDFILE``, then, per mode: exit with ``code``; sleep
+#: until a signal ends it (``plain``); exit ``code`` on one (``own-status``); ignore them
+COMMAND = r"""
+import hashlib, os, signal, sys, time
+rec, pidfile, mode, code, after, longs = sys.argv[1:7]
+code, after = int(code), int(after)
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    if mode == "own-status":
+        signal.signal(s, lambda *_: os._exit(code))
+    elif mode == "stubborn":
+        signal.signal(s, signal.SIG_IGN)
+out, digest, size = sys.stdout.buffer, hashlib.sha256(), 0
+def put(b):
+    global size
+    out.write(b); digest.update(b); size += len(b)
+lines = open(rec, "rb").readlines()[:after]
+at = {}
+for item in filter(None, longs.split(",")):
+    i, n = map(int, item.split(":"))
+    at.setdefault(i, []).append(n)
+for i in range(len(lines) + 1):
+    for j, n in enumerate(at.get(i, [])):  # odd status: the output's last line has no newline
+        head = b'{"type":"item.completed","item":{"id":"long","type":"agent_message","text":"'
+        put(head)
+        left, block = n - len(head) - 4, b"x" * (1 << 20)
+        while left > 0:
+            put(block[:left]); left -= len(block)
+        last = i == len(lines) and j == len(at[i]) - 1 and code % 2
+        put(b'"}}' + (b"" if last else b"\n"))
+    if i < len(lines):
+        put(lines[i])
+out.flush()
+with open(pidfile + ".tmp", "w") as f:
+    f.write(f"{os.getpid()} {size} {digest.hexdigest()}")
+os.replace(pidfile + ".tmp", pidfile)
+if mode == "exit":
+    sys.exit(code)
+time.sleep(120)
+"""
+
+
+def _wrapper(model_dir: Path, state: Path, where: Path, mode: str, code: int, after: int,
+             longs: str = "", measure: bool = False) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "ripplecp_policy.advise", "--model", str(model_dir),
+            "--budget", "count:2", "--log", str(where / "d.jsonl"), "--state", str(state), "--",
+            sys.executable, "-c", COMMAND, str(EXEC), str(where / "pid"), mode, str(code),
+            str(after), longs]
+    if measure:  # a parent that writes its children's peak memory (the wrapper's)
+        argv = [sys.executable, "-c", "import resource, subprocess, sys; rc = subprocess.call("
+                "sys.argv[2:]); open(sys.argv[1], 'w').write(str(resource.getrusage("
+                "resource.RUSAGE_CHILDREN).ru_maxrss * 1024)); sys.exit(rc)",
+                str(where / "peak"), *argv]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, start_new_session=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def _gone(pid: int, within: float = 5.0) -> bool:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _log_lines(log: Path) -> list[dict] | None:
+    """The decision log's records, or None when a line of it is not whole."""
+    try:
+        data = log.read_bytes()
+        return None if data and not data.endswith(b"\n") else [json.loads(x) for x in data.splitlines()]
+    except (OSError, ValueError):
+        return None
+
+
+def wrapper_signals(rng: random.Random, model_dir: Path, state: Path, tmp: Path, row: Row) -> None:
+    where = tmp / f"wsig-{rng.randrange(1 << 30)}"
+    where.mkdir()
+    n_lines = sum(1 for _ in EXEC.open("rb"))
+    mode = rng.choice(["plain", "own-status", "stubborn"])
+    sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+    target = rng.choice(["wrapper", "group"])
+    code, after = rng.choice([0, 1, 3, 254]), rng.randint(1, n_lines)
+    p = _wrapper(model_dir, state, where, mode, code, after)
+    what = f"{mode} command, {after} lines, {signal.Signals(sig).name} to the {target}"
+    try:
+        end = time.monotonic() + 60
+        while not (where / "pid").exists() and time.monotonic() < end:
+            time.sleep(0.02)
+        pid = int((where / "pid").read_text().split()[0])
+        time.sleep(rng.uniform(0.05, 0.5))
+        t0 = time.monotonic()
+        (os.killpg if target == "group" else os.kill)(p.pid, sig)
+        try:
+            p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    gone = _gone(pid)
+    recs = _log_lines(where / "d.jsonl") if (where / "d.jsonl").exists() else []
+    ok = p.returncode == 128 + sig and took < 15 and gone and recs is not None
+    row.judge(ok, f"{what}: exit {p.returncode} in {took:.1f} s, command gone {gone}, "
+                  f"log whole {recs is not None}")
+
+
+def wrapper_long_lines(rng: random.Random, model_dir: Path, state: Path, tmp: Path, row: Row,
+                       plain: list[str]) -> None:
+    from ripplecp_policy.advisor_lines import MAX_LINE_BYTES
+
+    where = tmp / f"wlong-{rng.randrange(1 << 30)}"
+    where.mkdir()
+    n_lines = sum(1 for _ in EXEC.open("rb"))
+    sizes = [MAX_LINE_BYTES + rng.choice([0, 1, -rng.randint(1, 4096), rng.randint(2, 4096)])
+             for _ in range(rng.randint(1, 3))]
+    if rng.random() < 0.5:
+        sizes.append(rng.randint(16, 400) * 10**6)
+    longs = sorted((rng.randint(0, n_lines), n) for n in sizes)
+    code = rng.randint(0, 125)
+    p = _wrapper(model_dir, state, where, "exit", code, n_lines,
+                 ",".join(f"{i}:{n}" for i, n in longs), measure=True)
+    digest, size = hashlib.sha256(), 0
+    try:
+        while chunk := p.stdout.read1(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+        p.wait(timeout=120)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    _, want_size, want = (where / "pid").read_text().split()
+    same = (size, digest.hexdigest()) == (int(want_size), want)
+    recs = _log_lines(where / "d.jsonl") or []
+    counted = sum(int(m[1]) for r in recs if r["boundary"] is None
+                  for m in [re.search(r"(\d+) line\(s\) not followed: over", r["reason"])] if m)
+    no_newline = longs[-1][0] == n_lines and code % 2  # the last line, one byte shorter
+    over = sum(n - (no_newline and k == len(longs) - 1) > MAX_LINE_BYTES
+               for k, (_, n) in enumerate(longs))
+    decided = [r["decision"] for r in recs if r["boundary"] is not None]
+    peak = int((where / "peak").read_text()) if (where / "peak").exists() else 1 << 62
+    ok = p.returncode == code and same and counted == over and decided == plain and peak < 200 * 2**20
+    row.judge(ok, f"lines {longs}, status {code}: exit {p.returncode}, copied {same}, "
+                  f"{counted} of {over} over-long counted, decisions {decided} (want {plain}), "
+                  f"peak {peak / 2**20:.0f} MiB")
+
+
 def start_server(model_dir: Path, tmp: Path) -> tuple[int, str, Path]:
     from ripplecp_policy.advisor_server import serve
     from ripplecp_policy.advisor_state import ServerConfig, token_of
@@ -285,7 +455,8 @@ def start_server(model_dir: Path, tmp: Path) -> tuple[int, str, Path]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    conf = ServerConfig(model=str(model_dir), port=port, idle_s=3600, store=str(tmp / "srv-store"))
+    conf = ServerConfig(model=str(model_dir.resolve()), port=port, idle_s=3600,
+                        store=str(tmp / "srv-store"))
     conf.write(state)
     ready = threading.Event()
     threading.Thread(target=serve, args=(state, conf), kwargs={"ready": ready}, daemon=True).start()
@@ -305,13 +476,17 @@ def main(argv: list[str] | None = None) -> int:
              "random-bytes", "long-line", "shrinking"]
     rows = {name: Row(name) for name in ["torn decision log", *[f"transcript: {k}" for k in kinds],
                                          "burst: command hooks", "burst: server http hooks",
-                                         "tampered model folder"]}
+                                         "tampered model folder", "exec wrapper: signal",
+                                         "exec wrapper: huge lines"]}
     with tempfile.TemporaryDirectory(prefix="reliability-advisor-") as t:
         tmp = Path(t)
         model_dir = make_model(tmp)
         model = load_model(model_dir)
         hargs = Args(model=str(model_dir), hook="claude-code")
         server = start_server(model_dir, tmp)
+        plain = _wrapper(model_dir, server[2], tmp, "exit", 0, 99)
+        plain.communicate(timeout=120)
+        plain_decisions = [r["decision"] for r in _log_lines(tmp / "d.jsonl") or []]
         for _ in range(args.rounds):
             torn_logs(rng, model, tmp, rows["torn decision log"])
             for k in kinds:
@@ -320,6 +495,9 @@ def main(argv: list[str] | None = None) -> int:
             bursts(rng, hargs, tmp, rows["burst: server http hooks"], server)
             for _ in range(4):
                 tampered(rng, model_dir, tmp, rows["tampered model folder"])
+            wrapper_signals(rng, model_dir, server[2], tmp, rows["exec wrapper: signal"])
+            wrapper_long_lines(rng, model_dir, server[2], tmp, rows["exec wrapper: huge lines"],
+                               plain_decisions)
         from ripplecp_policy.hook_client import request
 
         request(server[2], "POST", "/v1/shutdown", timeout=10)

@@ -28,23 +28,18 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import pandas as pd
-from sklearn.base import clone
-
-from baselines import FirstBoundary, FixedPositions
 from experiments.study import REFERENCE, LabelStudyArgs, load_label_sets, sized, splittable
-from features.row import FAMILIES as FEATURE_FAMILIES
-from labelsets.tables import LabelSet
 from ripplecp_cli import opt, progress, run
-from ripplecp_policy.datasets import FeatureSubset
-from ripplecp_policy.evaluation import evaluator_for
-from ripplecp_policy.learned import default_learned_policies
-from ripplecp_policy.policy import PlacementPolicy, fold_settings
-from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.tracking import check_experiment_name, metric_key, study_run
-from ripplecp_policy.verdicts import paired_contrast
+
+if TYPE_CHECKING:  # type names only: these load where they are used, so --help stays fast
+    import pandas as pd
+
+    from labelsets.tables import LabelSet
+    from ripplecp_policy.datasets import FeatureSubset
+    from ripplecp_policy.policy import PlacementPolicy
 
 PROG = "python -m experiments.ablation"
 POSITION_ONLY = "fixed-positions"
@@ -72,6 +67,9 @@ class Args(LabelStudyArgs):
 
 def variants() -> list[tuple[str, FeatureSubset | None]]:
     """(label, feature function): all families, each removed, each alone."""
+    from features.row import FAMILIES as FEATURE_FAMILIES
+    from ripplecp_policy.datasets import FeatureSubset
+
     out: list[tuple[str, FeatureSubset | None]] = [(ALL, FeatureSubset(FEATURE_FAMILIES))]
     out += [(f"without {f}", FeatureSubset(tuple(g for g in FEATURE_FAMILIES if g != f)))
             for f in FEATURE_FAMILIES]
@@ -82,6 +80,14 @@ def variants() -> list[tuple[str, FeatureSubset | None]]:
 def run_fold(fam: str, ls: LabelSet, fold: Any, budgets: tuple[str, ...], args: Args) -> pd.DataFrame:
     """One fold: every (policy, feature variant) and the two rules fitted on the training
     repositories at each budget, evaluated on the held-out repository."""
+    import pandas as pd
+    from sklearn.base import clone
+
+    from baselines import FirstBoundary, FixedPositions
+    from ripplecp_policy.evaluation import evaluator_for
+    from ripplecp_policy.learned import default_learned_policies
+    from ripplecp_policy.policy import fold_settings
+
     ev = evaluator_for(ls)
     train = ls.subset(fold.train_tasks)
     protos: list[tuple[str, str, PlacementPolicy]] = [
@@ -102,6 +108,10 @@ def run_fold(fam: str, ls: LabelSet, fold: Any, budgets: tuple[str, ...], args: 
 def cells(res: pd.DataFrame, n_resamples: int) -> pd.DataFrame:
     """Per (family, budget, policy, features): mean difference to first-boundary with its
     two-stage interval, and the change against the same policy with all features."""
+    import pandas as pd
+
+    from ripplecp_policy.verdicts import paired_contrast
+
     out = []
     for (fam, budget), g in res.groupby(["family", "budget"], sort=False):
         ref = g[g["policy"] == REFERENCE]
@@ -135,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def study(args: Args) -> int:
     """The ablation (the module docstring) for checked arguments."""
+    import pandas as pd
+
+    from ripplecp_policy.splits import leave_one_repo_out
+
     args = sized(args)
     t0 = time.perf_counter()
     warnings.filterwarnings("ignore", category=FutureWarning)

@@ -40,19 +40,18 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Literal
 
 from features.files import write_text_atomic
-from labelsets.definitions import ADDITIONAL, FIRST, POOLED, STRATA
-from labelsets.tables import LabelSet
-from oracle.simulator import SimulatedAgent, simulate_label_set, task_specs
+from labelsets.definitions import ADDITIONAL, FIRST, N_BOOTSTRAP, PAPER_SEED, POOLED, STRATA
 from oracle.simulator.workloads import family_names, get_family
 from ripplecp_cli import opt, run
-from ripplecp_policy import stats
 from ripplecp_policy.tracking import check_experiment_name, study_run
+
+if TYPE_CHECKING:  # type names only: these load where they are used, so --help stays fast
+    import pandas as pd
+
+    from labelsets.tables import LabelSet
 
 FAMILIES = tuple(family_names())
 
@@ -75,9 +74,9 @@ class Args:
     """tasks per repository of a pilot-sized sample (the pilot: 4, i.e. 12 tasks)"""
     large_sample: int = opt(1008, min=0)
     """tasks of the large-sample check, over all the family's repositories (0: skip it)"""
-    n_resamples: int = opt(stats.N_BOOTSTRAP, min=100)
+    n_resamples: int = opt(N_BOOTSTRAP, min=100)
     """task-bootstrap replicates for the Table 1 intervals"""
-    boot_seed: int = opt(stats.PAPER_SEED, min=0)
+    boot_seed: int = opt(PAPER_SEED, min=0)
     """seed of the task bootstrap"""
     study_dir: Path | None = None
     """where harness studies are written (default: a temporary folder, removed after)"""
@@ -98,6 +97,7 @@ def run_harness_study(family: str, seed: int, study_dir: Path, tasks_per_repo: i
     from oracle.harness.branch import HarnessConfig
     from oracle.harness.plan import pilot_plan
     from oracle.harness.study import run_study
+    from oracle.simulator import SimulatedAgent, task_specs
 
     specs = task_specs(family, n_repos, tasks_per_repo=tasks_per_repo, seed=seed, granularity="turn")
     agent = SimulatedAgent(family)
@@ -111,6 +111,8 @@ def run_harness_study(family: str, seed: int, study_dir: Path, tasks_per_repo: i
 
 def pilot_sample(args: Args, family: str, seed: int, study_root: Path) -> LabelSet:
     """One pilot-sized sample of ``family`` at ``seed`` through the chosen path."""
+    from oracle.simulator import simulate_label_set
+
     if args.path == "harness":
         return run_harness_study(family, seed, study_root, args.tasks_per_repo, args.repos)
     return simulate_label_set(family, args.repos, args.tasks_per_repo, design="pilot",
@@ -120,6 +122,8 @@ def pilot_sample(args: Args, family: str, seed: int, study_root: Path) -> LabelS
 def large_sample(family: str, n_tasks: int, seed: int) -> LabelSet:
     """At least ``n_tasks`` tasks of the paper's design over all of ``family``'s repositories
     (the fast path: the agent's cost function, vectorised)."""
+    from oracle.simulator import simulate_label_set
+
     n_repos = len(get_family(family).repos)
     return simulate_label_set(family, n_repos, math.ceil(n_tasks / n_repos), design="pilot",
                               repetitions=2, seed=seed)
@@ -127,6 +131,8 @@ def large_sample(family: str, n_tasks: int, seed: int) -> LabelSet:
 
 def _check(rows: list[dict], name: str, sim: float, pub: float, lo: float, hi: float,
            tol: str, core: bool, note: str = "") -> None:
+    import numpy as np
+
     ok = bool(np.isfinite(sim) and lo <= sim <= hi)
     rows.append(dict(check=name, simulated=float(sim), published=float(pub), low=float(lo),
                      high=float(hi), tolerance=tol, core=core, passed=ok, note=note))
@@ -134,6 +140,11 @@ def _check(rows: list[dict], name: str, sim: float, pub: float, lo: float, hi: f
 
 def calibration_checks(ls: LabelSet, pilot: dict[str, Any], n_resamples: int, boot_seed: int) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
     """Every check of one study against the published figures (see module docstring)."""
+    import numpy as np
+    import pandas as pd
+
+    from ripplecp_policy import stats
+
     rows: list[dict] = []
     labels, rec, cps = ls.labels, ls.recovery, ls.checkpoints
     ok_rec = rec[~rec["quarantined"].fillna(False).astype(bool)]
@@ -192,6 +203,8 @@ def calibration_checks(ls: LabelSet, pilot: dict[str, Any], n_resamples: int, bo
 
 
 def _step_work(ls: LabelSet) -> pd.DataFrame:
+    import pandas as pd
+
     rows = [(t.task_id, e.step, e.elapsed or 0.0) for t in ls.trajectories.values() for e in t.events]
     df = pd.DataFrame(rows, columns=["task_id", "step", "seconds"]).groupby(["task_id", "step"]).sum()
     out = df.groupby("step")["seconds"].agg(["sum", "mean", "count"])
@@ -235,6 +248,8 @@ def calibrate_family(args: Args, family: str, pilot: dict[str, Any], study_root:
                      report: list[str]) -> dict[str, Any]:
     """The large sample and the pilot-sized samples of one family; lines go to ``report``
     (and stdout) as each step finishes."""
+    import pandas as pd
+
 
     def say(*lines: str) -> None:
         for line in lines:
@@ -288,6 +303,10 @@ def calibrate_family(args: Args, family: str, pilot: dict[str, Any], study_root:
 
 def study(args: Args) -> int:
     """Calibrate every family of ``args``; write and log the report."""
+    import pandas as pd
+
+    from ripplecp_policy import stats
+
     check_args(args)
     pilot = stats.load_pilot_tables()
     own_dir = args.study_dir is None

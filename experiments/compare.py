@@ -22,11 +22,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ripplecp_cli import CommandLineError, opt, run
+
+if TYPE_CHECKING:  # type names only: these load where they are used, so --help stays fast
+    import pandas as pd
 
 PROG = "python -m experiments.compare"
 
@@ -79,6 +80,8 @@ def _client(root: str | Path | None) -> Any:
 
 def list_studies(root: str | None = None, limit: int = 50) -> pd.DataFrame:
     """One row per study (parent run): id, start date, status, families, label-set hash."""
+    import pandas as pd
+
     client = _client(root)
     exps = client.search_experiments()
     rows = []
@@ -125,6 +128,8 @@ def resolve_run(client: Any, run_id: str) -> Any:
 
 def compare_runs(run_a: str, run_b: str, root: str | None = None, contains: str = "") -> pd.DataFrame:
     """Metrics of two runs side by side with B - A (rows: metric name, sorted)."""
+    import pandas as pd
+
     client = _client(root)
     a, b = resolve_run(client, run_a), resolve_run(client, run_b)
     ma, mb = a.data.metrics, b.data.metrics
@@ -142,6 +147,8 @@ def compare_runs(run_a: str, run_b: str, root: str | None = None, contains: str 
 def changed(table: pd.DataFrame, tolerance: float = 1e-9) -> pd.DataFrame:
     """The rows of :func:`compare_runs` whose value changed: present in one run only, or
     differing by more than ``tolerance`` (relative to the larger magnitude)."""
+    import pandas as pd
+
     a, b = table["a"].astype(float), table["b"].astype(float)
     one = a.isna() != b.isna()
     scale = pd.concat([a.abs(), b.abs()], axis=1).max(axis=1).clip(lower=1.0)
@@ -163,6 +170,8 @@ def children(client: Any, run: Any) -> dict[tuple[str, str, str], Any]:
 def verdict_changes(kids_a: dict[tuple[str, str, str], Any], kids_b: dict[tuple[str, str, str], Any]) -> pd.DataFrame:
     """Per (family, policy, budget) and bar, the verdicts (child tags ``ripplecp.verdict.*``)
     that differ between two studies, or that one of them lacks."""
+    import pandas as pd
+
     rows = []
     for key in sorted(set(kids_a) | set(kids_b)):
         ta = kids_a[key].data.tags if key in kids_a else {}
@@ -177,6 +186,8 @@ def verdict_changes(kids_a: dict[tuple[str, str, str], Any], kids_b: dict[tuple[
 def child_metric_changes(kids_a: dict[tuple[str, str, str], Any], kids_b: dict[tuple[str, str, str], Any],
                          metric: str) -> pd.DataFrame:
     """``metric`` of every (family, policy, budget) child run whose value changed, B - A."""
+    import pandas as pd
+
     rows = []
     for key in sorted(set(kids_a) | set(kids_b)):
         x = kids_a[key].data.metrics.get(metric, math.nan) if key in kids_a else math.nan
@@ -192,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def command(args: Args) -> int:
     """List the studies (no run ids) or print what changed between two runs."""
+    import pandas as pd
+
     try:
         existing_store(args.mlruns)
     except FileNotFoundError as exc:

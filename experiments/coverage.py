@@ -29,19 +29,16 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import pandas as pd
-from sklearn.base import clone
-
-from baselines import ClairvoyantOptimum, FirstBoundary, FixedK, NoCheckpoint, TimeBased
 from experiments.study import FAMILIES, REFERENCE, check_families, sized
-from oracle.simulator import simulate_label_set
 from ripplecp_cli import opt, progress, run
-from ripplecp_policy.evaluation import evaluator_for
-from ripplecp_policy.policy import PlacementPolicy, check_budget_specs, fold_settings
-from ripplecp_policy.splits import leave_one_repo_out
-from ripplecp_policy.verdicts import paired_contrast
+from ripplecp_policy.budget import check_budget_specs
+
+if TYPE_CHECKING:  # type names only: these load where they are used, so --help stays fast
+    import pandas as pd
+
+    from ripplecp_policy.policy import PlacementPolicy
 
 PROG = "python -m experiments.coverage"
 TARGET = 0.93
@@ -89,6 +86,8 @@ QUICK = Args.QUICK
 
 def kinds() -> list[PlacementPolicy]:
     """The reference and the policies whose difference to it is a reported kind."""
+    from baselines import ClairvoyantOptimum, FirstBoundary, FixedK, NoCheckpoint, TimeBased
+
     return [FirstBoundary(), NoCheckpoint(), FixedK(), TimeBased(mode="tuned"), ClairvoyantOptimum()]
 
 
@@ -96,6 +95,15 @@ def one_study(fam: str, seed: int, args: Args) -> pd.DataFrame:
     """One default-sized study of ``fam`` at ``seed``: per (kind, budget) the study's
     difference and interval, and the same fitted policies' difference on a fresh sample of
     each held-out repository (its sum and task count, to be pooled over seeds)."""
+    import pandas as pd
+    from sklearn.base import clone
+
+    from oracle.simulator import simulate_label_set
+    from ripplecp_policy.evaluation import evaluator_for
+    from ripplecp_policy.policy import fold_settings
+    from ripplecp_policy.splits import leave_one_repo_out
+    from ripplecp_policy.verdicts import paired_contrast
+
     ls = simulate_label_set(fam, design="full", repetitions=2, seed=seed)
     fresh = simulate_label_set(fam, tasks_per_repo=args.fresh_tasks_per_repo, design="full",
                                repetitions=2, seed=seed + FRESH_SEED_OFFSET)
@@ -157,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def measure(args: Args) -> int:
     """The measurement (the module docstring) for checked arguments."""
+    import pandas as pd
+
     args = sized(args)
     t0 = time.perf_counter()
     jobs = [(fam, s) for fam in args.families for s in args.seeds]

@@ -27,25 +27,25 @@ coverage >= 0.93. Several draws per budget (``--draws``) average over the design
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pandas as pd
 
 from experiments import matched_budget as mb
+from experiments.study import check_families, load_label_sets, sized
 from features.files import write_text_atomic
 from labelsets.definitions import table_cell_id
 from labelsets.recovery_model import SparseDesign, next_cells, subsample
 from labelsets.tables import LabelSet
-from oracle.simulator import simulate_label_set
-from oracle.simulator.workloads import family_names
-from ripplecp_cli import choice_error, opt, progress, run
-from ripplecp_policy.data import resolve_labels
+from ripplecp_cli import opt, progress, run
+from ripplecp_policy.budget import check_budget_specs
 from ripplecp_policy.evaluation import Evaluator
-from ripplecp_policy.policy import check_budget_specs, fold_settings
+from ripplecp_policy.policy import fold_settings
 from ripplecp_policy.pricing import placement_metrics
 from ripplecp_policy.splits import leave_one_repo_out
 from ripplecp_policy.verdicts import BEST_SIMPLE, compare, paired_contrast, two_bar_verdicts
@@ -101,38 +101,25 @@ class Args:
     out: str = opt("out/design_check", metavar="PATH")
     """where the table (CSV, text) goes"""
 
+    #: --quick: one small family, one fraction and draw, no shipped set, no learned policies
+    QUICK: ClassVar[Mapping[str, Any]] = dict(
+        families=("long-horizon",), fractions=(0.2,), draws=1, shipped=False, learned=False,
+        repos=3, tasks_per_repo=3, n_resamples=300)
+
     def __post_init__(self) -> None:
-        known = family_names()
-        for fam in self.families:
-            if fam not in known:
-                raise choice_error(fam, known, "--families")
+        check_families(self.families)
         if len(self.shares) != 3 or any(s < 0 for s in self.shares) or sum(self.shares) <= 0:
             raise ValueError(f"argument --shares: three numbers >= 0, not all 0, got {list(self.shares)}")
 
 
-QUICK = dict(families=("long-horizon",), fractions=(0.2,), draws=1, shipped=False, learned=False,
-             repos=3, tasks_per_repo=3, n_resamples=300)
-
-
-def sized(args: Args) -> Args:
-    """--quick's sizes for every option left at its default."""
-    if not args.quick:
-        return args
-    default = Args()
-    return dataclasses.replace(args, **{k: v for k, v in QUICK.items()
-                                        if getattr(args, k) == getattr(default, k)})
+#: --quick's sizes (tests read them here)
+QUICK = Args.QUICK
 
 
 def label_sets(args: Args) -> dict[str, LabelSet]:
-    """Full label sets: the simulated families, then the shipped set's families."""
-    out = {fam: simulate_label_set(fam, n_repos=args.repos, tasks_per_repo=args.tasks_per_repo,
-                                   design="full", repetitions=2, seed=args.seed)
-           for fam in args.families}
-    if args.shipped:
-        real = LabelSet.load(resolve_labels("shipped"))
-        for fam in sorted(str(f) for f in real.tasks["family"].unique()):
-            out[fam] = real.subset(real.tasks.loc[real.tasks["family"] == fam, "task_id"])
-    return out
+    """Full label sets (:func:`experiments.study.load_label_sets`, 2 repetitions per cell):
+    the simulated families, then the shipped set's families."""
+    return load_label_sets(args, repetitions=2, shipped=args.shipped)  # type: ignore[arg-type]
 
 
 def study(data: dict[str, LabelSet], args: Args, mb_args: mb.Args, desc: str) -> pd.DataFrame:

@@ -28,20 +28,20 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
-from scipy.stats import spearmanr
 from tqdm.auto import tqdm
 
-from features.online import FEATURE_NAMES, boundary_features
+from features.row import FEATURE_NAMES
 from labelsets.definitions import FIRST
-from labelsets.tables import LabelSet
-from oracle.simulator import simulate_label_set
 from oracle.simulator.workloads import family_names
 from ripplecp_cli import opt, run
-from ripplecp_policy.evaluation import evaluator_for
-from ripplecp_policy.policy import Budget
+from ripplecp_policy.budget import Budget
+
+if TYPE_CHECKING:  # type names only: these load where they are used, so --help stays fast
+    import pandas as pd
+
+    from labelsets.tables import LabelSet
 
 FAMILIES = tuple(family_names())
 ELAPSED = "cost__busy_s_since_cp"
@@ -65,6 +65,10 @@ class Args:
 
 def one_checkpoint_optima(ls: LabelSet) -> pd.Series:
     """Per task, the boundary of the clairvoyant one-checkpoint optimum (0: none pays)."""
+    import pandas as pd
+
+    from ripplecp_policy.evaluation import evaluator_for
+
     ev = evaluator_for(ls)
     out = {}
     for t in ls.task_ids:
@@ -76,6 +80,10 @@ def one_checkpoint_optima(ls: LabelSet) -> pd.Series:
 def first_stratum_cells(ls: LabelSet) -> pd.DataFrame:
     """First-stratum cells (mean advantage over repetitions) with the online features at
     the candidate, computed with no checkpoint before it."""
+    import pandas as pd
+
+    from features.online import boundary_features
+
     lab = ls.labels[ls.labels["stratum"] == FIRST]
     cells = lab.groupby(["task_id", "candidate", "failure"], sort=True)["advantage"].mean().reset_index()
     gran = ls.tasks.set_index("task_id")["granularity"]
@@ -86,6 +94,9 @@ def first_stratum_cells(ls: LabelSet) -> pd.DataFrame:
 
 def spearman(x: pd.Series, y: pd.Series) -> float:
     """Spearman's rho of the finite pairs (NaN with fewer than 3 or a constant side)."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
     ok = np.isfinite(x.to_numpy(float)) & np.isfinite(y.to_numpy(float))
     if ok.sum() < 3 or x[ok].nunique() < 2 or y[ok].nunique() < 2:
         return float("nan")
@@ -95,6 +106,8 @@ def spearman(x: pd.Series, y: pd.Series) -> float:
 def signals(cells: pd.DataFrame, top: int, redundant: float = 0.95) -> list[tuple[str, float]]:
     """The ``top`` online features by |Spearman| with first-stratum advantage, each one
     not a near copy (|Spearman| > ``redundant`` across the cells) of one listed before it."""
+    import numpy as np
+
     rhos = {f: spearman(cells[f], cells["advantage"]) for f in FEATURE_NAMES}
     ranked = sorted(((f, r) for f, r in rhos.items() if np.isfinite(r)), key=lambda x: -abs(x[1]))
     out: list[tuple[str, float]] = []
@@ -119,6 +132,10 @@ class Structure:
 
 def measure(args: Args) -> Structure:
     """Simulate each family's default label set per seed and measure it (module docstring)."""
+    import pandas as pd
+
+    from oracle.simulator import simulate_label_set
+
     rows, optima, strongest, pooled_rho = [], [], {}, {}
     for fam in args.families:
         pooled = []

@@ -53,6 +53,7 @@ from features.files import atomic_path, write_text_atomic
 from labelsets.tables import LabelSet
 from oracle.simulator.workloads import NULL_CONTROL, POSITIVE_CONTROL, with_controls
 from ripplecp_cli import opt, parse, progress, run
+from ripplecp_policy.budget import check_budget_specs
 from ripplecp_policy.controls import ControlsOutcome, controls_outcome, mark_uninformative
 from ripplecp_policy.evaluation import evaluator_for
 from ripplecp_policy.export import default_checkpoint_cost, policy_example
@@ -64,7 +65,6 @@ from ripplecp_policy.policy import (
     PlacementPolicy,
     Role,
     Setting,
-    check_budget_specs,
     fold_settings,
 )
 from ripplecp_policy.registry import entry
@@ -507,8 +507,10 @@ def study(args: Args) -> int:
         children: dict[tuple[str, str, str], TrackedRun] = {}  # (family, policy, budget) -> child run
         all_results, all_summaries, all_verdicts, lines = [], [], [], []
         all_best: list[pd.DataFrame] = []
-        for (fam, fold), (fold_res, fits) in progress(zip(jobs, results_iter, strict=True),
+        fold_cpu = 0.0  # CPU seconds of the folds, wherever they ran
+        for (fam, fold), ((fold_res, fits), cpu) in progress(zip(jobs, results_iter, strict=True),
                                                       total=len(jobs), desc="folds (family x held-out repo)"):
+            fold_cpu += cpu
             done[fam].append(fold_res)
             fitted[fam][fold.held_out] = fits
             if len(done[fam]) < n_folds[fam]:
@@ -598,9 +600,9 @@ def study(args: Args) -> int:
     import resource
 
     own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(f"outputs in {out}/ ; study took {elapsed:.1f} s wall, "
-          f"{own.ru_utime + own.ru_stime:.1f} s CPU here + {kids.ru_utime + kids.ru_stime:.1f} s in workers")
+    where = "within it" if args.jobs == 1 else f"in {args.jobs} fold workers"
+    print(f"outputs in {out}/ ; study took {elapsed:.1f} s wall, {own.ru_utime + own.ru_stime:.1f} s CPU "
+          f"in this process, the folds {fold_cpu:.1f} s CPU {where}")
     return 0
 
 
@@ -672,10 +674,19 @@ def _run_jobs(
     calls = [(fam, data[fam], fold, protos, settings[fam, fold.held_out], args,
               args.mlflow and first[fam] == fold.held_out) for fam, fold in jobs]
     if n == 1:
-        return (run_fold(*c) for c in calls)
+        return (_timed_fold(*c) for c in calls)
     from joblib import Parallel, delayed
 
-    return Parallel(n_jobs=n, return_as="generator")(delayed(run_fold)(*c) for c in calls)
+    return Parallel(n_jobs=n, return_as="generator")(delayed(_timed_fold)(*c) for c in calls)
+
+
+def _timed_fold(*call: Any) -> tuple[Any, float]:
+    """:func:`run_fold` and the CPU seconds it took in the process that ran it (joblib's
+    workers live on after the study, so the operating system's children accounting never
+    sees them)."""
+    t0 = time.process_time()
+    out = run_fold(*call)
+    return out, time.process_time() - t0
 
 
 #: the handful of metrics each child run carries: summary column -> metric name

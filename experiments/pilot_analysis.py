@@ -19,18 +19,20 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from typing import TYPE_CHECKING, Any
 
 from features.files import atomic_path, write_text_atomic
-from labelsets.definitions import ADDITIONAL, FIRST, POOLED, STRATA  # noqa: E402
-from ripplecp_cli import (  # noqa: E402
+from labelsets.definitions import (
+    ADDITIONAL,
+    AGENT_MINUTES_PER_LABEL,
+    FIRST,
+    N_BOOTSTRAP,
+    N_PERMUTATIONS,
+    PAPER_SEED,
+    POOLED,
+    STRATA,
+)
+from ripplecp_cli import (
     CommandLineError,
     choice_error,
     existing_file,
@@ -39,8 +41,10 @@ from ripplecp_cli import (  # noqa: E402
     positive,
     run,
 )
-from ripplecp_policy import stats  # noqa: E402
-from ripplecp_policy.tracking import check_experiment_name, study_run, tracking_uri  # noqa: E402
+from ripplecp_policy.tracking import check_experiment_name
+
+if TYPE_CHECKING:  # type names only: these load where they are used, so --help stays fast
+    import pandas as pd
 
 PROG = "python -m experiments.pilot_analysis"
 
@@ -60,15 +64,15 @@ class Args:
     """optional parquet of per-cell proxies (keyed by cell_id, or task_id + candidate)"""
     proxies: tuple[str, ...] = opt((), metavar="COLUMN")
     """proxy columns for Table 2 (default: every numeric proxy found)"""
-    seed: int = opt(stats.PAPER_SEED, min=0)
+    seed: int = opt(PAPER_SEED, min=0)
     """seed of the task bootstrap and the permutation tests"""
-    n_resamples: int = opt(stats.N_BOOTSTRAP, min=1)
+    n_resamples: int = opt(N_BOOTSTRAP, min=1)
     """task-bootstrap replicates"""
-    n_permutations: int = opt(stats.N_PERMUTATIONS, min=1)
+    n_permutations: int = opt(N_PERMUTATIONS, min=1)
     """permutation-test relabelings"""
     method: str = opt("percentile", choices=("percentile", "bca"))
     """bootstrap interval method"""
-    minutes_per_label: float = opt(stats.AGENT_MINUTES_PER_LABEL, check=positive)
+    minutes_per_label: float = opt(AGENT_MINUTES_PER_LABEL, check=positive)
     """agent minutes one label costs, for the budget plan"""
     mlruns: str | None = opt(None, metavar="DIR")
     """mlruns folder (SQLite store + artifacts); default $RIPPLECP_MLRUNS or ./mlruns"""
@@ -100,6 +104,16 @@ def main(argv: list[str] | None = None) -> int:
 def analyse(args: Args) -> dict[str, Any]:
     """The analysis (the module docstring) for checked arguments; returns the output folder,
     the MLflow run id, the summary and the tables."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # before pyplot: figures are files, never a window
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+
+    from ripplecp_policy import stats
+    from ripplecp_policy.tracking import study_run, tracking_uri
+
     out = Path(args.out)
     boot = dict(n_resamples=args.n_resamples, seed=args.seed, method=args.method)
     published = stats.load_pilot_tables()

@@ -35,14 +35,21 @@ from pathlib import Path
 import pandas as pd
 
 from baselines import BASELINES
+from experiments.study import (
+    check_families,
+    check_labels,
+    family_of,
+    read_label_set,
+    set_families,
+)
 from features.files import atomic_path, write_text_atomic
 from labelsets.tables import LabelSet
 from oracle.simulator import simulate_label_set
 from oracle.simulator.workloads import family_names
-from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, progress, run
-from ripplecp_policy.data import resolve_labels
+from ripplecp_cli import CommandLineError, opt, progress, run
+from ripplecp_policy.budget import check_budget_specs
 from ripplecp_policy.planning import cheapest, estimate, pilot_differences, plan, subsample
-from ripplecp_policy.policy import HAZARDS, Role, Setting, check_budget_specs, fold_settings
+from ripplecp_policy.policy import HAZARDS, Role, Setting, fold_settings
 from ripplecp_policy.registry import entry
 
 PROG = "python -m experiments.power"
@@ -50,15 +57,6 @@ PROG = "python -m experiments.power"
 #: this one may not import): every registered family
 FAMILIES = tuple(family_names())
 REFERENCES = tuple(e.name for e in BASELINES if e.role is Role.ONLINE)
-
-
-def check_labels(spec: str) -> None:
-    """``check=`` of ``--labels``: a shipped label set's name or an existing directory."""
-    try:
-        path = resolve_labels(spec)
-    except LookupError as exc:
-        raise ValueError(str(exc)) from None
-    existing_dir(path)
 
 
 @dataclass(frozen=True)
@@ -101,11 +99,8 @@ class Args:
     """where plan.csv and pilot.csv go"""
 
     def __post_init__(self) -> None:
-        if self.labels is None:
-            known = family_names()
-            for fam in self.families:
-                if fam not in known:
-                    raise choice_error(fam, known, "--families")
+        if self.labels is None:  # a label set's families are checked on loading
+            check_families(self.families)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,17 +114,9 @@ def study(args: Args) -> int:
     # 1. The pilots: one label set per family.
     pilots: dict[str, LabelSet] = {}
     if args.labels:
-        try:
-            full = LabelSet.load(resolve_labels(args.labels))
-        except (ValueError, OSError) as exc:
-            raise CommandLineError(f"argument --labels: {exc}") from None
-        present = sorted(str(f) for f in full.tasks["family"].unique())
-        fams = present if args.families == FAMILIES else list(args.families)
-        for fam in fams:
-            if fam not in present:
-                raise choice_error(fam, present, "--families")
-            ls = full.subset(full.tasks.loc[full.tasks["family"] == fam, "task_id"])
-            pilots[fam] = subsample(ls, args.repos, args.tasks_per_repo)
+        full = read_label_set(args.labels)
+        for fam in set_families(full, args.families, FAMILIES):
+            pilots[fam] = subsample(family_of(full, fam), args.repos, args.tasks_per_repo)
         source = f"label set {args.labels}"
     else:
         for fam in progress(args.families, desc="simulate", leave=False):
@@ -154,8 +141,11 @@ def study(args: Args) -> int:
         est = estimate(diffs, reps)
         effect = args.effect if args.effect is not None else est.gain
         m_own = max(1, round(est.tasks_per_repo))
+        # one repetition per cell: its noise cannot be told from the task-level spread (it
+        # stays inside 'within'), so more repetitions cannot be planned for from this pilot
+        rep_options = sorted({*args.repetition_options, reps}) if reps >= 2 else [reps]
         rows = plan(est, effect, alpha=level, tasks_per_repo=sorted({*args.tasks_options, m_own}),
-                    repetitions=sorted({*args.repetition_options, reps}))
+                    repetitions=rep_options)
         own = next(r for r in rows if r.tasks_per_repo == m_own and r.repetitions == reps)
         best = cheapest(rows)
         pilot_mde = est.mde(est.n_repos, m_own, reps, alpha=level)
@@ -166,12 +156,19 @@ def study(args: Args) -> int:
         table = pd.DataFrame([r.as_dict() for r in rows])
         table["n_repos"] = table["n_repos"].map(lambda n: str(n) if n else "> 100,000")
         table["mde"] = table["mde"].map(lambda x: "-" if not math.isfinite(x) else f"{x:.3g}")
+        noise = (f"one repetition's noise {est.repetition:.3g} (s^2)" if reps >= 2 else
+                 "one repetition's noise: not measured (1 repetition per cell: it is inside 'within', "
+                 "and designs with more repetitions are not planned)")
         lines += [
             "",
             f"== {fam}: pilot {est.n_repos} repositories x {est.n_tasks} tasks x {reps} repetitions "
             f"({source}), budget {label}, reference {args.reference} ==",
             f"  limit gain over {args.reference}: {est.gain:+.3g} s/task; variance between repositories "
-            f"{est.between:.3g}, within {est.within:.3g}, one repetition's noise {est.repetition:.3g} (s^2)",
+            f"{est.between:.3g}, within {est.within:.3g} (s^2); {noise}",
+            *(["  sparse design: the cells it did not execute are priced by the recovery model "
+               "(labelsets.recovery_model), so the limit's gain is an estimate, biased upward on a "
+               "small pilot (the optimum picks the model's low predictions)"]
+              if ls.provenance.get("design") == "sparse" else []),
             f"  effect {effect:.3g} s at alpha {args.alpha:g}/{tests} = {level:.3g}, 80 % power: the pilot's "
             f"own size detects {pilot_mde:.3g} s",
             "  " + table[["tasks_per_repo", "repetitions", "n_repos", "n_tasks", "mde"]]

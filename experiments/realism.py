@@ -31,17 +31,18 @@ import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from experiments.study import check_labels, read_label_set
-from labelsets.definitions import advantage, charged_cp
-from labelsets.tables import LabelSet
-from oracle.simulator import simulate_label_set
 from ripplecp_cli import opt, run
-from ripplecp_policy.policy import Budget
-from ripplecp_policy.pricing import TaskCosts, optimal_placement, placement_objective
+from ripplecp_policy.budget import Budget
+
+if TYPE_CHECKING:  # type names only: these load where they are used, so --help stays fast
+    import numpy as np
+    import pandas as pd
+
+    from labelsets.tables import LabelSet
+    from ripplecp_policy.pricing import TaskCosts
 
 __all__ = ["COUNTERPART", "QUANTITIES", "fit_scales", "format_report", "realism_report",
            "repository_interval", "task_quantities"]
@@ -67,6 +68,8 @@ class Args:
 
 
 def _costs(ls: LabelSet, task_id: str) -> TaskCosts:
+    from ripplecp_policy.pricing import TaskCosts
+
     rt = ls.recovery_table(task_id)
     return TaskCosts.build(task_id, rt.recovery, rt.checkpoints)
 
@@ -74,6 +77,11 @@ def _costs(ls: LabelSet, task_id: str) -> TaskCosts:
 def task_quantities(tc: TaskCosts, scale: Mapping[str, float] | None = None) -> dict[str, float]:
     """The quantities of one task, its recovery seconds, creation and restore seconds
     multiplied by ``scale`` (``recovery``, ``creation``, ``restore``; 1 when absent)."""
+    import numpy as np
+
+    from labelsets.definitions import advantage, charged_cp
+    from ripplecp_policy.pricing import optimal_placement, placement_objective
+
     s = {"recovery": 1.0, "creation": 1.0, "restore": 1.0, **(scale or {})}
     tc.J = tc.J * s["recovery"]
     tc.creation_s = tc.creation_s * s["creation"]
@@ -111,6 +119,8 @@ def fit_scales(real: LabelSet, sim: LabelSet) -> dict[str, float]:
 
 
 def _frame(ls: LabelSet, scale: Mapping[str, float] | None = None) -> pd.DataFrame:
+    import pandas as pd
+
     rows = []
     for t in ls.task_ids:
         tc = _costs(ls, t)
@@ -123,6 +133,8 @@ def repository_interval(values: np.ndarray, n: int, n_resamples: int, seed: int,
                         level: float = 0.95) -> tuple[float, float]:
     """Where the mean of a repository of ``n`` tasks drawn from ``values`` falls (percentile
     interval of ``n_resamples`` resampled means): the prediction a held-out repository meets."""
+    import numpy as np
+
     if len(values) < 2 or n < 1:
         return math.nan, math.nan
     rng = np.random.default_rng(seed)
@@ -135,6 +147,10 @@ def realism_report(real: LabelSet, *, seed: int = 0, tasks_per_repo: int = 4,
                    n_resamples: int = 2000) -> pd.DataFrame:
     """One row per (real family, held-out repository, quantity): the real value, the fitted
     simulation's prediction and its interval, and the scales fitted on the other repositories."""
+    import pandas as pd
+
+    from oracle.simulator import simulate_label_set
+
     rows = []
     for fam in sorted(set(real.tasks["family"]) & set(COUNTERPART)):
         data = real.subset(real.tasks.loc[real.tasks["family"] == fam, "task_id"])
@@ -165,6 +181,8 @@ def realism_report(real: LabelSet, *, seed: int = 0, tasks_per_repo: int = 4,
 
 def format_report(df: pd.DataFrame) -> str:
     """Per family and quantity: real and predicted (means over folds), |error|, folds inside."""
+    import pandas as pd
+
     lines = []
     for (fam, simf), g in df.groupby(["family", "simulated"], sort=True):
         sc = g.groupby("held_out")[["scale_recovery", "scale_creation", "scale_restore"]].first().mean()

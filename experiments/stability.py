@@ -22,17 +22,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ripplecp_cli import CommandLineError, opt, run
-from ripplecp_policy.verdicts import BEST_SIMPLE
+
+if TYPE_CHECKING:  # type names only: these load where they are used, so --help stays fast
+    import pandas as pd
 
 PROG = "python -m experiments.stability"
 CELL = ["family", "budget", "policy", "bar"]
 
 
 def _read(folder: Path, name: str, need: list[str]) -> pd.DataFrame:
+    import pandas as pd
+
     path = folder / name
     if not path.is_file():
         raise CommandLineError(f"{path}: no such file (is {folder} the --out of a matched-budget run?)")
@@ -60,6 +63,10 @@ def load(runs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The learned policies' verdicts and summary rows of every run (the policies that face
     bar (b); the baselines' own verdicts against first-boundary are left out), with a
     ``run`` column (the folder name)."""
+    import pandas as pd
+
+    from ripplecp_policy.verdicts import BEST_SIMPLE
+
     verdicts, summaries = [], []
     for folder in runs:
         v = _read(folder, "verdicts.csv", [*CELL, "status"])
@@ -72,6 +79,8 @@ def load(runs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def stability(verdicts: pd.DataFrame) -> pd.DataFrame:
     """Per bar and over both: cells present in every run, and the share identical in all."""
+    import pandas as pd
+
     n_runs = verdicts["run"].nunique()
     per_cell = verdicts.groupby(CELL)["status"].agg(["count", "nunique"]).reset_index()
     full = per_cell[per_cell["count"] == n_runs]

@@ -31,14 +31,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from labelsets.tables import LabelSet
 from oracle.simulator.workloads import family_names
 from ripplecp_cli import CommandLineError, choice_error, existing_dir, opt, progress
+from ripplecp_policy.budget import check_budget_specs
 from ripplecp_policy.data import resolve_labels
-from ripplecp_policy.policy import check_budget_specs
 from ripplecp_policy.tracking import check_experiment_name
+
+if TYPE_CHECKING:  # the label sets (pandas) load when a study reads them: --help stays fast
+    from labelsets.tables import LabelSet
 
 #: the simulated families a default study runs (every registered one is accepted)
 FAMILIES = ("swe-pilot", "dependency-resolution", "multi-stage-build", "long-horizon")
@@ -131,6 +133,8 @@ def sized(args: A) -> A:
 def read_label_set(spec: str, flag: str = "--labels") -> LabelSet:
     """The label set ``spec`` names (a shipped name or a directory), verified on loading; a
     one-line error naming ``flag`` otherwise."""
+    from labelsets.tables import LabelSet
+
     try:
         return LabelSet.load(resolve_labels(spec))
     except (ValueError, OSError) as exc:
@@ -170,6 +174,8 @@ def load_label_sets(args: StudyArgs, *, repetitions: int = 2, shipped: bool = Fa
         out[fam] = simulate_label_set(fam, n_repos=args.repos, tasks_per_repo=args.tasks_per_repo,
                                       design="full", repetitions=repetitions, seed=args.seed)
     if shipped:
+        from labelsets.tables import LabelSet
+
         try:
             real = LabelSet.load(resolve_labels("shipped"))
         except (ValueError, OSError) as exc:

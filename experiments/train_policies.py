@@ -34,6 +34,7 @@ from experiments.study import LabelStudyArgs, check_families, family_of, read_la
 from labelsets.definitions import STRATA
 from labelsets.tables import LabelSet
 from ripplecp_cli import opt, parse, progress, run
+from ripplecp_policy.budget import check_budget_specs
 from ripplecp_policy.evaluation import Evaluator
 from ripplecp_policy.export import (
     default_checkpoint_cost,
@@ -42,7 +43,7 @@ from ripplecp_policy.export import (
     training_feature_ranges,
 )
 from ripplecp_policy.learned import DEVICES, LEARNED, check_device
-from ripplecp_policy.policy import PlacementPolicy, Setting, check_budget_specs, fold_settings
+from ripplecp_policy.policy import PlacementPolicy, Setting, fold_settings
 from ripplecp_policy.registry import entry
 from ripplecp_policy.splits import SplitAudit, leave_one_repo_out
 from ripplecp_policy.tracking import (

@@ -23,20 +23,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
-from tqdm import tqdm
+from typing import TYPE_CHECKING, Literal
 
 from features.files import write_atomic
 from features.graph import EdgeFamily
-from features.online import FeatureConfig, OnlineFeatureExtractor, boundary_features, config_for
 from features.readers import ReadLimits, TrajectoryFormatError, format_names, read_trajectory
 from features.readers.files import os_reason
 from features.schema import Trajectory, read_parquet
 from ripplecp_cli import opt, run
+
+if TYPE_CHECKING:  # pandas, pyarrow, tqdm and the extractor load when a file is read: --help stays fast
+    import pandas as pd
 
 TRAJECTORY_PARQUET = "trajectory-parquet"
 EXIT_BAD_FILE, EXIT_EMPTY = 1, 3
@@ -82,6 +79,9 @@ class Args:
 def _is_trajectory_parquet(path: Path) -> bool:
     if path.suffix != ".parquet" or not path.is_file():
         return False
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
         meta = pq.read_schema(path).metadata or {}
     except (OSError, pa.ArrowInvalid):
@@ -118,6 +118,11 @@ def terminating_on_sigterm() -> Iterator[None]:
 
 def extract(args: Args) -> int:
     """The command: read, extract, report, write (see the module docstring)."""
+    import pandas as pd
+    from tqdm import tqdm
+
+    from features.online import FeatureConfig, OnlineFeatureExtractor, boundary_features, config_for
+
     limits = ReadLimits(max_bytes=args.max_mb << 20,
                         max_memory=None if args.max_memory_mb is None else args.max_memory_mb << 20)
     config = FeatureConfig().without(*args.without_families)

@@ -51,13 +51,14 @@ from enum import StrEnum
 from functools import lru_cache, reduce
 from itertools import chain, compress, repeat
 from operator import or_, sub
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from features.schema import BoundaryKind, Event, EventKind
 from features.shell import ShellEffects, parse_command
 from features.shell import clear_cache as clear_parse_cache
+
+if TYPE_CHECKING:  # networkx is imported when the graph is first inspected
+    import networkx as nx
 
 __all__ = [
     "AddResult", "DEFAULT_FAMILIES", "EdgeFamily", "EventEffects", "Node",
@@ -262,7 +263,7 @@ class ProvenanceGraph:
         self._pending_uninterp: int | None = None
         self.n_events = 0
         self._t = -1
-        self._nx = nx.DiGraph()
+        self._nx: nx.DiGraph | None = None
         self._nx_nodes = 0
         self._nx_edges = 0
 
@@ -486,6 +487,10 @@ class ProvenanceGraph:
     def graph(self) -> nx.DiGraph:
         """The networkx DiGraph (nodes ``("ev", i)``/``("fv", path, k)``, edge attribute
         ``family``), synced from the incremental state on access."""
+        if self._nx is None:
+            import networkx as nx
+
+            self._nx = nx.DiGraph()
         g = self._nx
         keys = self.keys
         for nid in range(self._nx_nodes, len(keys)):

@@ -20,15 +20,16 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from functools import cache
 from pathlib import Path
-from typing import Any, Literal
-
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any, Literal
 
 from features.files import write_atomic
 from features.gc_pause import gc_paused
+
+if TYPE_CHECKING:  # pandas and pyarrow are imported where a table is built or read
+    import pandas as pd
+    import pyarrow as pa
 
 SCHEMA_VERSION = "1"
 
@@ -212,7 +213,7 @@ def _check_text(v: object, where: str) -> None:
 
 
 def _check_values(e: Event, where: str) -> None:
-    """Every field of ``e`` fits its :data:`PARQUET_SCHEMA` column."""
+    """Every field of ``e`` fits its :func:`parquet_schema` column."""
     for name in _FLOAT_FIELDS:
         v = getattr(e, name)
         if v is None:
@@ -252,38 +253,51 @@ def _check_values(e: Event, where: str) -> None:
 _EVENT_FIELDS = [f.name for f in fields(Event)]
 _TRAJ_COLUMNS = ["task_id", "repo", "source_format", "traj_meta"]
 
-PARQUET_SCHEMA = pa.schema(
-    [
-        ("task_id", pa.string()),
-        ("repo", pa.string()),
-        ("source_format", pa.string()),
-        ("traj_meta", pa.string()),
-        ("index", pa.int64()),
-        ("kind", pa.string()),
-        ("step", pa.int64()),
-        ("start", pa.float64()),
-        ("end", pa.float64()),
-        ("duration", pa.float64()),
-        ("input_tokens", pa.int64()),
-        ("cached_tokens", pa.int64()),
-        ("output_tokens", pa.int64()),
-        ("command", pa.string()),
-        ("argv", pa.list_(pa.string())),
-        ("exit_code", pa.int64()),
-        ("paths_read", pa.list_(pa.string())),
-        ("paths_written", pa.list_(pa.string())),
-        ("bytes_written", pa.int64()),
-        ("tests_passed", pa.int64()),
-        ("tests_failed", pa.int64()),
-        ("safe_boundary", pa.bool_()),
-        ("boundary_kind", pa.string()),
-        ("turn_end", pa.bool_()),
-        ("is_error", pa.bool_()),
-        ("text", pa.string()),
-        ("extra", pa.string()),
-    ],
-    metadata={"ripplecp.schema": "trajectory", "ripplecp.schema_version": SCHEMA_VERSION},
+#: the trajectory table's columns and their Arrow types (``list`` is a list of strings)
+_COLUMNS = (
+    ("task_id", "string"),
+    ("repo", "string"),
+    ("source_format", "string"),
+    ("traj_meta", "string"),
+    ("index", "int64"),
+    ("kind", "string"),
+    ("step", "int64"),
+    ("start", "float64"),
+    ("end", "float64"),
+    ("duration", "float64"),
+    ("input_tokens", "int64"),
+    ("cached_tokens", "int64"),
+    ("output_tokens", "int64"),
+    ("command", "string"),
+    ("argv", "list"),
+    ("exit_code", "int64"),
+    ("paths_read", "list"),
+    ("paths_written", "list"),
+    ("bytes_written", "int64"),
+    ("tests_passed", "int64"),
+    ("tests_failed", "int64"),
+    ("safe_boundary", "bool"),
+    ("boundary_kind", "string"),
+    ("turn_end", "bool"),
+    ("is_error", "bool"),
+    ("text", "string"),
+    ("extra", "string"),
 )
+COLUMN_NAMES = tuple(name for name, _ in _COLUMNS)
+
+
+@cache
+def parquet_schema() -> pa.Schema:
+    """The trajectory table's Arrow schema (built on first use: ``import features.schema``
+    stays free of pyarrow and pandas)."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(),
+             "bool": pa.bool_(), "list": pa.list_(pa.string())}
+    return pa.schema(
+        [(name, types[kind]) for name, kind in _COLUMNS],
+        metadata={"ripplecp.schema": "trajectory", "ripplecp.schema_version": SCHEMA_VERSION},
+    )
 
 
 _INT_FIELDS = frozenset({
@@ -301,10 +315,12 @@ def _json_or_empty(obj: dict[str, Any]) -> str:
 
 
 def _to_table(trajectories: Trajectory | Iterable[Trajectory]) -> pa.Table:
-    """The events as an Arrow table with :data:`PARQUET_SCHEMA`, built column by column."""
+    """The events as an Arrow table with :func:`parquet_schema`, built column by column."""
+    import pyarrow as pa
+
     if isinstance(trajectories, Trajectory):
         trajectories = [trajectories]
-    cols: dict[str, list[Any]] = {name: [] for name in PARQUET_SCHEMA.names}
+    cols: dict[str, list[Any]] = {name: [] for name in COLUMN_NAMES}
     for t in trajectories:
         ev = t.events
         n = len(ev)
@@ -319,16 +335,16 @@ def _to_table(trajectories: Trajectory | Iterable[Trajectory]) -> pa.Table:
         cols["kind"] += [str(e.kind) for e in ev]
         cols["boundary_kind"] += [None if e.boundary_kind is None else str(e.boundary_kind) for e in ev]
         cols["extra"] += [_json_or_empty(e.extra) for e in ev]
-    return pa.Table.from_pydict(cols, schema=PARQUET_SCHEMA)
+    return pa.Table.from_pydict(cols, schema=parquet_schema())
 
 
 def _from_table(table: pa.Table, where: str) -> list[Trajectory]:
-    """Trajectories (first-appearance order) from a table with :data:`PARQUET_SCHEMA`'s
+    """Trajectories (first-appearance order) from a table with :func:`parquet_schema`'s
     columns; ``where`` names the source in errors."""
-    missing = [c for c in PARQUET_SCHEMA.names if c not in table.column_names]
+    missing = [c for c in COLUMN_NAMES if c not in table.column_names]
     if missing:
         raise ValueError(f"{where}: missing columns {missing}")
-    cols = {name: table.column(name).to_pylist() for name in PARQUET_SCHEMA.names}
+    cols = {name: table.column(name).to_pylist() for name in COLUMN_NAMES}
     for name in _FLOAT_FIELDS:  # NaN (e.g. from a pandas frame) is a missing value
         cols[name] = [None if v is None or v != v else v for v in cols[name]]
     for name in _BOOL_FIELDS:
@@ -374,6 +390,9 @@ def to_frame(trajectories: Trajectory | Iterable[Trajectory]) -> pd.DataFrame:
 
 
 def _nullable_types(t: pa.DataType) -> Any:
+    import pandas as pd
+    import pyarrow as pa
+
     if pa.types.is_int64(t):
         return pd.Int64Dtype()
     if pa.types.is_boolean(t):
@@ -383,11 +402,14 @@ def _nullable_types(t: pa.DataType) -> Any:
 
 def from_frame(df: pd.DataFrame) -> list[Trajectory]:
     """Inverse of :func:`to_frame`; trajectories come back in first-appearance order."""
-    missing = [c for c in PARQUET_SCHEMA.names if c not in df.columns]
+    import pyarrow as pa
+
+    missing = [c for c in COLUMN_NAMES if c not in df.columns]
     if missing:
         raise ValueError(f"trajectory frame lacks columns {missing}")
     try:
-        table = pa.Table.from_pandas(df[PARQUET_SCHEMA.names], schema=PARQUET_SCHEMA, preserve_index=False)
+        table = pa.Table.from_pandas(df[list(COLUMN_NAMES)], schema=parquet_schema(),
+                                     preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise ValueError(f"trajectory frame: {exc}") from None
     with gc_paused():
@@ -396,6 +418,8 @@ def from_frame(df: pd.DataFrame) -> list[Trajectory]:
 
 def write_parquet(trajectories: Sequence[Trajectory] | Trajectory, path: str | Path) -> None:
     """Write atomically (:func:`features.files.write_atomic`): a crash never leaves half a table."""
+    import pyarrow.parquet as pq
+
     with gc_paused():
         table = _to_table(trajectories)
     write_atomic(Path(path), lambda f: pq.write_table(table, f))
@@ -403,17 +427,20 @@ def write_parquet(trajectories: Sequence[Trajectory] | Trajectory, path: str | P
 
 def read_parquet(path: str | Path) -> list[Trajectory]:
     """Read and schema-check a trajectory Parquet file written by :func:`write_parquet`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     path = Path(path)
     table = pq.read_table(path)
     meta = table.schema.metadata or {}
     if meta.get(b"ripplecp.schema") != b"trajectory":
         raise ValueError(f"{path}: not a ripplecp trajectory table (schema metadata missing)")
-    missing = [n for n in PARQUET_SCHEMA.names if n not in table.schema.names]
+    missing = [n for n in COLUMN_NAMES if n not in table.schema.names]
     if missing:
         raise ValueError(f"{path}: missing columns {missing}")
-    if table.schema != PARQUET_SCHEMA:
+    if table.schema != parquet_schema():
         try:
-            table = table.select(PARQUET_SCHEMA.names).cast(PARQUET_SCHEMA)
+            table = table.select(list(COLUMN_NAMES)).cast(parquet_schema())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise ValueError(f"{path}: columns do not match the trajectory schema ({exc})") from None
     with gc_paused():

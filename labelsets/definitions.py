@@ -46,6 +46,11 @@ POOLED = "pooled"
 DESIGNS: tuple[str, str, str, str] = ("pilot", "tool_call", "full", "sparse")
 CP_FIRST = "cp_first"
 SKIP_FIRST = "skip_first"
+#: the paper's analysis: its bootstrap seed, resamples per interval and permutations per test
+PAPER_SEED = 20260818
+N_BOOTSTRAP = 10_000
+N_PERMUTATIONS = 20_000
+AGENT_MINUTES_PER_LABEL = 8.4  # paper, G.4: one label cost 8.4 min of agent time
 
 #: the predeclared third-repetition rule, as recorded in every plan
 THIRD_RULE = (

@@ -12,7 +12,8 @@ every followed session; the hooks reach it for nothing:
 - ``advise status``: each session's decisions, budget left and out-of-range share;
 - ``advise … -- COMMAND`` (``codex exec --json …``): runs the command, copies its output,
   streams it to the server (started and waited for when none runs) and exits with the
-  command's status;
+  command's status — or, when a signal ends it, 128 + the signal (passed on to the command
+  first); a line over the advisor's line limit is copied but not followed (logged SKIP);
 - ``advise --input LOGFILE``: replays a recorded log in this process;
 - ``advise --hook claude-code``: the older in-process command hook (loads the model on every
   call; the server's hooks are the fast way).
@@ -26,14 +27,17 @@ one line (exit 2). Heavy imports (the policy stack, MLflow) happen only where us
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -47,6 +51,7 @@ from ripplecp_cli import (
     run,
     run_subcommands,
 )
+from ripplecp_policy.advisor_lines import MAX_BODY, MAX_LINE_BYTES, LineSplitter
 from ripplecp_policy.advisor_state import ServerConfig, default_state
 from ripplecp_policy.hook_client import ensure_server, request
 
@@ -248,14 +253,27 @@ def _wrapper_state(args: Args) -> Path:
     return state
 
 
+#: lines the wrapper holds for the server at most (more, while it is slow or not up yet, are
+#: not followed: logged SKIP, ``behind``); the command's output is never held back
+MAX_QUEUE_BYTES = 4 * MAX_BODY
+#: after a signal, seconds the command has to end before SIGTERM, then as long before SIGKILL
+KILL_AFTER_S = 3.0
+#: the signals the wrapper forwards to its command (it then exits 128 + the signal)
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+LONG, BEHIND = "long", "behind"  # queued in place of a line that is not followed
+
+
 class _Stream:
     """Lines of the followed command, sent to the server in order by one thread; lines that
-    came while no server answered go ``late`` (decided SKIP, past)."""
+    came while no server answered go ``late`` (decided SKIP, past). A line over the line
+    limit (``LONG``) or past :data:`MAX_QUEUE_BYTES` (``BEHIND``) goes as a count, which
+    the server logs as a SKIP with that reason where the line was."""
 
     def __init__(self, state: Path, params: dict[str, str]) -> None:
         self.state = state
         self.params = params
-        self.lines: list[bytes] = []
+        self.lines: list[bytes | str] = []
+        self.queued = 0
         self.cond = threading.Condition()
         self.done = False
         self.up = False
@@ -263,25 +281,55 @@ class _Stream:
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
-    def put(self, line: bytes) -> None:
+    def put(self, line: bytes | None) -> None:
+        """Queue a line (None: one over the line limit, dropped by the reader)."""
         with self.cond:
-            self.lines.append(line)
+            if line is None:
+                self.lines.append(LONG)
+            elif self.queued + len(line) > MAX_QUEUE_BYTES:
+                self.lines.append(BEHIND)
+            else:
+                self.lines.append(line)
+                self.queued += len(line)
             self.cond.notify()
 
-    def close(self, timeout: float) -> None:
+    def close(self, timeout: Callable[[], float]) -> None:
+        """Wait for the lines queued to be sent, at most ``timeout()`` seconds (asked again
+        as it waits: a signal shortens it)."""
         with self.cond:
             self.done = True
             self.cond.notify()
-        self.thread.join(timeout)
+        start = time.monotonic()
+        while self.thread.is_alive() and time.monotonic() - start < timeout():
+            self.thread.join(0.2)
 
-    def _send(self, batch: list[bytes], late: bool) -> None:
+    def _send(self, batch: list[bytes], skipped: dict[str, int], late: bool) -> None:
         import urllib.parse
 
-        q = dict(self.params, late="1" if late else "0")
+        q = dict(self.params, late="1" if late else "0", **{k: str(n) for k, n in skipped.items() if n})
         status, body = request(self.state, "POST", "/v1/stream?" + urllib.parse.urlencode(q),
                                b"".join(x if x.endswith(b"\n") else x + b"\n" for x in batch))
         if status != 200:
             raise OSError(f"server answered {status}: {body[:200]!r}")
+
+    def _batches(self, items: list[bytes | str]) -> Iterator[tuple[list[bytes], dict[str, int]]]:
+        """Requests of at most :data:`MAX_BODY` bytes, in order: the counts of lines not
+        followed that come before each request's lines."""
+        batch: list[bytes] = []
+        skipped = {LONG: 0, BEHIND: 0}
+        size = 0
+        for x in items:
+            if isinstance(x, str) or size + len(x) + 1 > MAX_BODY:
+                if batch:
+                    yield batch, skipped
+                    batch, skipped, size = [], {LONG: 0, BEHIND: 0}, 0
+            if isinstance(x, str):
+                skipped[x] += 1
+            else:
+                batch.append(x)
+                size += len(x) + 1
+        if batch or any(skipped.values()):
+            yield batch, skipped
 
     def _run(self) -> None:
         late = False
@@ -289,9 +337,9 @@ class _Stream:
             with self.cond:
                 while not self.lines and not self.done:
                     self.cond.wait()
-                batch, self.lines = self.lines, []
+                items, self.lines, self.queued = self.lines, [], 0
                 done = self.done
-            if batch and self.failed is None:
+            if items and self.failed is None:
                 if not self.up:
                     late = True
                     self.up = ensure_server(self.state, wait_s=120.0)
@@ -300,15 +348,115 @@ class _Stream:
                                        f"{self.state / 'server.log'})")
                 try:
                     if self.up:
-                        self._send(batch, late)
+                        for batch, skipped in self._batches(items):
+                            self._send(batch, skipped, late)
                 except OSError as exc:
                     self.failed = str(exc)
             if done and not self.lines:
                 return
 
 
+class _Signals:
+    """While the command runs: SIGINT, SIGTERM and SIGHUP are caught (no KeyboardInterrupt
+    half-way through) and the first is forwarded to the command (a terminal's Ctrl-C
+    reaches the command itself too: a signal already pending is not queued twice, so it
+    mostly sees one); the command has :data:`KILL_AFTER_S` to end, then gets SIGTERM, then
+    as long again before SIGKILL; a second signal kills it at once. Outside the main thread
+    nothing changes."""
+
+    def __init__(self) -> None:
+        self.got: int | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.deadline = 0.0
+        self.stage = 0  # 0: forwarded, 1: SIGTERM sent, 2: SIGKILL sent
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _Signals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in FORWARDED:
+                self._old[sig] = signal.signal(sig, self._on)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+    def attach(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        if self.got is not None:  # it came while the command was starting
+            self._send(self.got)
+
+    def _on(self, sig: int, frame: object) -> None:
+        if self.got is None:
+            self.got = sig
+            self.deadline = time.monotonic() + KILL_AFTER_S
+            self._send(sig)
+        else:  # a second signal: no more waiting
+            self.stage = 1
+            self.deadline = 0.0
+            self.escalate()
+
+    def _send(self, sig: int) -> None:
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(sig)
+
+    def escalate(self) -> None:
+        """The command did not end in time: SIGTERM, then SIGKILL."""
+        if self.proc is None or self.got is None or time.monotonic() < self.deadline:
+            return
+        if self.stage == 0:
+            self.stage, self.deadline = 1, time.monotonic() + KILL_AFTER_S
+            self._send(signal.SIGTERM)
+        elif self.stage == 1:
+            self.stage = 2
+            self._send(signal.SIGKILL)
+
+
+def _copy(proc: subprocess.Popen[bytes], sig: _Signals, stream: _Stream, echo: bool) -> None:
+    """Copy the command's output as it comes and queue its lines, each bounded
+    (:class:`~ripplecp_policy.advisor_lines.LineSplitter`: a longer line is never held
+    whole). Until the output ends; after a signal, until the command has ended and no
+    more output waits (a process it left behind may hold the pipe open)."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    out = sys.stdout.buffer
+    lines = LineSplitter(MAX_LINE_BYTES)
+    while True:
+        ready = select.select([fd], [], [], 0.2 if sig.got else 1.0)[0]
+        if sig.got:
+            sig.escalate()
+            if not ready and proc.poll() is not None:
+                break
+        if not ready:
+            continue
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        if echo:
+            out.write(chunk)
+            out.flush()
+        for line in lines.split(chunk):
+            stream.put(line)
+    last = lines.end()
+    if last is not None:
+        stream.put(last)
+
+
+def _reap(proc: subprocess.Popen[bytes], sig: _Signals) -> int:
+    """The command's status (killed by signal N: 128 + N, as a shell says it)."""
+    while True:
+        try:
+            code = proc.wait(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            sig.escalate()
+    return 128 - code if code < 0 else code
+
+
 def follow(args: Args, command: Sequence[str]) -> int:
-    """``-- COMMAND``: run it, copy its output, stream it to the advisor server; its status."""
+    """``-- COMMAND``: run it, copy its output, stream it to the advisor server; its status,
+    or 128 + the signal that ended the wrapper (130: Ctrl-C)."""
     import urllib.parse
 
     workspace = (args.workspace or Path.cwd()).resolve()
@@ -324,30 +472,26 @@ def follow(args: Args, command: Sequence[str]) -> int:
               f"{state / 'server.log'}); boundaries before it is are SKIP", file=sys.stderr)
     stream = _Stream(state, params)
     stream.up = up
-    proc = subprocess.Popen(list(command), stdout=subprocess.PIPE, cwd=workspace)
-    assert proc.stdout is not None
-    out = sys.stdout.buffer
-    try:
-        for line in proc.stdout:
-            if args.echo:
-                out.write(line)
-                out.flush()
-            stream.put(line)
-        code = proc.wait()
-    except KeyboardInterrupt:
-        proc.terminate()
-        code = proc.wait()
-        if code < 0 or code == 0:
-            code = 130
-    stream.close(timeout=120.0)
-    summary = None
-    if stream.up and stream.failed is None:
+    with _Signals() as sig:
+        proc = subprocess.Popen(list(command), stdout=subprocess.PIPE, cwd=workspace)
+        sig.attach(proc)
         try:
-            status, body = request(state, "POST", "/v1/finish?" + urllib.parse.urlencode(
-                {"session": params["session"]}))
-            summary = json.loads(body) if status == 200 and body else None
-        except (OSError, ValueError) as exc:
-            stream.failed = str(exc)
+            _copy(proc, sig, stream, args.echo)
+        except BaseException:
+            proc.kill()  # nothing reads its output any more
+            proc.wait()
+            raise
+        code = _reap(proc, sig)
+        # what the command wrote is followed to its end, in bounded time after a signal
+        stream.close(timeout=lambda: 10.0 if sig.got else 120.0)
+        summary = None
+        if stream.up and stream.failed is None:
+            try:
+                status, body = request(state, "POST", "/v1/finish?" + urllib.parse.urlencode(
+                    {"session": params["session"]}), timeout=10.0 if sig.got else 60.0)
+                summary = json.loads(body) if status == 200 and body else None
+            except (OSError, ValueError) as exc:
+                stream.failed = str(exc)
     if summary:
         flag = " (FLAGGED: out of the training range)" if summary.get("flagged") else ""
         print(f"{PROG}: {summary['decisions']} decisions, {summary['checkpoints']} checkpoints, "
@@ -355,6 +499,9 @@ def follow(args: Args, command: Sequence[str]) -> int:
               f"{summary['log']}", file=sys.stderr)
     elif stream.failed:
         print(f"{PROG}: warning: advisor skipped this session: {stream.failed}", file=sys.stderr)
+    if sig.got is not None:
+        print(f"{PROG}: {signal.Signals(sig.got).name}: the command was stopped", file=sys.stderr)
+        return 128 + sig.got
     return code
 
 

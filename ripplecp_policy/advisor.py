@@ -49,6 +49,7 @@ from features.online import FEATURE_NAMES, OnlineFeatureExtractor, config_for
 from features.readers import READERS, StreamParser, stream_parser
 from features.schema import Event, Trajectory
 from oracle.store.checkpoint import DEFAULT_EXCLUDES, CheckpointStore
+from ripplecp_policy.advisor_lines import MAX_LINE_BYTES, LineSplitter
 from ripplecp_policy.episode import Episode
 from ripplecp_policy.export import (
     load_policy_model,
@@ -58,7 +59,7 @@ from ripplecp_policy.export import (
 )
 from ripplecp_policy.policy import Budget, BudgetSpec, PlacementPolicy
 
-__all__ = ["CP", "MAX_LINE_BYTES", "MAX_TRANSCRIPT_BYTES", "SKIP", "Advisor", "AdvisorModel", "Decision",
+__all__ = ["CP", "MAX_TRANSCRIPT_BYTES", "SKIP", "Advisor", "AdvisorModel", "Decision",
            "DecisionLog", "ProvenanceWarning", "TranscriptError", "TranscriptTail", "detect_line_format",
            "features_digest", "load_model", "read_decisions", "resolve_budget",
            "session_lock", "store_for"]
@@ -262,9 +263,8 @@ class TranscriptError(ValueError):
     """A transcript the advisor will not read: not a regular file, or over the size limit."""
 
 
-#: what one session's transcript may hold, and one of its lines, for the advisor to follow it
+#: what one session's transcript may hold for the advisor to follow it (a line: MAX_LINE_BYTES)
 MAX_TRANSCRIPT_BYTES = 64 * 2**20
-MAX_LINE_BYTES = 8 * 2**20
 
 
 class TranscriptTail:
@@ -279,9 +279,7 @@ class TranscriptTail:
         self.max_bytes = max_bytes
         self.max_line = max_line
         self.offset = 0
-        self.dropped = 0  # over-long lines dropped
-        self._partial = b""
-        self._skipping = False  # inside an over-long line
+        self._lines = LineSplitter(max_line)
 
     def read(self, limit: int | None = None) -> list[bytes]:
         """The new complete lines (reading at most ``limit`` new bytes); TranscriptError
@@ -307,32 +305,19 @@ class TranscriptTail:
                 if not chunk:
                     break
                 self.offset += len(chunk)
-                self._split(chunk, lines)
+                lines += (x for x in self._lines.split(chunk) if x is not None)
             return lines
         finally:
             os.close(fd)
 
-    def _split(self, chunk: bytes, lines: list[bytes]) -> None:
-        start = 0
-        while True:
-            nl = chunk.find(b"\n", start)
-            if nl < 0:
-                if not self._skipping:
-                    self._partial += chunk[start:]
-                    if len(self._partial) > self.max_line:
-                        self._partial, self._skipping = b"", True
-                        self.dropped += 1
-                return
-            if self._skipping:
-                self._skipping = False
-            else:
-                line = self._partial + chunk[start:nl + 1]
-                if len(line) > self.max_line:
-                    self.dropped += 1
-                else:
-                    lines.append(line)
-            self._partial = b""
-            start = nl + 1
+    @property
+    def dropped(self) -> int:
+        """Over-long lines dropped since it was last set to 0."""
+        return self._lines.dropped
+
+    @dropped.setter
+    def dropped(self, n: int) -> None:
+        self._lines.dropped = n
 
 
 def features_digest(values: Sequence[float]) -> str:

@@ -24,7 +24,9 @@ Requests (HTTP/1.1, JSON):
   body (Claude Code: success, nothing to add), whatever happened: every failure is a logged
   SKIP (fail-open).
 - ``POST /v1/stream?session=…&format=…``: log lines of a session the caller follows itself
-  (the ``codex exec`` wrapper); ``POST /v1/finish?session=…`` ends it.
+  (the ``codex exec`` wrapper; ``long=N`` / ``behind=N``: lines it did not send before these,
+  over the line limit or while it fell behind, logged SKIP with the reason);
+  ``POST /v1/finish?session=…`` ends it.
 - ``GET /v1/status``: every session's decisions, checkpoints, budget left and out-of-range
   share; ``GET /v1/ping``; ``POST /v1/shutdown``.
 
@@ -68,6 +70,7 @@ from ripplecp_policy.advisor import (
     session_lock,
     store_for,
 )
+from ripplecp_policy.advisor_lines import MAX_BODY, MAX_LINE_BYTES
 from ripplecp_policy.advisor_state import ServerConfig, token_of
 from ripplecp_policy.budget import BudgetSpec
 from ripplecp_policy.hook_client import socket_path
@@ -86,12 +89,19 @@ HOOK_RUNTIMES: dict[str, str | None] = {
 #: hook events at which the runtime can checkpoint now (a tool returned, a turn ended)
 DECIDE_EVENTS = frozenset({"PostToolUse", "PostToolUseFailure", "Stop", "SubagentStop", "AfterTool"})
 END_EVENTS = frozenset({"SessionEnd"})
-MAX_BODY = 32 * 2**20
 CALL_BYTES = 8 * 2**20
 CALL_SECONDS = 5.0
 REQUEST_TIMEOUT_S = 10.0
+#: lines of a stream its caller did not send (``/v1/stream?long=N&behind=M``), and why
+STREAM_SKIPS = {"long": f"over the {MAX_LINE_BYTES / 2**20:g} MiB line limit",
+                "behind": "the advisor fell behind the command's output"}
 #: a session without a call for this long is ended (memory stays bounded by the live ones)
 SESSION_IDLE_S = 3600.0
+
+
+def _count(text: str | None) -> int:
+    """A count from the query (absent or not a count: 0)."""
+    return int(text) if text and text.isdigit() and len(text) < 19 else 0
 
 
 def _safe_name(session: str) -> str:
@@ -213,6 +223,9 @@ class AdvisorServer:
             sess.calls += 1
             adv = sess.advisor
             adv.catch_up = late
+            for why, n in ((STREAM_SKIPS[k], _count(params.get(k))) for k in STREAM_SKIPS):
+                if n:
+                    adv.error(f"error: stream: {n} line(s) not followed: {why}")
             for line in body.splitlines():
                 made += adv.feed(line, arrival_s=time.time())
             if late:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 if TYPE_CHECKING:
     from labelsets.tables import LabelSet
 
-__all__ = ["BUDGET_KINDS", "Budget", "BudgetKind", "BudgetSpec"]
+__all__ = ["BUDGET_KINDS", "Budget", "BudgetKind", "BudgetSpec", "check_budget_specs"]
 
 BudgetKind = Literal["count", "seconds", "bytes"]
 
@@ -98,3 +98,10 @@ class BudgetSpec:
             col = "creation_s" if self.kind == "seconds" else "size_bytes"
             value = self.amount * float(data.checkpoints[col].astype(float).mean())
         return Budget(self.kind, round(value, 3) if self.kind != "count" else value)
+
+
+def check_budget_specs(specs: tuple[str, ...] | list[str]) -> None:
+    """``check=`` of a command's ``--budgets``: every spec parses (:meth:`BudgetSpec.parse`),
+    before any work."""
+    for spec in specs:
+        BudgetSpec.parse(spec)

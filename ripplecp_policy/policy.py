@@ -37,13 +37,6 @@ HAZARDS: tuple[str, str] = ("uniform", "duration")
 HazardSpec = str | Mapping[int, float] | tuple[tuple[int, float], ...]
 
 
-def check_budget_specs(specs: tuple[str, ...] | list[str]) -> None:
-    """``check=`` of a command's ``--budgets``: every spec parses (:meth:`BudgetSpec.parse`),
-    before any work."""
-    for spec in specs:
-        BudgetSpec.parse(spec)
-
-
 def fold_settings(specs: tuple[str, ...] | list[str], train: LabelSet,
                   hazard: HazardSpec = "uniform") -> list[tuple[str, Setting]]:
     """(label, setting) per budget spec for one fold of a study: a relative budget

@@ -39,13 +39,19 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from labelsets.definitions import ADDITIONAL, FIRST, POOLED, STRATA, sign_unstable, stratum
+from labelsets.definitions import (
+    ADDITIONAL,
+    AGENT_MINUTES_PER_LABEL,
+    FIRST,
+    N_BOOTSTRAP,
+    N_PERMUTATIONS,
+    PAPER_SEED,
+    POOLED,
+    STRATA,
+    sign_unstable,
+    stratum,
+)
 from labelsets.tables import SCHEMAS
-
-PAPER_SEED = 20260818
-N_BOOTSTRAP = 10_000
-N_PERMUTATIONS = 20_000
-AGENT_MINUTES_PER_LABEL = 8.4  # paper, G.4: one label cost 8.4 min of agent time
 
 Weighting = Literal["record", "task"]
 Method = Literal["percentile", "bca"]

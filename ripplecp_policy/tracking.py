@@ -38,8 +38,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 ENV_VAR = "RIPPLECP_MLRUNS"
 #: the experiment tag the MLflow 3 UI reads for an experiment's type, and the type's value
 #: for classic model training (runs with params and metrics), as its type selector writes it
@@ -172,6 +170,8 @@ def policy_params(policy: Any) -> dict[str, str]:
 
 
 def _scalar(value: Any) -> bool:
+    import numpy as np  # here, not at the top: commands check --experiment without numpy
+
     return bool(np.isscalar(value)) and not isinstance(value, bytes | complex)
 
 

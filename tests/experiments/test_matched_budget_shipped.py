@@ -35,12 +35,15 @@ def test_the_default_study_holds_the_shipped_families_beside_the_simulated_ones(
 
     real = LabelSet.load(resolve_labels("shipped"))
     real_fams = {str(f) for f in real.tasks["family"].unique()}
-    data = label_sets(parse_args(["--families", "swe-pilot", "--tasks-per-repo", "1"]))
+    data = label_sets(parse_args(["--families", "swe-pilot", "--tasks-per-repo", "1", "--no-controls"]))
     assert set(data) == {"swe-pilot"} | real_fams
     for fam in real_fams:  # each real family whole, verified by the loader
         assert sorted(data[fam].task_ids) == sorted(
             real.tasks.loc[real.tasks["family"] == fam, "task_id"])
     assert set(label_sets(parse_args(["--families", "swe-pilot", "--tasks-per-repo", "1",
-                                           "--no-shipped"]))) == {"swe-pilot"}
-    assert set(label_sets(parse_args(["--quick"]))) == {"long-horizon"}
+                                           "--no-shipped", "--no-controls"]))) == {"swe-pilot"}
+    # the controls come with every simulated study unless --no-controls
+    assert set(label_sets(parse_args(["--families", "swe-pilot", "--tasks-per-repo", "1",
+                                       "--no-shipped"]))) == {"swe-pilot", "long-horizon", "positive-control"}
+    assert set(label_sets(parse_args(["--quick"]))) == {"long-horizon", "positive-control"}
     assert set(label_sets(parse_args(["--labels", "shipped"]))) == real_fams

@@ -42,3 +42,23 @@ def test_help_and_one_line_errors(check_help, one_line_error) -> None:
     one_line_error(main, ["--reference", "optimum"], "--reference")
     one_line_error(main, ["--budget", "count:0"], "--budget")
     one_line_error(main, ["--labels", "/nonexistent/x"], "--labels")
+
+
+def test_a_sparse_one_repetition_pilot_says_what_it_cannot_measure(run_command, tmp_path) -> None:
+    """A sparse label set (one repetition per executed cell) cannot separate one repetition's
+    noise from the task-level spread: the plan printed "noise 0" and offered 2 and 4
+    repetitions as if they helped. It says so, plans at the pilot's own repetitions, and
+    names the recovery model's pricing of the limit (biased upward on a small pilot)."""
+    from labelsets.recovery_model import SparseDesign, subsample
+    from oracle.simulator import simulate_label_set
+
+    full = simulate_label_set("positive-control", n_repos=3, tasks_per_repo=2, seed=1)
+    n_cells = int(0.5 * (full.recovery["role"] == "table").sum() / 2)
+    subsample(full, n_cells, seed=1, design=SparseDesign(repetitions=1)).save(tmp_path / "sparse")
+    proc = run_command("experiments.power", "--labels", str(tmp_path / "sparse"),
+                       "--tasks-options", "2", "--out", str(tmp_path / "out"), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "one repetition's noise: not measured" in proc.stdout
+    assert "sparse design" in proc.stdout and "recovery model" in proc.stdout
+    plan = pd.read_csv(tmp_path / "out" / "plan.csv")
+    assert set(plan["repetitions"]) == {1}
