@@ -26,17 +26,23 @@ workspace lacks or holds stale (checkpoints keep mtimes); a leftover scratch clo
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from oracle.agents.program import ProgramChild
+from oracle.agents.program import CmdResult, ProgramChild
 
 _FIRST_BAD = re.compile(r"^([0-9a-f]{40}) is the first bad commit", re.M)
 _FAIL = re.compile(r"^FAIL (\S+)$", re.M)
 _OK = re.compile(r"^ok ", re.M)
 SCRATCH = ".bisect"
+#: git reads only the task's repositories' own configuration: a user's global settings
+#: (``diff.noprefix``, ``color.diff``, an external diff) would change the patches it writes
+GIT_ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+           "GIT_TERMINAL_PROMPT": "0"}
 
 
 def _size(paths: list[Path]) -> int:
@@ -60,6 +66,13 @@ class BisectChild(ProgramChild):
         return ["build", *["sync"] * self.releases, "final"]
 
     # -- tools ------------------------------------------------------------------------
+    def run_cmd(self, argv: Sequence[str], *, timeout: float = 120.0,
+                env: dict[str, str] | None = None, cwd: Path | None = None) -> CmdResult:
+        """Every git command runs with :data:`GIT_ENV`."""
+        if env is None and argv and argv[0] == "git":
+            env = GIT_ENV
+        return super().run_cmd(argv, timeout=timeout, env=env, cwd=cwd)
+
     def git(self, *args: str) -> list[str]:
         """A git command on the upstream mirror, the workspace as its work tree."""
         return ["git", "--git-dir=upstream.git", "--work-tree=.", *args]

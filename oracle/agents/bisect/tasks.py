@@ -23,6 +23,7 @@ Checksums are known without a compiler: :func:`unit_checksum` mirrors the genera
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -292,8 +293,8 @@ def _fast_import(commits: list[_Commit]) -> bytes:
 
 def _git(*args: str, cwd: Path, stdin: bytes | None = None) -> None:
     subprocess.run(["git", *args], cwd=cwd, input=stdin, check=True, capture_output=True,
-                   env={"PATH": "/usr/bin:/bin:/usr/local/bin", "GIT_CONFIG_NOSYSTEM": "1",
-                        "HOME": str(cwd), "LC_ALL": "C"})
+                   env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+                        "LC_ALL": "C"})
 
 
 def _write_tree(files: dict[str, str], dest: Path) -> None:

@@ -5,14 +5,17 @@ Verified when the workspace is synced to the last upstream release (its ``VERSIO
 unit of ``tests/expected.txt`` prints its checksum.
 """
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+GIT_ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+
 
 def _git(*args: str) -> str:
     return subprocess.run(["git", "--git-dir=upstream.git", *args], capture_output=True,
-                          text=True, check=True, stdin=subprocess.DEVNULL).stdout
+                          text=True, check=True, stdin=subprocess.DEVNULL, env=GIT_ENV).stdout
 
 
 def main() -> int:

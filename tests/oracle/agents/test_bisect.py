@@ -162,3 +162,19 @@ def test_step_mode_runs_each_step_as_one_command_carrying_the_facts(tasks, tmp_p
         facts = end["facts"]
     assert BisectAgent().verify(task, ws)
     assert {f"culprit:v{r['release']}" for r in scen[task.task_id]["regressions"]} == set(facts)
+
+
+def test_a_users_git_configuration_does_not_change_the_patches(tasks, tmp_path: Path, finish,
+                                                               monkeypatch) -> None:
+    """A global ``diff.noprefix`` or ``color.diff = always`` would make every patch the agent
+    writes unappliable; the agent and the verifier read only the task's repositories' config."""
+    ts, scen = tasks
+    task = next(t for t in ts if scen[t.task_id]["regressions"])
+    cfg = tmp_path / "gitconfig"
+    cfg.write_text("[diff]\n\tnoprefix = true\n[color]\n\tdiff = always\n\tui = always\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(cfg))
+    ws = tmp_path / "ws"
+    shutil.copytree(task.workspace_template, ws)
+    agent = BisectAgent()
+    done = finish(agent.start(task, ws, 0, WallClock()))
+    assert done.rc == 0 and agent.verify(task, ws)
