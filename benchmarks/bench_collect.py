@@ -7,7 +7,8 @@ overhead (target <= 2 % of agent time), measured on the real collection.
     python benchmarks/bench_collect.py --ship                  # ... and copy it into the package
 
 It runs the one command that reproduces the shipped set (``python -m
-experiments.collect_labels --agent llm-free --tasks 100 --repos 16 --design full ...``; a
+experiments.collect_labels --agent llm-free --families repair depres cbuild migrate --tasks 100
+--repos 16 --design full ...``; a
 re-run resumes), samples the machine's load average every 15 s while it runs, then reads
 the study's audit log and prints per family: tasks, branches, nominal seconds, the agents'
 seconds in the branches (drive into the failure + recovery), the verifier's, and the
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -55,6 +57,8 @@ class Args:
     """tasks in all (dealt over the four families)"""
     repos: int = opt(16, min=1)
     """repositories in all (llm-free: at least one per family)"""
+    families: tuple[str, ...] = opt(("repair", "depres", "cbuild", "migrate"), metavar="F")
+    """llm-free: the families (the shipped set: these four; the next adds bisect)"""
     seed: int = opt(0, min=0)
     """study seed"""
     design: str = opt("full", choices=("full", "sparse"))
@@ -72,6 +76,9 @@ class Args:
     """do not collect: report the study already in --out"""
     ship: bool = False
     """copy the finished label set (and its datasheet's figures) into the package"""
+    ship_as: str = opt("llm-free", metavar="NAME")
+    """with --ship: the shipped set's name (its folder in ripplecp_policy/data/labelsets/;
+    the next real set goes beside llm-free, which stays the full-design ground truth)"""
     interleave: bool = True
     """once the plan is frozen, run the remaining branches task by task in turn over the
     families (same plan, hash and records; a collection stopped early then holds every
@@ -82,9 +89,13 @@ class Args:
 
 
 def check_args(a: Args) -> None:
-    """``--branches`` goes with ``--design sparse`` and only with it."""
+    """``--branches`` goes with ``--design sparse`` and only with it; ``--ship-as`` is a
+    plain folder name."""
     if (a.design == "sparse") != (a.branches is not None):
         raise ValueError("argument --branches: needed by --design sparse, and only by it")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", a.ship_as):
+        raise ValueError(f"argument --ship-as: a folder name of lower-case letters, digits, "
+                         f"'-' and '_', got {a.ship_as!r}")
 
 
 def collect_command(a: Args) -> list[str]:
@@ -96,6 +107,7 @@ def collect_command(a: Args) -> list[str]:
     sparse = ["--branches", str(a.branches), "--repetitions", "1"] if a.design == "sparse" else []
     return [sys.executable, "-m", "experiments.collect_labels", "--agent", a.agent,
             "--tasks", str(a.tasks), "--repos", str(a.repos), "--design", a.design, *sparse,
+            *(["--families", *a.families] if a.agent == "llm-free" else []),
             "--seed", str(a.seed), "--out", a.out, jobs, str(a.jobs), "--cap", f"{a.cap:g}",
             *quiet]
 
@@ -327,7 +339,7 @@ def main(a: Args) -> int:
     if a.completed_only:
         completed_label_set(out)
     if a.ship:
-        ship(out)
+        ship(out, SHIP_TO.parent / a.ship_as)
     return 0
 
 

@@ -35,6 +35,7 @@ from typing import Any, get_args
 
 from features.schema import Granularity
 from labelsets.definitions import DESIGNS
+from oracle.agents.llmfree import FAMILY_AGENTS
 from oracle.agents.registry import agent_names
 from oracle.agents.runtimes import runtime_names
 from ripplecp_cli import choice_error, opt, positive, progress, run
@@ -46,7 +47,7 @@ EXECUTORS = ("inline", "local", "dask")
 RUNTIMES = runtime_names(drives_brains=True)
 #: the agents that are brains behind a runtime: the LLM-free families (the brain of each is
 #: named like it) and all of them at once
-BRAIN_AGENTS = ("llm-free", "repair", "depres", "cbuild", "migrate")
+BRAIN_AGENTS = ("llm-free", "repair", "depres", "cbuild", "migrate", "bisect")
 
 
 def check_agent(name: str) -> None:
@@ -66,7 +67,11 @@ class Args:
     tasks: int = opt(12, min=1)
     """number of tasks"""
     repos: int = opt(4, min=1)
-    """number of repositories (module families for the repair agent)"""
+    """number of repositories (module families for the repair agent; llm-free: in all,
+    dealt evenly over its families)"""
+    families: tuple[str, ...] = opt((), choices=tuple(FAMILY_AGENTS), metavar="F")
+    """--agent llm-free: the families to collect (default: every one; the shipped llm-free
+    set: repair depres cbuild migrate)"""
     design: str = opt("pilot", choices=DESIGNS)
     """pilot (one early and one late cell per task), tool_call, full (every r x f), or sparse
     (--branches of the full table's cells, priced by the recovery model)"""
@@ -95,7 +100,7 @@ class Args:
     """per-branch cap, seconds"""
     runtime: str | None = opt(None, choices=RUNTIMES)
     """collect through this real runtime, the agent as its brain (--agent llm-free or a
-    family: repair, depres, cbuild, migrate); boundaries are then tool calls"""
+    family: repair, depres, cbuild, migrate, bisect); boundaries are then tool calls"""
     require_determinism: bool = False
     """quarantine pairs whose observations diverge from the nominal run"""
     progress: bool = True
@@ -108,6 +113,8 @@ class Args:
             raise ValueError("argument --adaptive-branches: only for --design sparse")
         if self.scheduler is not None and self.executor != "dask":
             raise ValueError(f"argument --scheduler: needs --executor dask, not {self.executor}")
+        if self.families and self.agent != "llm-free":
+            raise ValueError(f"argument --families: only for --agent llm-free, not {self.agent}")
         if self.runtime is not None and self.agent not in BRAIN_AGENTS:
             raise ValueError(f"argument --runtime: agent {self.agent!r} is no brain; choose "
                              f"--agent {', '.join(BRAIN_AGENTS)}")
@@ -179,6 +186,8 @@ def collect(args: Args) -> int:
         request["runtime"] = args.runtime
     if args.design == "sparse":  # likewise
         request["branches"] = args.branches
+    if args.families:  # likewise
+        request["families"] = list(args.families)
     req_path = out / "request.json"
     if req_path.exists() and json.loads(req_path.read_text()) != request:
         raise ValueError(f"argument --out: {out} holds a study made with other arguments "
@@ -187,11 +196,13 @@ def collect(args: Args) -> int:
 
     # a runtime reports tool-call boundaries only
     gran = "tool_call" if args.design == "tool_call" or args.runtime else args.granularity
-    name, agent_opts = args.agent, {"granularity": gran}
+    fams = {"families": list(args.families)} if args.families else {}
+    name, agent_opts = args.agent, {"granularity": gran, **fams}
     agent = get_agent(args.agent, **agent_opts)
     task_opts = task_options(agent, args.repos)  # the standalone agent's task maker's keyword
     if args.runtime is not None:
         name, agent_opts = runtime_agent(args.agent, args.runtime, gran)
+        agent_opts.update(fams)
         agent = get_agent(name, **agent_opts)
         agent.check_installed()
     ex = make_executor(args.executor, args.jobs, args.scheduler, args.dashboard)

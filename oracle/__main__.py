@@ -33,7 +33,7 @@ from ripplecp_cli import opt, run_subcommands, suggest
 PROG = "python -m oracle"
 EXECUTORS = ("inline", "local", "dask")
 #: brains a real runtime can be driven by (oracle.agents.runtime.RUNTIME_BRAINS)
-BRAINS = ("repair", "depres", "cbuild", "migrate", "scripted", "proxy")
+BRAINS = ("repair", "depres", "cbuild", "migrate", "bisect", "scripted", "proxy")
 #: the pinned runtimes, read from their records (a standard-library module: parsing stays light)
 RUNTIME_NAMES = runtime_names()
 
@@ -106,9 +106,9 @@ class PlanArgs:
     """the plan file to write (JSON)"""
     agent: str = opt("scripted", check=_agent_name)
     """the agent to drive (see python -m oracle agents list for the real runtimes)"""
-    brain: Literal["repair", "depres", "cbuild", "migrate", "scripted", "proxy"] | None = None
+    brain: Literal["repair", "depres", "cbuild", "migrate", "bisect", "scripted", "proxy"] | None = None
     """who answers a real runtime's model calls (codex, claude-code, mini-swe-agent; default
-    repair): an LLM-free agent's decisions (repair; depres, cbuild, migrate: the family's
+    repair): an LLM-free agent's decisions (repair; depres, cbuild, migrate, bisect: the family's
     step program), a scripted plan, or a proxy to a real endpoint"""
     design: Literal["pilot", "tool_call", "full", "sparse"] = opt("pilot", choices=DESIGNS)
     """pilot: an early and a late cell per task; tool_call: every adjacent cell; full: every

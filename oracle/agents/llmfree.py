@@ -2,10 +2,11 @@
 
 :class:`LLMFreeAgent` (registered as ``llm-free``) generates tasks of every family in
 :data:`FAMILY_AGENTS` (program repair, dependency resolution, multi-stage build, API
-migration) and hands each task to its family's agent by ``task.family``. One plan, one
-audit log, one label set: ``python -m experiments.collect_labels --agent llm-free --tasks
+migration, regression bisection) and hands each task to its family's agent by
+``task.family``. One plan, one audit log, one label set: ``python -m
+experiments.collect_labels --agent llm-free --families repair depres cbuild migrate --tasks
 100 --repos 16 --design full`` collects the shipped set (see
-``ripplecp_policy/data/labelsets/llm-free/DATASHEET.md``).
+``ripplecp_policy/data/labelsets/llm-free/DATASHEET.md``; it predates ``bisect``).
 
 With ``runtime`` (``codex``, ``claude-code``) every family's agent is that real runtime driven
 by the family's brain (:class:`~oracle.agents.runtime.RuntimeAgent` with ``brain=family``:
@@ -28,9 +29,11 @@ __all__ = ["FAMILY_AGENTS", "LLMFreeAgent", "REPAIR_OPTIONS", "SHARES", "split"]
 
 #: family -> the registered agent that runs its tasks (the family name is ``task.family``)
 FAMILY_AGENTS: dict[str, str] = {"repair": "repair", "depres": "depres", "cbuild": "cbuild",
-                                 "migrate": "migrate"}
-#: share of the tasks each family gets (the costlier families per task get fewer)
-SHARES: dict[str, float] = {"repair": 0.20, "depres": 0.30, "cbuild": 0.28, "migrate": 0.22}
+                                 "migrate": "migrate", "bisect": "bisect"}
+#: share of the tasks each family gets, as weights (the costlier families per task get
+#: fewer); the first four's are the shipped set's, so its four families split as before
+SHARES: dict[str, float] = {"repair": 0.20, "depres": 0.30, "cbuild": 0.28, "migrate": 0.22,
+                            "bisect": 0.24}
 #: repair tasks in the suite: every 5th carries two bugs; smaller searches than the default
 REPAIR_OPTIONS: dict[str, Any] = {"two_bug_every": 5,
                                   "params": {"passing_sample": 8, "max_edits": 40}}

@@ -47,8 +47,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:  # parent side only: the child imports the standard library alone
     from oracle.agents.command_line import CommandLineAgent
 
-__all__ = ["GRANULARITIES", "STEP_END", "CmdResult", "ProgramChild", "program_agent", "seeded",
-           "sha"]
+__all__ = ["GRANULARITIES", "STEP_END", "CmdResult", "ProgramChild", "program_agent",
+           "repository_names", "seeded", "sha"]
 
 GRANULARITIES = ("turn", "tool_call")
 #: ``type`` of the last line a step-mode run prints when its step finished:
@@ -68,6 +68,17 @@ def seeded(*key: object) -> random.Random:
     streams of neighbouring keys are independent)."""
     digest = hashlib.sha256("/".join(map(str, key)).encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def repository_names(declared: Sequence[str], n: int) -> list[str]:
+    """The first ``n`` repository names of a task generator: the ``declared`` ones, then
+    generated variants named after them (``codec2``, ``geom2``, ..., ``codec3``, ...); a
+    variant is its own repository (the generators draw its contents from its name and the
+    seed), so ``--repos`` is not bounded by the declared list."""
+    if n < 1 or not declared:
+        raise ValueError(f"need at least one repository and one declared name, got {n}")
+    d = len(declared)
+    return [declared[i] if i < d else f"{declared[i % d]}{i // d + 1}" for i in range(n)]
 
 
 class CmdResult(NamedTuple):

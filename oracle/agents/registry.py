@@ -33,6 +33,7 @@ __all__ = ["BUILTIN_AGENTS", "SIMULATED_PREFIX", "agent_names", "get_agent", "re
 
 #: built-in agents: name -> "module:factory" (``factory(**options) -> Agent``)
 BUILTIN_AGENTS: dict[str, str] = {
+    "bisect": "oracle.agents.bisect:BisectAgent",
     "cbuild": "oracle.agents.cbuild:CbuildAgent",
     "cli": "oracle.agents.command_line:CommandLineAgent",
     "codex-cli": "oracle.agents.codex:codex_agent",

@@ -4,7 +4,7 @@ brain, offline.
 :class:`RuntimeAgent` runs a pinned runtime (:mod:`oracle.agents.runtimes`: installed into
 ``.runtimes/``, a private home per run with every network feature off) against a loopback
 model server (:mod:`oracle.agents.model_server`) started in this process for the run, whose brain
-(``repair``; ``depres``, ``cbuild``, ``migrate``; ``scripted`` or ``proxy``) decides every
+(``repair``; ``depres``, ``cbuild``, ``migrate``, ``bisect``; ``scripted`` or ``proxy``) decides every
 model answer. Per run:
 
 * **Start**: a fresh private home, the task's prompt (``task.params["prompt"]``).
@@ -40,7 +40,7 @@ model answer. Per run:
 
 Tasks: the ``repair`` brain's tasks are the repair agent's (:mod:`oracle.agents.repair.tasks`)
 with a prompt carrying the brain's header (:func:`oracle.agents.model_server.repair.task_prompt`); a
-program brain's (``depres``, ``cbuild``, ``migrate``) are its family agent's, with the header
+program brain's (``depres``, ``cbuild``, ``migrate``, ``bisect``) are its family agent's, with the header
 of :func:`oracle.agents.model_server.program.task_prompt`.
 
 Codex's ``exec_command`` returns a command that outlives its wait (30 s at most) as ``Process
@@ -491,7 +491,7 @@ def _brain_seed(seed: int, task_id: str) -> int:
 class RuntimeAgent:
     """A real runtime (``codex``, ``claude-code``, ``mini-swe-agent``) driven by a brain; see the module docstring.
 
-    ``brain``: ``repair`` (default), a program brain (``depres``, ``cbuild``, ``migrate``),
+    ``brain``: ``repair`` (default), a program brain (``depres``, ``cbuild``, ``migrate``, ``bisect``),
     ``scripted`` (``plan``: a plan file) or ``proxy`` (``url``, ``key_env``). ``seeds``:
     ``task`` (default; the repair and program brains make the same seeded choices in every
     run of a task, a deterministic model) or ``run`` (each run's own

@@ -105,3 +105,19 @@ def test_a_sparse_collection_runs_and_reports(tmp_path: Path) -> None:
     assert is_sparse(ls) and len(ls.recovery) == 8
     bad = _bench_run("--design", "sparse", "--out", str(tmp_path / "x"))
     assert bad.returncode == 2 and "needed by --design sparse" in bad.stderr
+
+
+def test_the_command_names_the_families_and_a_shipped_name_is_a_folder_name() -> None:
+    """The shipped set's reproduction keeps its four families; the next set names five and
+    ships beside it (``--ship-as``), never over it or outside the package."""
+    b = _bench()
+    cmd = b.collect_command(b.Args())
+    i = cmd.index("--families")
+    assert cmd[i + 1:i + 5] == ["repair", "depres", "cbuild", "migrate"] and "bisect" not in cmd
+    five = b.collect_command(b.Args(families=("repair", "depres", "cbuild", "migrate", "bisect")))
+    assert five[five.index("--families") + 5] == "bisect"
+    assert "--families" not in b.collect_command(b.Args(agent="sim:long-horizon"))
+    b.check_args(b.Args(ship_as="llm-free-sparse"))
+    for bad in ("../llm-free", "a/b", ""):
+        with pytest.raises(ValueError, match="argument --ship-as"):
+            b.check_args(b.Args(ship_as=bad))

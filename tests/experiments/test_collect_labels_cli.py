@@ -46,7 +46,10 @@ def test_wrong_arguments_for_real(tmp_path: Path, run_command, failed_in_one_lin
     (["--branches", "4"], "argument --branches: needed by --design sparse, and only by it"),
     (["--adaptive-branches", "2"], "argument --adaptive-branches: only for --design sparse"),
     (["--runtime", "codex"], "argument --runtime: agent 'simulator' is no brain; choose --agent "
-                             "llm-free, repair, depres, cbuild, migrate"),
+                             "llm-free, repair, depres, cbuild, migrate, bisect"),
+    (["--families", "bisect"], "argument --families: only for --agent llm-free, not simulator"),
+    (["--families", "bisekt"], "argument --families: invalid choice 'bisekt' (did you mean "
+                               "'bisect'?)"),
 ])
 def test_wrong_arguments(tmp_path: Path, one_line_error, argv, needle) -> None:
     small = ["--agent", "simulator", "--tasks", "1", "--repos", "1", "--executor", "inline"]

@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from oracle.agents.program import seeded
+from oracle.agents.program import repository_names, seeded
 from oracle.protocol import TaskSpec
 
 __all__ = ["OPTIONS", "PROJECTS", "Project", "Stage", "make_cbuild_tasks", "make_project",
@@ -61,10 +61,11 @@ class Project:
     stages: tuple[Stage, ...]
 
 
-def make_project(name: str, rng: random.Random) -> Project:
-    """Draw a repository's C project (op lists, sizes)."""
+def make_project(name: str, rng: random.Random, stage_names: tuple[str, ...] | None = None) -> Project:
+    """Draw a repository's C project (op lists, sizes); ``stage_names`` default to the
+    declared project's (a generated variant takes its base project's)."""
     stages = []
-    for s in PROJECTS[name]:
+    for s in stage_names or PROJECTS[name]:
         n_files = rng.randint(2, 3)
         files = tuple(tuple((rng.choice(OPS), rng.getrandbits(32), rng.getrandbits(32))
                             for _ in range(rng.randint(4, 9))) for _ in range(n_files))
@@ -255,11 +256,13 @@ def make_cbuild_tasks(n_tasks: int, seed: int, root: str | Path, *, repos: int =
     with a wrong value of one option in each faulty stage (none, one or two stages).
     ``root/<task>/scenario.json`` records the faults (hidden from the agent).
     """
-    names = list(PROJECTS)
-    if not 1 <= repos <= len(names):
-        raise ValueError(f"repos must be 1..{len(names)} for cbuild, got {repos}")
+    if repos < 1:
+        raise ValueError(f"repos must be >= 1 for cbuild, got {repos}")
+    names = repository_names(list(PROJECTS), repos)  # beyond the declared: generated variants
+    bases = [list(PROJECTS)[i % len(PROJECTS)] for i in range(repos)]
     root = Path(root)
-    projects = {n: make_project(n, seeded("cbuild", seed, n)) for n in names[:repos]}
+    projects = {n: make_project(n, seeded("cbuild", seed, n), PROJECTS[b])
+                for n, b in zip(names, bases, strict=True)}
     tasks = []
     for t in range(n_tasks):
         name = names[t % repos]

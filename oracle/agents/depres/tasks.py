@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from oracle.agents.depres.wheels import build_sdist, build_wheel, module_name
-from oracle.agents.program import seeded
+from oracle.agents.program import repository_names, seeded
 from oracle.protocol import TaskSpec
 
 __all__ = ["LEGACY_BREAK", "PREFIXES", "Release", "Universe", "make_depres_tasks", "make_universe"]
@@ -303,17 +303,18 @@ def make_depres_tasks(n_tasks: int, seed: int, root: str | Path, *, repos: int =
     once into ``root/_index/<prefix>``; ``root/<task>/scenario.json`` records what the
     generator put in the task (hidden from the agent, for tests and the datasheet).
     """
-    if not 1 <= repos <= len(PREFIXES):
-        raise ValueError(f"repos must be 1..{len(PREFIXES)} for depres, got {repos}")
+    if repos < 1:
+        raise ValueError(f"repos must be >= 1 for depres, got {repos}")
     root = Path(root)
+    prefixes = repository_names(PREFIXES, repos)  # beyond the declared: generated variants
     universes = {}
-    for p in PREFIXES[:repos]:
+    for p in prefixes:
         u = make_universe(p, seeded("depres", seed, p))
         write_index(u, root / "_index" / p, seed)
         universes[p] = u
     tasks = []
     for k in range(n_tasks):
-        p = PREFIXES[k % repos]
+        p = prefixes[k % repos]
         u = universes[p]
         j = k // repos
         tid = f"depres-{p}-{j:02d}"

@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from oracle.agents.program import seeded
+from oracle.agents.program import repository_names, seeded
 from oracle.protocol import TaskSpec
 
 __all__ = ["LegacyFunction", "REPOS", "Vendor", "make_migrate_tasks", "make_vendor"]
@@ -206,13 +206,14 @@ def make_migrate_tasks(n_tasks: int, seed: int, root: str | Path, *, repos: int 
     ``x``, ``v`` and constants); ``root/<task>/scenario.json`` records which function each
     module uses first and whether it is documented (hidden from the agent).
     """
-    if not 1 <= repos <= len(REPOS):
-        raise ValueError(f"repos must be 1..{len(REPOS)} for migrate, got {repos}")
+    if repos < 1:
+        raise ValueError(f"repos must be >= 1 for migrate, got {repos}")
     root = Path(root)
-    vendors = {r: make_vendor(r, seeded("migrate", seed, r)) for r in REPOS[:repos]}
+    names = repository_names(REPOS, repos)  # beyond the declared: generated variants
+    vendors = {r: make_vendor(r, seeded("migrate", seed, r)) for r in names}
     tasks = []
     for t in range(n_tasks):
-        name = REPOS[t % repos]
+        name = names[t % repos]
         v = vendors[name]
         j = t // repos
         rng = seeded("migrate-task", seed, name, j)

@@ -51,7 +51,7 @@ BRAINS: dict[str, type[Brain]] = {ScriptedBrain.name: ScriptedBrain, RepairBrain
 def make_brain(name: str, *, plan: str | Path | Plan | None = None, url: str | None = None,
                key_env: str | None = None) -> Brain:
     """A brain by name: ``scripted`` needs ``plan`` (a file or a :class:`Plan`), ``repair``
-    and the program brains (``depres``, ``cbuild``, ``migrate``) nothing (their task comes
+    and the program brains (``depres``, ``cbuild``, ``migrate``, ``bisect``) nothing (their task comes
     in the prompt), ``proxy`` needs ``url`` and, where the endpoint wants a key, ``key_env``
     (the variable's NAME)."""
     if name == RepairBrain.name:

@@ -1,7 +1,8 @@
 """The program brains: an LLM-free family's program run step by step behind a real runtime.
 
 One design for every family whose standalone agent is a step program
-(:class:`~oracle.agents.program.ProgramChild`: ``depres``, ``cbuild``, ``migrate``). The brain
+(:class:`~oracle.agents.program.ProgramChild`: ``depres``, ``cbuild``, ``migrate``,
+``bisect``). The brain
 asks the runtime (Codex CLI, Claude Code) to run **each step of the family's program as one
 real shell command** — the program's ``step`` mode (``agent.py ... step --step K --facts
 JSON``), which runs that step's real tools (pip, make and gcc, the probes) in the runtime's
@@ -58,7 +59,7 @@ _TAG = re.compile(r"<ripplecp-program>(.*?)</ripplecp-program>", re.S)
 _ROOT = Path(__file__).resolve().parents[3]
 #: family -> its step program (the standalone agent's script), relative to the project root
 PROGRAM_FAMILIES: dict[str, str] = {f: f"oracle/agents/{f}/agent.py"
-                                    for f in ("depres", "cbuild", "migrate")}
+                                    for f in ("depres", "cbuild", "migrate", "bisect")}
 #: seconds a runtime is asked to wait for one step (Codex waits 30 s at most, then is polled)
 STEP_TIMEOUT_S = 600.0
 #: task params that are the runtime's business, not the program's

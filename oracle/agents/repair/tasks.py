@@ -22,6 +22,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "stdlib/encoding": ("base64", "quopri", "csv", "plistlib"),
     "stdlib/utilities": ("fnmatch", "glob", "graphlib", "copy"),
     "stdlib/cli": ("getopt", "optparse", "netrc", "configparser"),
+    "stdlib/files": ("linecache", "filecmp", "fileinput", "contextlib"),
+    "stdlib/formats": ("wave", "mimetypes", "gettext", "zipapp"),
+    "stdlib/language": ("difflib", "reprlib", "codeop", "tabnanny"),
 }
 
 RUNNER = Path(__file__).with_name("runner.py")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,10 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def test_split_apportions_by_weight() -> None:
-    assert split(100, [SHARES[f] for f in FAMILY_AGENTS]) == [20, 30, 28, 22]
+    shipped = ("repair", "depres", "cbuild", "migrate")  # the shipped set's split, unchanged
+    assert split(100, [SHARES[f] for f in shipped]) == [20, 30, 28, 22]
+    assert list(FAMILY_AGENTS) == [*shipped, "bisect"]
+    assert split(300, [SHARES[f] for f in FAMILY_AGENTS]) == [48, 73, 68, 53, 58]
     assert split(16, [1, 1, 1, 1]) == [4, 4, 4, 4] and split(5, [1, 1]) == [3, 2]
     assert sum(split(101, [0.2, 0.28, 0.28, 0.24])) == 101
     with pytest.raises(ValueError):
@@ -25,14 +29,16 @@ def test_split_apportions_by_weight() -> None:
 
 
 def test_every_family_agent_is_registered_and_built_in_a_fresh_process() -> None:
+    names = ("repair", "depres", "cbuild", "migrate", "bisect", "llm-free")
     code = ("import json; from oracle.agents import get_agent; "
             "print(json.dumps({n: [get_agent(n).name, get_agent(n).granularity] for n in "
-            "('repair', 'depres', 'cbuild', 'migrate', 'llm-free')}))")
+            f"{names!r}}}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          check=True)
     built = json.loads(out.stdout)
-    assert built == {n: [n, "turn"] for n in ("repair", "depres", "cbuild", "migrate", "llm-free")}
-    assert {"depres", "cbuild", "migrate", "llm-free"} <= set(BUILTIN_AGENTS)
+    assert built == {n: [n, "turn"] for n in names}
+    assert set(names) <= set(BUILTIN_AGENTS)
+    assert LLMFreeAgent().families == tuple(FAMILY_AGENTS)
     assert clock_kind(get_agent("llm-free")) == "wall"
 
 
@@ -50,6 +56,28 @@ def test_tasks_of_every_family_and_dispatch_by_family(tmp_path: Path) -> None:
         agent.make_tasks(7, 0, tmp_path / "b", repos=2)
     with pytest.raises(ValueError, match="families must be"):
         LLMFreeAgent(families=("depres", "cooking"))
+
+
+@pytest.mark.parametrize("family", list(FAMILY_AGENTS))
+def test_eight_repositories_for_every_family(tmp_path: Path, family: str) -> None:
+    """``--repos 8`` works for every family (beyond a declared list: generated variants),
+    one task per repository; repair's eight are eight stdlib module families."""
+    if family == "bisect" and shutil.which("git") is None:
+        pytest.skip("git is needed to generate bisect tasks")
+    agent = get_agent(family)
+    opts = {"n_repos": 8} if family == "repair" else {"repos": 8}
+    tasks = agent.make_tasks(8, 0, tmp_path, **opts)
+    assert len({t.repo for t in tasks}) == 8 and len({t.task_id for t in tasks}) == 8
+    assert {t.family for t in tasks} == {family}
+
+
+def test_llm_free_deals_its_repositories_evenly_over_the_families(tmp_path: Path) -> None:
+    fams = ("cbuild", "migrate", "bisect")  # the cheap generators (depres: above)
+    tasks = LLMFreeAgent(families=fams).make_tasks(26, 0, tmp_path, repos=24)
+    per: dict[str, set[str]] = {}
+    for t in tasks:
+        per.setdefault(t.family, set()).add(t.repo)
+    assert {f: len(r) for f, r in per.items()} == dict.fromkeys(fams, 8)
 
 
 @pytest.mark.slow

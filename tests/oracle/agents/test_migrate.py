@@ -58,7 +58,6 @@ def test_port_every_module_and_resume_with_the_mappings_preserved(tmp_path: Path
     assert "rewrite" in again.phases and again.phases.count("test") == n - 1
 
 
-@pytest.mark.parametrize("repos", [0, 7])
-def test_the_repository_count_is_checked(tmp_path: Path, repos: int) -> None:
-    with pytest.raises(ValueError, match="repos must be 1..6"):
-        make_migrate_tasks(1, 0, tmp_path, repos=repos)
+def test_the_repository_count_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="repos must be >= 1"):
+        make_migrate_tasks(1, 0, tmp_path, repos=0)

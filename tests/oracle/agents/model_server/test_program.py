@@ -30,6 +30,7 @@ CASES = {
                [{}, {"config:huff": {"SHIFT": 5}}, {}, {}]),
     "migrate": ({"modules": 2, "golden_rows": 9000}, 3,
                 [{"map:f1": ["derive_total", [1, 0], 1]}, {"map:f2": ["project", [0], 1000]}, {}]),
+    "bisect": ({"releases": 2}, 4, [{}, {"culprit:v1": "0" * 40}, {}, {}]),
 }
 RESUME = "The previous session was cut off by a machine failure. Continue the task."
 
@@ -63,7 +64,7 @@ def _step_of(command: str) -> int:
 
 
 def test_every_program_family_has_a_registered_brain() -> None:
-    assert set(PROGRAM_FAMILIES) == {"depres", "cbuild", "migrate"}
+    assert set(PROGRAM_FAMILIES) == {"depres", "cbuild", "migrate", "bisect"}
     for f in PROGRAM_FAMILIES:
         assert BRAINS[f] is ProgramBrain and make_brain(f).name == f
     with pytest.raises(ValueError, match="unknown brain 'migrat'; choose from .*migrate"):
