@@ -153,7 +153,9 @@ class Trajectory:
                 _check_values(e, f"{self.task_id}: event {pos}")
 
 
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+#: the bounds of a signed 64-bit integer: what Arrow's int64 columns hold (the one home of
+#: these bounds; readers and the checkpoint store check against them)
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _surely_fits(e: Event) -> bool:
@@ -172,14 +174,14 @@ def _surely_fits(e: Event) -> bool:
                           or v - v != 0 or v < 0):
         return False
     v = e.index
-    if v.__class__ is not int or not _INT64_MIN <= v <= _INT64_MAX:
+    if v.__class__ is not int or not INT64_MIN <= v <= INT64_MAX:
         return False
     v = e.step
-    if v.__class__ is not int or not _INT64_MIN <= v <= _INT64_MAX:
+    if v.__class__ is not int or not INT64_MIN <= v <= INT64_MAX:
         return False
     for v in (e.input_tokens, e.cached_tokens, e.output_tokens, e.exit_code,
               e.bytes_written, e.tests_passed, e.tests_failed):
-        if v is not None and (v.__class__ is not int or not _INT64_MIN <= v <= _INT64_MAX):
+        if v is not None and (v.__class__ is not int or not INT64_MIN <= v <= INT64_MAX):
             return False
     v = e.command
     if v is not None and (v.__class__ is not str or not v.isascii()):
@@ -230,7 +232,7 @@ def _check_values(e: Event, where: str) -> None:
             continue
         if type(v) is not int:
             raise ValueError(f"{where} field {name} is {type(v).__name__}, not an integer")
-        if not _INT64_MIN <= v <= _INT64_MAX:
+        if not INT64_MIN <= v <= INT64_MAX:
             raise ValueError(f"{where} field {name} is {v:.3g}, beyond the 64-bit range")
     for name in ("command", "text"):
         v = getattr(e, name)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from features.readers.errors import TrajectoryFormatError
+from features.schema import INT64_MAX, INT64_MIN
 
 _TYPE_NAMES = {str: "string", int: "integer", float: "number", dict: "object", list: "array",
                bool: "boolean"}
@@ -62,7 +63,7 @@ class Loc:
 
 
 _new_loc = object.__new__
-_INT64 = (-(2**63), 2**63 - 1)
+_INT64 = (INT64_MIN, INT64_MAX)  # a tuple: the hot paths read it as one local
 _MISSING = object()
 
 

@@ -128,6 +128,7 @@ from typing import Any, TypeVar
 
 import zstandard
 
+from features.schema import INT64_MAX
 from oracle.store.effects import EffectLog, ForkBarrierError
 
 __all__ = [
@@ -187,7 +188,6 @@ _ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,199}")
 _MAX_LINK_HOPS = 40
 _NAME_MAX = 255  # bytes in one path component (Linux, every common filesystem)
 _PATH_MAX = 4096  # bytes in a path or link target, including the terminating NUL
-_INT64_MAX = (1 << 63) - 1
 _MAX_DIR_FDS = 64  # directory descriptors one scan keeps open for the reads that follow
 _MAX_CHAIN_FDS = 64  # descriptors held along the path being walked (deeper ones reopen)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -866,14 +866,14 @@ def _validate_manifest(man: dict, where: str | Path, checkpoint_id: str) -> list
             continue
         if not _int_in(m.get("mode"), 0, 0o777):
             raise UnsafeArchiveError(where, f"{field} mode", f"bad mode {m.get('mode')!r}")
-        if not _int_in(m.get("mtime_ns", 0), -_INT64_MAX - 1, _INT64_MAX):
+        if not _int_in(m.get("mtime_ns", 0), -INT64_MAX - 1, INT64_MAX):
             raise UnsafeArchiveError(where, f"{field} mtime_ns",
                                      f"{m.get('mtime_ns')!r} is not a 64-bit integer")
         if kind == "file":
             if not (isinstance(m.get("blob"), str) and _HEX64.fullmatch(m["blob"])):
                 raise UnsafeArchiveError(where, f"{field} blob",
                                          f"bad blob hash {m.get('blob')!r}")
-            if not _int_in(m.get("size"), 0, _INT64_MAX):
+            if not _int_in(m.get("size"), 0, INT64_MAX):
                 raise UnsafeArchiveError(where, f"{field} size",
                                          f"{m.get('size', 'missing')!r} is not a byte count")
     for p in kinds:
@@ -1071,7 +1071,7 @@ def _read_pack_index(path: Path) -> list[tuple[str, int, int, int]]:
         h, o, c, s = row
         if not (isinstance(h, str) and _HEX64.fullmatch(h)) or not (
                 _int_in(o, len(_PACK_MAGIC), off) and _int_in(c, 1, off - o)
-                and _int_in(s, 0, _INT64_MAX)):
+                and _int_in(s, 0, INT64_MAX)):
             raise UnsafeArchiveError(path, f"index[{i}]", f"bad entry {row!r}")
         out.append((h, o, c, s))
     return out
@@ -1622,7 +1622,7 @@ class CheckpointStore:
 
         def count(field: str) -> int:
             v = man.get(field)
-            if not _int_in(v, 0, _INT64_MAX):
+            if not _int_in(v, 0, INT64_MAX):
                 raise UnsafeArchiveError(where, field, f"{v!r} is not a count")
             return v
 
@@ -1633,7 +1633,7 @@ class CheckpointStore:
         if not (isinstance(digest, str) and _HEX64.fullmatch(digest)):
             raise UnsafeArchiveError(where, "state_digest", f"{digest!r} is not a sha256")
         effect_seq = man.get("effect_seq")
-        if effect_seq is not None and not _int_in(effect_seq, -1, _INT64_MAX):
+        if effect_seq is not None and not _int_in(effect_seq, -1, INT64_MAX):
             raise UnsafeArchiveError(where, "effect_seq", f"{effect_seq!r} is not a seq")
         return CheckpointInfo(
             checkpoint_id=checkpoint_id,
