@@ -51,6 +51,13 @@ ENV.pop("RIPPLECP_SIGNING_KEY", None)
 ENV.pop("RIPPLECP_SIGNING_KEY_FILE", None)
 
 
+def _sigint_default() -> None:
+    """In the child before exec: SIGINT at its default, as a terminal's foreground job has it
+    (this benchmark run in the background inherits it ignored, and the Ctrl-C cases would
+    then test nothing)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @dataclass(frozen=True)
 class Args:
     """Feed the harness's commands hostile plans, files, options and interrupts."""
@@ -206,7 +213,7 @@ def study(args: Args) -> int:
             proc = subprocess.Popen([sys.executable, "-m", "oracle", "run", str(plan), "--jobs",
                                      "2", "--no-progress"], start_new_session=True,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    env=ENV)
+                                    env=ENV, preexec_fn=_sigint_default)
             branches = plan.with_name("p.study") / "branches"
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and not (branches.exists()

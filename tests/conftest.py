@@ -15,6 +15,7 @@ and calls it with the arguments it needs; no test module imports another.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 
 import numpy as np
@@ -23,6 +24,13 @@ import pytest
 
 from features.schema import BoundaryKind, Event, EventKind, Trajectory
 from labelsets.tables import LabelSet, empty
+
+# A test run started in the background (``cmd &`` from a non-interactive shell, nohup) inherits
+# SIGINT ignored, and so would every program the tests start: the Ctrl-C tests would send a
+# signal no program hears. A run from a terminal has Python's own handler; give it that, so
+# the programs started here begin with SIGINT at its default, as a terminal's would.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _synthetic_trajectory(task_id: str, repo: str, n_steps: int, rng: np.random.Generator) -> tuple[Trajectory, list[float]]:
