@@ -117,22 +117,28 @@ class StreamParser:
         if isinstance(line, Mapping):
             obj = line if isinstance(line, dict) else dict(line)
         else:
-            try:
-                text = line.decode("utf-8") if isinstance(line, bytes) else line
-            except UnicodeDecodeError as exc:
-                raise TrajectoryFormatError(
-                    f"{self.source}: line {self.lineno}: not UTF-8 text (byte offset "
-                    f"{exc.start})") from exc
-            self._fed_bytes += len(line)
-            limit = current_limits().max_bytes
-            if self._fed_bytes > limit:
-                raise TrajectoryFormatError(
-                    f"{self.source}: line {self.lineno}: the stream passed the "
-                    f"{limit / 2**20:g} MiB limit (ReadLimits.max_bytes)")
+            text = self._line_text(line)
             if not text or text.isspace():
                 return []
             obj = parse_json_line(text, self.source, self.lineno)
         return self.feed_record(obj, self.lineno, arrival_s)
+
+    def _line_text(self, line: str | bytes) -> str:
+        """Line ``self.lineno`` fed as text or bytes, as text: decoded as UTF-8 and counted
+        against ``ReadLimits.max_bytes`` (both refused in one line naming it)."""
+        try:
+            text = line.decode("utf-8") if isinstance(line, bytes) else line
+        except UnicodeDecodeError as exc:
+            raise TrajectoryFormatError(
+                f"{self.source}: line {self.lineno}: not UTF-8 text (byte offset "
+                f"{exc.start})") from exc
+        self._fed_bytes += len(line)
+        limit = current_limits().max_bytes
+        if self._fed_bytes > limit:
+            raise TrajectoryFormatError(
+                f"{self.source}: line {self.lineno}: the stream passed the "
+                f"{limit / 2**20:g} MiB limit (ReadLimits.max_bytes)")
+        return text
 
     def feed_record(self, obj: dict[str, Any], lineno: int,
                     arrival_s: float | None = None) -> list[Event]:
@@ -355,18 +361,7 @@ class TextStreamParser(StreamParser):
         if isinstance(line, Mapping):
             raise TypeError(f"{self.source}: a text log is fed lines of text, not objects")
         self.lineno += 1
-        try:
-            text = line.decode("utf-8") if isinstance(line, bytes) else line
-        except UnicodeDecodeError as exc:
-            raise TrajectoryFormatError(
-                f"{self.source}: line {self.lineno}: not UTF-8 text (byte offset "
-                f"{exc.start})") from exc
-        self._fed_bytes += len(line)
-        limit = current_limits().max_bytes
-        if self._fed_bytes > limit:
-            raise TrajectoryFormatError(
-                f"{self.source}: line {self.lineno}: the stream passed the "
-                f"{limit / 2**20:g} MiB limit (ReadLimits.max_bytes)")
+        text = self._line_text(line)
         if text.endswith("\n"):
             text = text[:-1]
         if text.endswith("\r"):
