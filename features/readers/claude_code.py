@@ -178,7 +178,8 @@ class _ClaudeParser(StreamParser):
         self._open_call: tuple[str, Event] | None = None  # a response awaiting final usage
         self._state = {"step": 1, "agent_acted": False}
         self._foreign_uuid = False  # a content block set an event's extra["uuid"]
-        # placeholder ids ([REDACTED] ...) -> their first line (see _PLACEHOLDER_HINT)
+        # message and tool_use ids -> their first line: one met again on another line is
+        # refused when it reads as a placeholder ([REDACTED] ...; see _PLACEHOLDER_HINT)
         self._mids: dict[str, int] = {}
         self._last_mid: str | None = None  # the response whose lines are coming
         self._tool_ids: dict[str, int] = {}
@@ -190,10 +191,11 @@ class _ClaudeParser(StreamParser):
         msg = get(obj, "message", dict, loc, required=True)
         mid = get(msg, "id", str, loc, "message")
         if mid is not None and mid != self._last_mid:
-            if looks_like_placeholder(mid):
-                first = self._mids.setdefault(mid, loc.line)
-                if first != loc.line:
-                    raise loc.error(f"message id {mid!r} of an earlier response (line {first}) "
+            # every id's first line is kept (a dict entry: cheap); only an id met again on
+            # another line is asked whether it is a placeholder (a real one never is met so)
+            first = self._mids.setdefault(mid, loc.line)
+            if first != loc.line and looks_like_placeholder(mid):
+                raise loc.error(f"message id {mid!r} of an earlier response (line {first}) "
                                     f"again after other lines: {_PLACEHOLDER_HINT}")
             self._last_mid = mid
         synthetic = msg.get("model") == "<synthetic>"
@@ -229,9 +231,8 @@ class _ClaudeParser(StreamParser):
             if btype == "tool_use":
                 ev, tid = _tool_event(b, loc, j, step, ts, extra if j == last else extra.copy(),
                                       mid)
-                first = self._tool_ids.setdefault(tid, loc.line) if looks_like_placeholder(
-                    tid) else loc.line
-                if first != loc.line:
+                first = self._tool_ids.setdefault(tid, loc.line)  # as message ids above
+                if first != loc.line and looks_like_placeholder(tid):
                     raise loc.error(f"tool_use id {tid!r} of an earlier call (line {first}) used "
                                     f"again: {_PLACEHOLDER_HINT}")
                 self._pending[tid] = ev
