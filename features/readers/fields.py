@@ -97,6 +97,8 @@ def get(obj: dict[str, Any], key: str, typ: type | tuple[type, ...], loc: Loc, *
             return v
     elif typ.__class__ is tuple and tv in typ and (tv is str or tv is dict or tv is list):
         return v
+    elif v is _MISSING and not required:  # an optional field left out (many are)
+        return default
     return _checked_get(v, key, typ, loc, at, required, default)
 
 
