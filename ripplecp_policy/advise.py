@@ -11,7 +11,9 @@ every followed session; the hooks reach it for nothing:
   does not exist, hooks that are not installed — and creates nothing;
 - ``advise status``: each session's decisions, budget left and out-of-range share;
 - ``advise … -- COMMAND`` (``codex exec --json …``): runs the command, copies its output,
-  streams it to the server (started and waited for when none runs) and exits with the
+  streams it to the server (started when none runs, and waited for at most ``--wait`` s,
+  default 0: the command starts at once; lines it writes before the server is up are
+  logged SKIP, past, every later one is decided live) and exits with the
   command's status — or, when a signal ends it, 128 + the signal (passed on to the command
   first); a line over the advisor's line limit is copied but not followed (logged SKIP);
 - ``advise --input LOGFILE``: replays a recorded log in this process;
@@ -123,9 +125,10 @@ class Args:
     state: Path | None = opt(None, metavar="DIR")
     """with a command: the advisor server's state folder (default: one per model, under
     ~/.cache/ripplecp/advisor)"""
-    wait: float = opt(60.0, min=0)
+    wait: float = opt(0.0, min=0)
     """with a command: seconds to wait for a server that is not up yet before starting the
-    command (0: start at once; boundaries before the server is up are logged SKIP, past)"""
+    command (then it starts; boundaries before the server is up are logged SKIP, past: give
+    more, or start the server first with 'advise serve', to follow every one)"""
     allow_pickle_code_execution: bool = False
     """load a pickled policy (format joblib) although loading it runs any code inside it"""
 
@@ -264,19 +267,21 @@ LONG, BEHIND = "long", "behind"  # queued in place of a line that is not followe
 
 
 class _Stream:
-    """Lines of the followed command, sent to the server in order by one thread; lines that
-    came while no server answered go ``late`` (decided SKIP, past). A line over the line
+    """Lines of the followed command, sent to the server in order by one thread; the lines
+    that came before the server answered go ``late`` (decided SKIP, past), every later one
+    live. A line over the line
     limit (``LONG``) or past :data:`MAX_QUEUE_BYTES` (``BEHIND``) goes as a count, which
     the server logs as a SKIP with that reason where the line was."""
 
-    def __init__(self, state: Path, params: dict[str, str]) -> None:
+    def __init__(self, state: Path, params: dict[str, str], up: bool) -> None:
         self.state = state
         self.params = params
         self.lines: list[bytes | str] = []
         self.queued = 0
+        self.n_late = 0  # the first lines queued: those that came before the server was up
         self.cond = threading.Condition()
         self.done = False
-        self.up = False
+        self.up = up
         self.failed: str | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -332,23 +337,24 @@ class _Stream:
             yield batch, skipped
 
     def _run(self) -> None:
-        late = False
+        if not self.up:  # waited for from the start; the command's lines queue meanwhile
+            up = ensure_server(self.state, wait_s=120.0)
+            with self.cond:
+                self.n_late, self.up = len(self.lines), up  # those came while none answered
+                if not up:
+                    self.failed = (f"no advisor server answered (its log: "
+                                   f"{self.state / 'server.log'})")
         while True:
             with self.cond:
                 while not self.lines and not self.done:
                     self.cond.wait()
                 items, self.lines, self.queued = self.lines, [], 0
+                n_late, self.n_late = self.n_late, 0
                 done = self.done
             if items and self.failed is None:
-                if not self.up:
-                    late = True
-                    self.up = ensure_server(self.state, wait_s=120.0)
-                    if not self.up:
-                        self.failed = (f"no advisor server answered (its log: "
-                                       f"{self.state / 'server.log'})")
-                try:
-                    if self.up:
-                        for batch, skipped in self._batches(items):
+                try:  # late lines are logged SKIP, past; every later one is decided live
+                    for part, late in ((items[:n_late], True), (items[n_late:], False)):
+                        for batch, skipped in self._batches(part) if part else ():
                             self._send(batch, skipped, late)
                 except OSError as exc:
                     self.failed = str(exc)
@@ -470,8 +476,7 @@ def follow(args: Args, command: Sequence[str]) -> int:
     if not up:
         print(f"{PROG}: warning: the advisor server of {state} is not up yet (see "
               f"{state / 'server.log'}); boundaries before it is are SKIP", file=sys.stderr)
-    stream = _Stream(state, params)
-    stream.up = up
+    stream = _Stream(state, params, up)
     with _Signals() as sig:
         proc = subprocess.Popen(list(command), stdout=subprocess.PIPE, cwd=workspace)
         sig.attach(proc)
@@ -555,8 +560,10 @@ def _config(args: Any, state: Path) -> ServerConfig:
     return conf
 
 
-def _check_config(conf: ServerConfig) -> Any:
-    """The model loaded and the stores checked, or ValueError in one line (nothing created)."""
+def _check_config(conf: ServerConfig, *, load: bool = True, state: Path | None = None) -> Any:
+    """The stores checked and the model loaded from its store, or ValueError in one line
+    (nothing created); ``state``: the model's kept copy there is brought up to date too
+    (what a server of that state serves at its next start)."""
     from ripplecp_policy.advisor import load_model
 
     if conf.mlruns is not None and not Path(conf.mlruns).is_dir():
@@ -564,8 +571,12 @@ def _check_config(conf: ServerConfig) -> Any:
     if conf.store is not None and not Path(conf.store).parent.is_dir():
         raise ValueError(f"checkpoint store {conf.store}: its folder {Path(conf.store).parent} "
                          "does not exist")
+    if not load:
+        return None
     try:
-        return load_model(conf.model, mlruns=conf.mlruns, allow_pickle=conf.allow_pickle)
+        return load_model(conf.model, mlruns=conf.mlruns, allow_pickle=conf.allow_pickle,
+                          cache=None if state is None else Path(state).resolve() / "models",
+                          refresh=True)
     except Exception as exc:
         raise ValueError(f"model {conf.model} does not load: {' '.join(str(exc).split())[:300]}") from None
 
@@ -574,9 +585,8 @@ def serve_main(args: ServeArgs) -> int:
     from ripplecp_policy.advisor_server import serve
 
     conf = _config(args, args.state)
-    _check_config(conf)
-    conf.write(args.state)
-    return serve(args.state, conf)
+    _check_config(conf, load=False)  # the model: loaded once, by the server
+    return serve(args.state, conf, write_config=True)
 
 
 @dataclass(frozen=True)
@@ -622,6 +632,7 @@ def install_main(args: InstallArgs) -> int:
             conf.port = s.getsockname()[1]
     conf.idle_s = args.idle_s
     conf.write(state)
+    _check_config(conf, state=state)  # the model kept in the state: the server's first start
     added = hook_install.install(args.runtime, args.scope, state, args.project.resolve(),
                                  port=conf.port, python=conf.python)
     where = hook_install.config_file(args.runtime, args.scope, args.project.resolve())
@@ -700,7 +711,8 @@ def check_main(args: CheckArgs) -> int:
         if not (mlruns_root() / "mlflow.db").is_file():
             raise ValueError(f"model {conf.model}: no MLflow store at {mlruns_root()} (no mlflow.db); "
                              "give --mlruns")
-    model = _check_config(conf)
+    # the state's own model: its kept copy is brought up to date as well
+    model = _check_config(conf, state=state if args.model is None and state.is_dir() else None)
     if args.hooks:
         missing = hook_install.missing(state, args.runtime)
         if missing:

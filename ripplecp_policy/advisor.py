@@ -77,17 +77,20 @@ class AdvisorModel:
 
 
 def load_model(uri: str | Path, *, mlruns: str | Path | None = None,
-               allow_pickle: bool = False) -> AdvisorModel:
+               allow_pickle: bool = False, cache: str | Path | None = None,
+               refresh: bool = False) -> AdvisorModel:
     """Load an exported policy (:func:`ripplecp_policy.export.log_policy_model`) once, to be
     called in-process: ``uri`` is an MLflow model URI or a local model folder; ``runs:/``
     and ``models:/`` URIs are read from the store at ``mlruns`` (default:
     ``$RIPPLECP_MLRUNS`` or ``./mlruns``). The policy is rebuilt from its stored numbers
     (:func:`ripplecp_policy.export.load_policy_model`): nothing stored with it runs, and a
-    pickle is refused unless ``allow_pickle``."""
+    pickle is refused unless ``allow_pickle``. ``cache``, ``refresh``: a model kept out of
+    the store (see :func:`~ripplecp_policy.export.load_policy_model`)."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bar per load
     os.environ.setdefault("MLFLOW_DISABLE_AGENT_HINT", "1")
     text = str(uri)
-    loaded = load_policy_model(text, mlruns, allow_pickle=allow_pickle)
+    loaded = load_policy_model(text, mlruns, allow_pickle=allow_pickle, cache=cache,
+                               refresh=refresh)
     if not isinstance(loaded.policy, PlacementPolicy):
         raise ValueError(f"{text}: not a ripplecp placement policy model (no policy inside)")
     return AdvisorModel(loaded.policy, dict(loaded.config), text)

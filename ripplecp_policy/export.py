@@ -53,6 +53,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import tempfile
 import warnings
 from collections.abc import Iterable, Iterator
@@ -389,14 +390,21 @@ STORE_SCHEMES = ("runs:/", "models:/")
 
 
 def load_policy_model(uri: str, root: str | Path | None = None, *,
-                      allow_pickle: bool = False) -> PolicyModel:
+                      allow_pickle: bool = False, cache: str | Path | None = None,
+                      refresh: bool = False) -> PolicyModel:
     """The exported policy at ``uri`` (``models:/...``, ``runs:/...`` read from the store at
     mlruns ``root``, default ``$RIPPLECP_MLRUNS`` or ``./mlruns``; or a local model folder),
     rebuilt from its stored numbers by :func:`ripplecp_policy.stored.read_policy`: nothing
     stored with it runs (``mlflow.pyfunc.load_model`` would run the wrapper code stored in
     the folder). :class:`~ripplecp_policy.stored.ModelRefused` (one line) for a store that
     does not exist (nothing is created), a pickle unless ``allow_pickle``, or a folder
-    changed after export. MLflow's global tracking URI is left as it was."""
+    changed after export. MLflow's global tracking URI is left as it was.
+
+    ``cache`` (a folder): a model named by a URI that always means the same files
+    (``runs:/RUN/PATH``, ``models:/NAME/VERSION``) is kept there once read from the store and
+    read from there next time, without MLflow (1.8 s of imports and store queries, measured
+    in ``benchmarks/bench_advisor.py``; the folder's integrity is still checked); ``refresh``
+    reads the store anyway and brings the kept copy up to date (see :func:`cached_model`)."""
     text = str(uri)
     if text.startswith("file:"):
         text = text[len("file:"):].removeprefix("//")
@@ -406,6 +414,10 @@ def load_policy_model(uri: str, root: str | Path | None = None, *,
     if not (store / "mlflow.db").is_file():
         raise ModelRefused(f"{uri}: no MLflow store at {store} (no mlflow.db there); name the "
                            "mlruns folder the model was logged in (--mlruns / $RIPPLECP_MLRUNS)")
+    kept = cached_model(text, store, cache) if cache is not None else None
+    if kept is not None and kept.is_dir() and not refresh:
+        with contextlib.suppress(ModelRefused):  # a copy changed since: read the store again
+            return PolicyModel.read(kept, str(uri), allow_pickle=allow_pickle)
     import mlflow.artifacts
 
     from ripplecp_policy.tracking import using_store
@@ -415,9 +427,53 @@ def load_policy_model(uri: str, root: str | Path | None = None, *,
             with using_store(store):
                 local = mlflow.artifacts.download_artifacts(artifact_uri=text, dst_path=tmp)
         except Exception as exc:
+            _drop(kept)
             raise ModelRefused(f"{uri}: not found in the MLflow store at {store} "
                                f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
-        return PolicyModel.read(local, str(uri), allow_pickle=allow_pickle)
+        try:
+            model = PolicyModel.read(local, str(uri), allow_pickle=allow_pickle)
+        except Exception:
+            _drop(kept)
+            raise
+        if kept is not None:
+            _keep(Path(local), kept)
+        return model
+
+
+def _drop(kept: Path | None) -> None:
+    """A kept model the store no longer gives (or gives refused) is never served again."""
+    if kept is not None:
+        shutil.rmtree(kept, ignore_errors=True)
+
+
+def cached_model(uri: str, store: str | Path, cache: str | Path) -> Path | None:
+    """Where :func:`load_policy_model` keeps the model of ``uri`` in ``store`` under
+    ``cache``; None for a URI whose files may change (a ``models:/`` alias, stage or
+    ``latest``), which is always read from the store."""
+    import hashlib
+    import re
+
+    # a run's artifact, a registered version, a logged model's id (models:/m-...)
+    if not re.fullmatch(r"runs:/[0-9a-f]{32}/.+|models:/[^/@]+(/[0-9]+)?", uri):
+        return None
+    key = hashlib.sha256(f"{Path(store).resolve()}\0{uri}".encode()).hexdigest()[:32]
+    return Path(cache) / key
+
+
+def _keep(local: Path, kept: Path) -> None:
+    """Copy a model folder read from the store to ``kept``, whole or not at all (copied
+    beside it, then renamed over it); a copy that cannot be made is only not kept."""
+    tmp = kept.with_name(f".{kept.name}.{os.getpid()}.tmp")
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(local, tmp)
+        old = kept.with_name(f".{kept.name}.{os.getpid()}.old")
+        if kept.exists():
+            os.replace(kept, old)
+        os.replace(tmp, kept)
+        shutil.rmtree(old, ignore_errors=True)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def default_checkpoint_cost(data: LabelSet, budget: Budget) -> float:
@@ -457,7 +513,7 @@ def example_frame(observations: list[BoundaryObservation]) -> pd.DataFrame:
     return df.astype({c: "float64" for c in df.columns if c.startswith(FEATURE_PREFIXES)})
 
 
-__all__ = ["PYFUNC_CODE", "STORE_SCHEMES", "OutOfRangeWarning", "PolicyModel", "decide_frame",
+__all__ = ["PYFUNC_CODE", "STORE_SCHEMES", "OutOfRangeWarning", "PolicyModel", "cached_model", "decide_frame",
            "default_checkpoint_cost", "example_frame", "feature_ranges", "load_policy_model",
            "log_policy_model", "model_config", "out_of_range_share", "policy_example",
            "policy_score", "runtime_of_format", "training_feature_ranges",

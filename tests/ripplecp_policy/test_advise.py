@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -141,6 +142,31 @@ def test_a_model_that_does_not_load_fails_open_at_run_time_and_loud_offline(tmp_
     assert "advisor skipped this session" in p.stderr or "not up" in p.stderr, p.stderr
 
 
+def test_a_command_started_before_the_server_is_decided_live_once_it_is_up(
+        model: Path, tmp_path: Path, stops_servers) -> None:
+    """``--wait 0`` starts the command at once; the lines it writes after the server came up
+    are decided as they come (the first two boundaries CP under count:2), not logged SKIP
+    ``past`` as lines that came before it (a wrapper that marked every line after its first
+    wait late skipped whole sessions)."""
+    from ripplecp_policy.hook_client import ensure_server
+
+    log, state = tmp_path / "d.jsonl", tmp_path / "state"
+    # the command waits for the server the wrapper started, then writes the session
+    code = (f"import sys; sys.path.insert(0, {str(REPO)!r}); "
+            "from ripplecp_policy.hook_client import ensure_server; "
+            f"sys.exit(0 if ensure_server({str(state)!r}, wait_s=120) else 1)")
+    wait_up = f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+    p = _run("--model", str(model), "--budget", "count:2", "--log", str(log), "--state",
+             str(state), "--wait", "0", "--", "sh", "-c", f"{wait_up} && cat {RECORDING}",
+             timeout=200)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout == RECORDING.read_text()
+    assert ensure_server(state)
+    recs = read_decisions(log)
+    assert [r["decision"] for r in recs] == [CP, CP, "SKIP", "SKIP"], recs
+    assert not any(r["reason"].startswith("past") for r in recs), recs
+
+
 def test_the_hook_never_fails_the_session(model: Path, tmp_path: Path, capsys) -> None:
     args = Args(model=str(model), hook="claude-code", log=tmp_path / "d.jsonl")
     assert hook(args, io.StringIO('{"transcript_path": "/nonexistent.jsonl"}')) == 0
@@ -266,8 +292,8 @@ def test_codex_exec_run_by_the_advisor(model: Path, tmp_path: Path, stops_server
         launch = rt.launch("make five files", home=tmp_path / "home", cwd=ws, base_url=srv.url)
         p = subprocess.run(
             [sys.executable, "-m", MODULE, "--model", str(model), "--budget", "count:2",
-             "--store", str(store), "--log", str(log), "--state", str(tmp_path / "state"), "--",
-             *launch.argv],
+             "--store", str(store), "--log", str(log), "--state", str(tmp_path / "state"),
+             "--wait", "120", "--", *launch.argv],  # every boundary followed: wait for the server
             env={**launch.env, "PYTHONPATH": str(REPO)}, cwd=ws, text=True, capture_output=True,
             stdin=subprocess.DEVNULL, timeout=600)
     assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]

@@ -270,6 +270,64 @@ def test_serve_refuses_a_model_that_does_not_load(tmp_path: Path) -> None:
     assert not (tmp_path / "state").exists() and not (tmp_path / "mlflow.db").exists()
 
 
+def test_a_server_starts_from_its_kept_model_and_stops_when_the_store_no_longer_has_it(
+        toy_label_set, tmp_path: Path) -> None:
+    """The first start reads a runs:/ model from its store and keeps it in the state; the
+    next start serves the kept copy (no MLflow before it answers) and reads the store again
+    in the background: a model gone from there stops the server, saying why."""
+    import shutil
+    import time
+
+    import mlflow
+
+    from ripplecp_policy.hook_client import _ping
+    from ripplecp_policy.tracking import ensure_experiment, tracking_uri
+
+    ls = toy_label_set(n_repos=3, tasks_per_repo=2, seed=3)
+    pol = AdvantageRegressorPolicy("ridge").fit(ls, Setting(BUDGET))
+    obs: list = []
+    task = next(iter(replays(ls).values()))
+    pol.reset(task.task_id, 0)
+    task.replay(pol.decide, BUDGET, trace=obs)
+    root, state = tmp_path / "mlruns", tmp_path / "state"
+    exp = ensure_experiment("server", root)
+    mlflow.set_tracking_uri(tracking_uri(root))
+    try:
+        with mlflow.start_run(experiment_id=exp) as run:
+            log_policy_model(pol, BUDGET, example_frame(obs).head(3), name="policy")
+    finally:
+        mlflow.set_tracking_uri((tmp_path / "elsewhere").as_uri())
+    ServerConfig(model=f"runs:/{run.info.run_id}/policy", mlruns=str(root), idle_s=600,
+                 pythonpath=str(REPO)).write(state)
+
+    def start() -> subprocess.Popen:
+        p = subprocess.Popen([sys.executable, "-m", "ripplecp_policy.advise", "serve", "--state",
+                              str(state)], stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, PYTHONPATH=str(REPO)))
+        end = time.monotonic() + 120
+        while not _ping(str(state)):
+            assert p.poll() is None and time.monotonic() < end, p.stderr.read()[-2000:]
+            time.sleep(0.05)
+        return p
+
+    first = start()
+    request(state, "POST", "/v1/shutdown", timeout=5)
+    assert first.wait(60) == 0
+    kept = list((state / "models").iterdir())
+    assert len(kept) == 1 and (kept[0] / "MLmodel").is_file()
+    for mlmodel in list(root.rglob("MLmodel")):  # the model gone from its store
+        shutil.rmtree(mlmodel.parent)
+    second = start()  # answers: served from the kept copy
+    assert second.wait(120) == 0  # ... until the store is read again
+    err = second.stderr.read()
+    assert "no longer loads from its store" in err and "stopping" in err, err
+    assert not kept[0].exists()  # never served again: the next start refuses
+    p = subprocess.run([sys.executable, "-m", "ripplecp_policy.advise", "serve", "--state",
+                        str(state)], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+
+
 @pytest.mark.parametrize("runtime", ["claude-code", "codex"])
 def test_install_is_idempotent_and_uninstall_removes_exactly_what_it_wrote(
         runtime: str, model: Path, tmp_path: Path, capsys, monkeypatch) -> None:

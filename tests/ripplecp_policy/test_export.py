@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import mlflow.pyfunc
@@ -103,6 +104,57 @@ def test_logged_model_carries_params_and_loads_from_its_store_without_a_global_u
         loaded = load_policy_model(uri, root)
         assert list(loaded.predict(frame)["checkpoint"]) == decided
         assert mlflow.get_tracking_uri() == (tmp_path / "elsewhere").as_uri()  # left as it was
+
+
+def test_a_kept_model_is_read_without_mlflow_and_refreshed_from_its_store(
+        tmp_path: Path, fold) -> None:
+    """With ``cache``, a model named by a URI that always means the same files is kept once
+    read from the store, then read from the kept copy in a process where MLflow cannot
+    even be imported; a URI that may change is never kept; ``refresh`` reads the store
+    again and drops the copy of a model no longer there."""
+    import shutil
+    import subprocess
+    import sys
+
+    from ripplecp_policy.export import cached_model, load_policy_model
+    from ripplecp_policy.stored import ModelRefused
+    from ripplecp_policy.tracking import ensure_experiment, tracking_uri
+
+    train, test = fold
+    policy = AdvantageRegressorPolicy("ridge").fit(train, Setting(BUDGET))
+    frame, decided = _trace(policy, test)
+    root, cache = tmp_path / "store", tmp_path / "kept"
+    exp = ensure_experiment("export", root)
+    mlflow.set_tracking_uri(tracking_uri(root))
+    try:
+        with mlflow.start_run(experiment_id=exp) as run:
+            info = log_policy_model(policy, BUDGET, frame.head(3), name="policy")
+    finally:
+        mlflow.set_tracking_uri((tmp_path / "elsewhere").as_uri())
+    uri = f"runs:/{run.info.run_id}/policy"
+    assert cached_model("models:/policy@champion", root, cache) is None
+    assert cached_model("models:/policy/latest", root, cache) is None
+    assert cached_model(info.model_uri, root, cache) is not None
+    kept = cached_model(uri, root, cache)
+    assert kept is not None and not kept.exists()
+    assert list(load_policy_model(uri, root, cache=cache).predict(frame)["checkpoint"]) == decided
+    assert (kept / "MLmodel").is_file()
+    frame.to_json(tmp_path / "frame.json", orient="split")
+    code = ("import sys; sys.modules['mlflow'] = None\n"  # any import of MLflow fails
+            "import pandas as pd\n"
+            "from ripplecp_policy.export import load_policy_model\n"
+            f"m = load_policy_model({uri!r}, {str(root)!r}, cache={str(cache)!r})\n"
+            f"frame = pd.read_json({str(tmp_path / 'frame.json')!r}, orient='split')\n"
+            "print([bool(x) for x in m.predict(frame)['checkpoint']])")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+    assert p.returncode == 0 and p.stdout.strip() == str(decided), p.stderr[-2000:]
+    # the run's files gone from the store: a refresh refuses, and the copy is not kept
+    for mlmodel in list(root.rglob("MLmodel")):  # (where MLflow keeps them is its business)
+        shutil.rmtree(mlmodel.parent)
+    with pytest.raises(ModelRefused):
+        load_policy_model(uri, root, cache=cache, refresh=True)
+    assert not kept.exists()
 
 
 @pytest.fixture(scope="module")
