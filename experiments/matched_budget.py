@@ -212,6 +212,7 @@ def summarise(res: pd.DataFrame, verdicts: list[Verdict], args: Args) -> pd.Data
             xfit_regret=g["xfit_regret_s"].mean(),
             xfit_limit=(g["total_failure_cost"] - g["objective_s"] + g["xfit_optimum_objective_s"]).mean(),
             limit_in_sample=bool((g["limit_in_sample"] > 0).any()),
+            limit_model_chosen=bool((g.get("limit_model_chosen", pd.Series(0.0)) > 0).any()),
             recovery_efficiency=g["redo_avoided_s"].sum() / over if over > 0 else math.nan,
             completion=g["completion"].mean(), tokens=g["tokens"].mean(),
             tool_calls=g["tool_calls"].mean(), bytes_written=g["bytes_written"].mean(),
@@ -256,9 +257,13 @@ def format_table(summary: pd.DataFrame) -> str:
         })
         opt = g[g["policy"] == "optimum"]["tfc"]
         limit = (f"limit: in-sample optimum {float(opt.iloc[0]):.1f} s, " if len(opt) else "limit: ") + (
-            f"cross-fitted {float(g['xfit_limit'].iloc[0]):.1f} s (chosen on one half of the "
-            "repetitions, scored on the other)" if not g["limit_in_sample"].any()
-            else "in-sample only (a recovery cell has one repetition: no halves to cross-fit)")
+            "in-sample only (a recovery cell has one repetition: no halves to cross-fit)"
+            if g["limit_in_sample"].any()
+            else f"cross-fitted {float(g['xfit_limit'].iloc[0]):.1f} s (chosen on the recovery "
+            "model fitted on the other repositories, scored on the task's own prices)"
+            if g["limit_model_chosen"].any()
+            else f"cross-fitted {float(g['xfit_limit'].iloc[0]):.1f} s (chosen on one half of the "
+            "repetitions, scored on the other)")
         lines.append(f"  budget {budget} (per task; {int(g['n_tasks'].max())} held-out tasks; {limit})")
         lines.append("    " + table.to_string(index=False).replace("\n", "\n    "))
     return "\n".join(lines)

@@ -459,6 +459,13 @@ class Completion:
             "quarantined": False,
         })
 
+    def model_task(self, task_id: str) -> pd.DataFrame:
+        """The task's rows priced by the model alone (``m``: fitted on the other
+        repositories, so free of this task's measurements): what a placement is chosen on
+        when it is then scored on the task's own prices (the sparse set's limit)."""
+        c = self.cells[self.cells["task_id"] == task_id]
+        return self.task(task_id).assign(cost_s=c["m"].to_numpy(float))
+
     def halves(self, task_id: str) -> tuple[pd.DataFrame, pd.DataFrame] | None:
         """The task's rows priced from each half of the repetitions (None without halves)."""
         c = self.cells[self.cells["task_id"] == task_id]
