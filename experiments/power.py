@@ -171,8 +171,9 @@ def study(args: Args) -> int:
             f"  limit gain over {args.reference}: {est.gain:+.3g} s/task; variance between repositories "
             f"{est.between:.3g}, within {est.within:.3g} (s^2); {noise}",
             *(["  sparse design: the cells it did not execute are priced by the recovery model "
-               "(labelsets.recovery_model), so the limit's gain is an estimate, biased upward on a "
-               "small pilot (the optimum picks the model's low predictions)"]
+               "(labelsets.recovery_model); the limit is the placement that model (fitted on the "
+               "other repositories) finds best, scored on each task's own prices: an unbiased price "
+               "of that placement, no better than what the model can find"]
               if ls.provenance.get("design") == "sparse" else []),
             f"  effect {effect:.3g} s at alpha {args.alpha:g}/{tests} = {level:.3g}, 80 % power: the pilot's "
             f"own size detects {pilot_mde:.3g} s",

@@ -114,7 +114,7 @@ class LabelStudyArgs(StudyArgs):
     the default: every family of the set)"""
     labels: str | None = opt(None, check=check_labels, metavar="DIR|NAME")
     """an existing label-set directory (e.g. from a real agent), or a label set shipped with
-    the toolkit by name (``shipped`` = llm-free), instead of the simulator"""
+    the toolkit by name (``shipped`` = llm-free-sparse), instead of the simulator"""
 
 
 def sized(args: A) -> A:

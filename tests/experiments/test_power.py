@@ -25,13 +25,14 @@ def test_power_plans_from_a_small_simulated_pilot(run_command, tmp_path) -> None
 
 
 def test_power_says_what_the_shipped_real_set_needs(run_command, tmp_path) -> None:
-    proc = run_command("experiments.power", "--labels", "shipped", "--families", "repair",
+    proc = run_command("experiments.power", "--labels", "shipped", "--families", "bisect",
                        "--tests", "8", "--out", str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "== repair: pilot 4 repositories x 20 tasks x 2 repetitions (label set shipped)" in proc.stdout
-    assert "repair: effect" in proc.stdout and "alpha 0.05/8" in proc.stdout
+    assert "== bisect: pilot 8 repositories x 58 tasks x 1 repetitions (label set shipped)" in proc.stdout
+    assert "bisect: effect" in proc.stdout and "alpha 0.05/8" in proc.stdout
     pilot = pd.read_csv(tmp_path / "pilot.csv")
-    assert pilot["own_n_tasks"].iloc[0] > 20  # the set has 20 tasks: too few for its limit's gain
+    assert pilot["gain"].iloc[0] > 0  # bisect's limit gains over first-boundary
+    assert pilot["own_n_tasks"].iloc[0] > 58  # the set has 58 of them: too few for that gain
 
 
 def test_help_and_one_line_errors(check_help, one_line_error) -> None:
@@ -48,7 +49,7 @@ def test_a_sparse_one_repetition_pilot_says_what_it_cannot_measure(run_command, 
     """A sparse label set (one repetition per executed cell) cannot separate one repetition's
     noise from the task-level spread: the plan printed "noise 0" and offered 2 and 4
     repetitions as if they helped. It says so, plans at the pilot's own repetitions, and
-    names the recovery model's pricing of the limit (biased upward on a small pilot)."""
+    names how the recovery model prices the limit."""
     from labelsets.recovery_model import SparseDesign, subsample
     from oracle.simulator import simulate_label_set
 
