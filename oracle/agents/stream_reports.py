@@ -12,7 +12,8 @@ their format's parser.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from features.readers.stream import StreamParser
 from features.schema import Event
