@@ -151,13 +151,15 @@ def test_a_command_started_before_the_server_is_decided_live_once_it_is_up(
     from ripplecp_policy.hook_client import ensure_server
 
     log, state = tmp_path / "d.jsonl", tmp_path / "state"
-    # the command waits for the server the wrapper started, then writes the session
+    # the command waits for the server the wrapper started, then writes the session (2 s
+    # later: the wrapper's own wait polls every 50 ms, and a line that comes before it saw the
+    # server answer is late by design)
     code = (f"import sys; sys.path.insert(0, {str(REPO)!r}); "
             "from ripplecp_policy.hook_client import ensure_server; "
             f"sys.exit(0 if ensure_server({str(state)!r}, wait_s=120) else 1)")
     wait_up = f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
     p = _run("--model", str(model), "--budget", "count:2", "--log", str(log), "--state",
-             str(state), "--wait", "0", "--", "sh", "-c", f"{wait_up} && cat {RECORDING}",
+             str(state), "--wait", "0", "--", "sh", "-c", f"{wait_up} && sleep 2 && cat {RECORDING}",
              timeout=200)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout == RECORDING.read_text()
