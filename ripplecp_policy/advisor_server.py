@@ -409,26 +409,50 @@ def _kept(state: Path, config: ServerConfig) -> Path | None:
 
 
 def _recheck(app: AdvisorServer, stop: threading.Event, kept: Path, before: str) -> None:
-    """A server started from its kept model reads the store again, at the lowest priority
-    (the agent is starting beside it): the same files keep serving; changed ones serve the
-    sessions that start from now on; a model gone from the store (or no longer loading)
-    stops the server, saying why in its log — the next start then refuses it in one line,
-    as a start from the store would have."""
-    with contextlib.suppress(OSError, AttributeError):  # Linux: a thread has its own nice
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    """A server started from its kept model reads the store again: the same files keep
+    serving; changed ones serve the sessions that start from now on; a model gone from the
+    store (or no longer loading) stops the server, saying why in its log — the next start
+    then refuses it in one line, as a start from the store would have.
+
+    The store is read by a child process at nice 19 (the agent is starting beside it): in
+    a thread of this process MLflow's imports would hold the GIL the hooks' calls need,
+    and a thread niced by the OS while holding it would stall them."""
+    import subprocess
+
     config = app.config
+    code = ("import os, sys; os.nice(19)\n"
+            "from ripplecp_policy.advisor import load_model\n"
+            "try:\n"
+            "    load_model(sys.argv[1], mlruns=sys.argv[2] or None, allow_pickle=sys.argv[3] == '1',"
+            " cache=sys.argv[4], refresh=True)\n"
+            "except Exception as exc:\n"
+            "    sys.exit(f'{type(exc).__name__}: ' + ' '.join(str(exc).split())[:300])\n")
     try:
-        fresh = load_model(config.model, mlruns=config.mlruns, allow_pickle=config.allow_pickle,
-                           cache=app.state / "models", refresh=True)
-    except Exception as exc:  # noqa: BLE001 - any failure: the model is not served on
-        print(f"advisor server: {config.model} no longer loads from its store: "
-              f"{type(exc).__name__}: {exc}; stopping", file=sys.stderr, flush=True)
+        p = subprocess.run([sys.executable, "-c", code, config.model, config.mlruns or "",
+                            "1" if config.allow_pickle else "0", str(app.state / "models")],
+                           capture_output=True, text=True, timeout=600,
+                           stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:  # not known either way: serve on
+        print(f"advisor server: {config.model}: its store was not read again: {exc}",
+              file=sys.stderr, flush=True)
+        return
+    if p.returncode != 0:
+        why = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+        print(f"advisor server: {config.model} no longer loads from its store: {why}; "
+              "stopping", file=sys.stderr, flush=True)
         stop.set()
         return
     if _folder_digest(kept) != before:
+        try:  # the kept copy is the store's new files now: read without MLflow
+            app.model = load_model(config.model, mlruns=config.mlruns,
+                                   allow_pickle=config.allow_pickle, cache=app.state / "models")
+        except Exception as exc:  # noqa: BLE001 - the new files do not load here: stop
+            print(f"advisor server: {config.model} changed in its store and does not load: "
+                  f"{type(exc).__name__}: {exc}; stopping", file=sys.stderr, flush=True)
+            stop.set()
+            return
         print(f"advisor server: {config.model} changed in its store; sessions from now on "
               "follow the new files", file=sys.stderr, flush=True)
-        app.model = fresh
 
 
 def _folder_digest(folder: Path) -> str:
