@@ -315,11 +315,26 @@ def test_a_server_starts_from_its_kept_model_and_stops_when_the_store_no_longer_
     assert first.wait(60) == 0
     kept = list((state / "models").iterdir())
     assert len(kept) == 1 and (kept[0] / "MLmodel").is_file()
+    # the kept copy and the store's files differ (a file the model loads without): the
+    # store's win, for the sessions from then on, and the server goes on
+    example = kept[0] / "input_example.json"
+    store_example = example.read_bytes()
+    example.write_bytes(store_example + b" ")
+    second = start()
+    end = time.monotonic() + 120
+    while example.read_bytes() != store_example:  # the re-read brought the store's files
+        assert time.monotonic() < end and second.poll() is None
+        time.sleep(0.1)
+    time.sleep(3.0)  # (reading the new files from the kept copy takes ~0.1 s)
+    request(state, "POST", "/v1/shutdown", timeout=5)
+    assert second.wait(60) == 0
+    err = second.stderr.read()
+    assert "changed in its store; sessions from now on follow the new files" in err, err
     for mlmodel in list(root.rglob("MLmodel")):  # the model gone from its store
         shutil.rmtree(mlmodel.parent)
-    second = start()  # answers: served from the kept copy
-    assert second.wait(120) == 0  # ... until the store is read again
-    err = second.stderr.read()
+    third = start()  # answers: served from the kept copy
+    assert third.wait(120) == 0  # ... until the store is read again
+    err = third.stderr.read()
     assert "no longer loads from its store" in err and "stopping" in err, err
     assert not kept[0].exists()  # never served again: the next start refuses
     p = subprocess.run([sys.executable, "-m", "ripplecp_policy.advise", "serve", "--state",
