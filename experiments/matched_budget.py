@@ -212,7 +212,7 @@ def summarise(res: pd.DataFrame, verdicts: list[Verdict], args: Args) -> pd.Data
             xfit_regret=g["xfit_regret_s"].mean(),
             xfit_limit=(g["total_failure_cost"] - g["objective_s"] + g["xfit_optimum_objective_s"]).mean(),
             limit_in_sample=bool((g["limit_in_sample"] > 0).any()),
-            limit_model_chosen=bool((g.get("limit_model_chosen", pd.Series(0.0)) > 0).any()),
+            limit_model_chosen=bool((g["limit_model_chosen"] > 0).any()),
             recovery_efficiency=g["redo_avoided_s"].sum() / over if over > 0 else math.nan,
             completion=g["completion"].mean(), tokens=g["tokens"].mean(),
             tool_calls=g["tool_calls"].mean(), bytes_written=g["bytes_written"].mean(),
