@@ -24,12 +24,15 @@ repositories, :func:`ripplecp_policy.power.cluster_test`), each over many simula
    in the world shifted to truth 0 — every nonzero difference moved by the same amount, so
    the tasks where the two policies agree stay exactly 0 (shifting those too would turn an
    all-zero draw into a constant nonzero one, which the test rightly calls certain) —,
-   counting "yes". A draw whose differences are all equal has a zero standard error and a
-   point interval: it covers only when it is the truth (``degenerate`` says how often).
+   counting "yes". A draw whose differences are all equal is bounded as the verdicts bound
+   it: the unseen share of its repositories times the largest of its tasks' costs
+   (``ripplecp_policy.power.cluster_test``'s ``bound``; ``degenerate`` says how often).
    Real shapes — most tasks exactly 0, a few large gains — without refitting anything per
    study, so thousands of studies take seconds.
 
-Prints one table per check and the verdict; ``--out`` writes the CSVs.
+Prints one table per check and the verdict, and beside it the same worlds under Hall's skew
+correction (an option of ``cluster_test`` the verdicts do not take: it costs power); ``--out``
+writes the CSVs.
 """
 
 from __future__ import annotations
@@ -153,9 +156,12 @@ def world(fam: str, args: Args) -> pd.DataFrame:
                .set_index("task_id") for p in kinds(args.learned)}
         ref = res.pop("first-boundary")
         for name, r in res.items():
-            d = r["total_failure_cost"] - ref["total_failure_cost"].reindex(r.index)
+            rc = ref["total_failure_cost"].reindex(r.index)
+            d = r["total_failure_cost"] - rc
             rows.append(pd.DataFrame(dict(family=fam, budget=f"{k}ckpt", kind=f"{name} - first-boundary",
-                                          task_id=r.index, repo=r["repo"].to_numpy(), diff=d.to_numpy())))
+                                          task_id=r.index, repo=r["repo"].to_numpy(), diff=d.to_numpy(),
+                                          cost=r["total_failure_cost"].to_numpy(float),
+                                          ref_cost=rc.to_numpy(float))))
     return pd.concat(rows, ignore_index=True)
 
 
@@ -164,32 +170,41 @@ def world_studies(w: pd.DataFrame, args: Args, seed: int) -> dict[str, Any]:
     the false "yes" rate with the truth shifted to 0."""
     rng = np.random.default_rng(seed)
     by_repo = [g.to_numpy(float) for _, g in w.groupby("repo", sort=True)["diff"]]
+    # per task the largest difference it could have (the larger cost): the verdicts' bound
+    cap = [np.maximum(g["cost"], g["ref_cost"]).to_numpy(float) for _, g in w.groupby("repo", sort=True)]
     truth = float(np.mean([g.mean() for g in by_repo]))
     nonzero = float(np.mean([np.mean(g != 0.0) for g in by_repo]))
     shift = truth / nonzero if nonzero > 0 else 0.0  # moves the world's truth to 0
     null_by_repo = [np.where(g != 0.0, g - shift, 0.0) for g in by_repo]
     n, m = args.repos, args.tasks_per_repo
     labels = np.repeat(np.arange(n), m)
-    covered = false_yes = rejected = degenerate = covered_nd = 0
+    covered = false_yes = rejected = degenerate = covered_nd = covered_hall = false_yes_hall = 0
     widths = []
     for _ in range(args.world_studies):
         picks = rng.integers(0, len(by_repo), n)
         within = [rng.integers(0, len(by_repo[i]), m) for i in picks]
         d = np.concatenate([by_repo[i][j] for i, j in zip(picks, within, strict=True)])
-        t = cluster_test(d, labels)
+        bound = float(np.concatenate([cap[i][j] for i, j in zip(picks, within, strict=True)]).max())
+        t = cluster_test(d, labels, bound=bound)
         hit = t.low - 1e-9 <= truth <= t.high + 1e-9
         covered += hit
-        covered_nd += hit and t.se > 0.0
+        degenerate += math.isfinite(t.bound) or t.se == 0.0
+        covered_nd += hit and not (math.isfinite(t.bound) or t.se == 0.0)
         widths.append(t.high - t.low)
-        z = cluster_test(np.concatenate([null_by_repo[i][j] for i, j in zip(picks, within, strict=True)]), labels)
+        h = cluster_test(d, labels, bound=bound, skew=True)
+        covered_hall += h.low - 1e-9 <= truth <= h.high + 1e-9
+        zd = np.concatenate([null_by_repo[i][j] for i, j in zip(picks, within, strict=True)])
+        z = cluster_test(zd, labels, bound=bound)
         false_yes += z.estimate < 0 and z.p_value < ALPHA
         rejected += z.p_value < ALPHA
-        degenerate += t.se == 0.0
+        zh = cluster_test(zd, labels, bound=bound, skew=True)
+        false_yes_hall += zh.estimate < 0 and zh.p_value < ALPHA
     s = args.world_studies
     nd = s - degenerate
     return dict(truth=truth, studies=s, coverage=covered / s,
                 coverage_nondegenerate=covered_nd / nd if nd else math.nan, false_yes=false_yes / s,
                 rejected=rejected / s, degenerate=degenerate / s, mean_width=float(np.mean(widths)),
+                coverage_hall=covered_hall / s, false_yes_hall=false_yes_hall / s,
                 share_zero=float(np.mean(w["diff"].to_numpy() == 0.0)))
 
 
@@ -236,7 +251,8 @@ def measure(args: Args) -> int:
         cells=("studies", "size"), studies=("studies", "sum"), coverage=("coverage", "mean"),
         coverage_nondegenerate=("coverage_nondegenerate", "mean"),
         false_yes=("false_yes", "mean"), rejected=("rejected", "mean"),
-        degenerate=("degenerate", "mean"), share_zero=("share_zero", "mean"))
+        degenerate=("degenerate", "mean"), share_zero=("share_zero", "mean"),
+        coverage_hall=("coverage_hall", "mean"), false_yes_hall=("false_yes_hall", "mean"))
     lines += [f"2. bootstrap worlds: {args.world_studies} studies per (family, kind, budget), "
               f"{args.repos} repositories x {args.tasks_per_repo} tasks drawn from {args.world_tasks} "
               "per repository",
@@ -253,6 +269,9 @@ def measure(args: Args) -> int:
                  f"are not all equal), world false 'yes' {overall_size:.3f}"
                  + (f", A/A false 'yes' {aa['false_yes'].mean():.3f}" if len(aa) else "")
                  + f" — {'targets met' if ok else 'a target is missed'}")
+    lines.append(f"   (Hall's skew correction, an option the verdicts do not take: coverage "
+                 f"{cells_df['coverage_hall'].mean():.3f}, false 'yes' {cells_df['false_yes_hall'].mean():.3f}, "
+                 f"worst kind {agg['false_yes_hall'].max():.3f} against {agg['false_yes'].max():.3f})")
     print("\n".join(lines))
     if args.out:
         out = Path(args.out)

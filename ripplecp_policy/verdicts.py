@@ -33,8 +33,9 @@ The API other modules use (everything a study needs to judge, print and plan):
 
 The statistic (:func:`ripplecp_policy.power.cluster_test`): the mean per-task difference,
 its bias-reduced cluster-robust standard error over repositories and Student's t with
-k - 1 degrees of freedom (k repositories) — a continuous p-value, so a Holm level of
-0.05/m is decided by the statistic rather than by a bootstrap tail's last replicate.
+k - 1 degrees of freedom (k repositories) — a continuous p-value, so a Holm level of 0.05/m is decided by the statistic rather than by
+a bootstrap tail's last replicate. When every difference is equal the interval is bounded
+by the costs (the unseen share of the repositories times the larger cost), never a point.
 Only online policies get verdicts: offline limits and unmatched references are shown
 beside them, never judged. A verdict is refused when budgets were not matched (either
 side ran without a matched budget, the caps differ, or a side's mean spend differs from
@@ -64,7 +65,9 @@ from ripplecp_policy.power import (
     VarianceComponents,
     cluster_test,
     design_for,
+    equal_differences_design,
     minimum_detectable_effect,
+    p_below,
     variance_components,
 )
 from ripplecp_policy.stats import difference_test, holm
@@ -179,6 +182,7 @@ class Verdict:
     needed_repos: int = 0
     needed_tasks_per_repo: int = 0
     method: str = ""
+    bound: float = math.nan  # the largest difference of one task, when every difference was equal
 
     # -- reading ---------------------------------------------------------------------------
     @property
@@ -259,7 +263,16 @@ class Verdict:
         self.status = "yes" if yes else "no"
         self.limit_class = _limit_class(self, self.alpha)
         self.needed, self.needed_repos, self.needed_tasks_per_repo = "", 0, 0
-        if self.verdict_class == VerdictClass.UNDERPOWERED and math.isfinite(self.between_var):
+        if self.verdict_class == VerdictClass.UNDERPOWERED and math.isfinite(self.bound):
+            n = equal_differences_design(self.diff, self.bound, self.margin, alpha=self.alpha,
+                                         confidence_level=self.confidence_level)
+            self.needed = (f"every difference was equal: {n} repositories, none differing, would bound "
+                           f"the gain below the margin ({self.margin:.3g} s)" if n else
+                           f"every difference was equal and no design of <= 100,000 repositories "
+                           f"bounds the gain below the margin ({self.margin:.3g} s)")
+            self.needed_repos = n or 0
+            self.needed_tasks_per_repo = max(1, round(self.n_tasks / max(self.n_repos, 1))) if n else 0
+        elif self.verdict_class == VerdictClass.UNDERPOWERED and math.isfinite(self.between_var):
             comp = VarianceComponents(self.diff, self.between_var, self.within_var,
                                       max(self.n_repos, 1), self.n_tasks)
             design = design_for(comp, self.margin, alpha=self.alpha) if self.margin > 0 else None
@@ -277,13 +290,8 @@ def _limit_class(v: Verdict, alpha: float) -> str:
     """The cross-fitted limit's own class against the verdict's reference at ``alpha``."""
     if not math.isfinite(v.limit_diff):
         return ""
-    if v.limit_se == 0.0:
-        p, p_eq = (1.0 if v.limit_diff == 0 else 0.0), (0.0 if v.limit_diff > -v.margin else 1.0)
-    else:
-        from scipy import stats as sps
-
-        p = v.limit_p
-        p_eq = float(sps.t.sf((v.limit_diff + v.margin) / v.limit_se, v.limit_df))
+    p = (1.0 if v.limit_diff == 0 else 0.0) if v.limit_se == 0.0 else v.limit_p
+    p_eq = p_below(v.limit_diff, v.limit_se, v.limit_df, v.margin)
     if v.limit_diff < 0 and p < alpha:
         return str(VerdictClass.YES)
     return str(VerdictClass.POWERED_NO if p_eq < alpha else VerdictClass.UNDERPOWERED)
@@ -365,19 +373,33 @@ def paired_contrast(
     d = a - b
     two_stage = repos.nunique() >= 2
     if method == "cluster-t":
-        t: ClusterTest | Any = cluster_test(d.to_numpy(), repos.to_numpy(), confidence_level=confidence_level)
-        se, df = t.se, t.df
+        t: ClusterTest | Any = cluster_test(d.to_numpy(), repos.to_numpy(), confidence_level=confidence_level,
+                                            bound=difference_bound(a.to_numpy(float), b.to_numpy(float)))
+        se, df, bound, how = t.se, t.df, t.bound, t.method
     elif method == "bootstrap":
         t = difference_test(d.to_numpy(), repos.to_numpy() if two_stage else None,
                             n_resamples=n_resamples, seed=seed, confidence_level=confidence_level)
-        se, df = math.nan, 0
+        se, df, bound, how = math.nan, 0, math.nan, t.method
     else:
         raise ValueError(f"paired_contrast: method must be 'cluster-t' or 'bootstrap', got {method!r}")
     per_repo = d.groupby(repos).mean()
     return {"diff": t.estimate, "low": t.low, "high": t.high, "p_value": t.p_value,
             "n_tasks": len(a), "n_repos": int(repos.nunique()), "se": se, "df": df,
+            "bound": bound, "method": how,
             "iqm_repo_diff": interquartile_mean(per_repo.to_numpy()),
             "p_improvement": probability_of_improvement(a, b)}
+
+
+def difference_bound(a: np.ndarray, b: np.ndarray) -> float | None:
+    """The largest difference one task of these two paired result columns could have, for
+    :func:`ripplecp_policy.power.cluster_test`'s ``bound``: the larger of the two values
+    when both are non-negative (a cost), else the sum of their magnitudes — the largest
+    seen, a plug-in for the unseen tasks. None when a value is not finite."""
+    if not (np.isfinite(a).all() and np.isfinite(b).all()) or a.size == 0:
+        return None
+    if (a >= 0).all() and (b >= 0).all():
+        return float(np.maximum(a, b).max())
+    return float((np.abs(a) + np.abs(b)).max())
 
 
 #: the columns a result set needs for the cross-fitted limit's difference (Evaluator.score)
@@ -405,6 +427,7 @@ def _fill_test(v: Verdict, pol: pd.DataFrame, ref: pd.DataFrame, metric: str,
     v.diff, v.low, v.high, v.n_tasks = c["diff"], c["low"], c["high"], int(c["n_tasks"])
     v.iqm_repo_diff, v.p_improvement, v.p_value = c["iqm_repo_diff"], c["p_improvement"], c["p_value"]
     v.se, v.df, v.n_repos = c["se"], int(c["df"]), int(c["n_repos"])
+    v.bound, v.method = float(c["bound"]), str(c["method"])
     a = pol.set_index("task_id")[metric].astype(float)
     b = ref.set_index("task_id")[metric].astype(float)
     a, b = a.align(b, join="inner")
@@ -413,13 +436,15 @@ def _fill_test(v: Verdict, pol: pd.DataFrame, ref: pd.DataFrame, metric: str,
     v.between_var, v.within_var = comp.between, comp.within
     v.margin = margin.resolve(float(b.mean()))
     v.p_equivalence = _p_equivalence(v.diff, v.se, v.df, v.margin)
-    v.method = "cluster-robust t (CR2) over repositories, t(k-1)"
     lim = limit_differences(ref, metric)
     if lim is not None:
         lim = lim.reindex(a.index).dropna()
         if len(lim) >= 2:
+            s = ref.set_index("task_id").reindex(lim.index)
             lt = cluster_test(lim.to_numpy(), pd.Series(repos, index=a.index).reindex(lim.index).to_numpy(),
-                              confidence_level=confidence_level)
+                              confidence_level=confidence_level,
+                              bound=difference_bound(s["xfit_optimum_objective_s"].to_numpy(float),
+                                                     s["objective_s"].to_numpy(float)))
             v.limit_diff, v.limit_low, v.limit_high = lt.estimate, lt.low, lt.high
             v.limit_se, v.limit_df, v.limit_p = lt.se, lt.df, lt.p_value
     return True
@@ -429,11 +454,7 @@ def _p_equivalence(diff: float, se: float, df: int, margin: float) -> float:
     """TOST's lower test (:meth:`ripplecp_policy.power.ClusterTest.p_equivalence`)."""
     if not math.isfinite(margin):
         return math.nan
-    if se == 0.0:
-        return 0.0 if diff > -margin else 1.0
-    from scipy import stats as sps
-
-    return float(sps.t.sf((diff + margin) / se, df))
+    return p_below(diff, se, df, margin)
 
 
 def compare(

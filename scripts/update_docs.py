@@ -45,6 +45,7 @@ BLOCKS: dict[str, Block] = {
     "main-job": Block("docs/results.md", ("python", "-m", "experiments.matched_budget",
                                           "--out", "{tmp}/out", "--mlruns", "{tmp}/mlruns"),
                       lines=60),
+    "verdict-size": Block("benchmarks/README.md", ("python", "benchmarks/verdict_size.py")),
 }
 
 
