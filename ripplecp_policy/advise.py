@@ -364,10 +364,12 @@ class _Stream:
 
 class _Signals:
     """While the command runs: SIGINT, SIGTERM and SIGHUP are caught (no KeyboardInterrupt
-    half-way through) and the first is forwarded to the command (a terminal's Ctrl-C
-    reaches the command itself too: a signal already pending is not queued twice, so it
-    mostly sees one); the command has :data:`KILL_AFTER_S` to end, then gets SIGTERM, then
-    as long again before SIGKILL; a second signal kills it at once. Outside the main thread
+    half-way through) and the first is forwarded to the command — except a SIGINT while the
+    command shares our process group and that group is our terminal's foreground one: a
+    Ctrl-C typed there reached the command already, and a second SIGINT is "force quit" to
+    many CLIs (a SIGINT sent to the wrapper alone in that state reaches the command as the
+    SIGTERM below). The command has :data:`KILL_AFTER_S` to end, then gets SIGTERM, then as
+    long again before SIGKILL; a second signal kills it at once. Outside the main thread
     nothing changes."""
 
     def __init__(self) -> None:
@@ -396,11 +398,28 @@ class _Signals:
         if self.got is None:
             self.got = sig
             self.deadline = time.monotonic() + KILL_AFTER_S
-            self._send(sig)
+            if not (sig == signal.SIGINT and self._terminal_reached_it()):
+                self._send(sig)
         else:  # a second signal: no more waiting
             self.stage = 1
             self.deadline = 0.0
             self.escalate()
+
+    def _terminal_reached_it(self) -> bool:
+        """Would a SIGINT typed at our terminal have reached the command too? It is in our
+        process group, and that group is the foreground one of our controlling terminal."""
+        if self.proc is None:
+            return False
+        try:
+            if os.getpgid(self.proc.pid) != os.getpgrp():
+                return False
+            fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+            try:
+                return os.tcgetpgrp(fd) == os.getpgrp()
+            finally:
+                os.close(fd)
+        except OSError:  # no controlling terminal, or the command is gone
+            return False
 
     def _send(self, sig: int) -> None:
         if self.proc is not None:
@@ -422,7 +441,7 @@ class _Signals:
 def _copy(proc: subprocess.Popen[bytes], sig: _Signals, stream: _Stream, echo: bool) -> None:
     """Copy the command's output as it comes and queue its lines, each bounded
     (:class:`~ripplecp_policy.advisor_lines.LineSplitter`: a longer line is never held
-    whole). Until the output ends; after a signal, until the command has ended and no
+    whole); once our own output is closed, only queue them. Until the output ends; after a signal, until the command has ended and no
     more output waits (a process it left behind may hold the pipe open)."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
@@ -440,13 +459,27 @@ def _copy(proc: subprocess.Popen[bytes], sig: _Signals, stream: _Stream, echo: b
         if not chunk:
             break
         if echo:
-            out.write(chunk)
-            out.flush()
+            try:
+                out.write(chunk)
+                out.flush()
+            except BrokenPipeError:  # our reader went away (`| head`): stop echoing, follow on
+                echo = False
+                _discard_stdout()
         for line in lines.split(chunk):
             stream.put(line)
     last = lines.end()
     if last is not None:
         stream.put(last)
+
+
+def _discard_stdout() -> None:
+    """Point the closed standard output at /dev/null, so that what is still buffered and the
+    interpreter's last flush go nowhere instead of raising (Python's advice for SIGPIPE)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
 
 
 def _reap(proc: subprocess.Popen[bytes], sig: _Signals) -> int:

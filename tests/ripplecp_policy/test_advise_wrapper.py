@@ -33,11 +33,14 @@ from ripplecp_policy.policy import Budget, Setting
 REPO = Path(__file__).resolve().parents[2]
 RECORDING = REPO / "tests" / "data" / "recordings" / "codex-0.171.0" / "task.exec.jsonl"
 BUDGET = Budget("count", 2)
+#: si_code of a signal the kernel made (a terminal's Ctrl-C), as against kill()'s SI_USER (0)
+SI_KERNEL = 0x80
 
 #: the command: the recording's lines (long lines after its second one), its pid in a file,
 #: then, per ``mode``: exit with ``code`` / sleep until a signal ends it (``plain``), exit 254
 #: on SIGINT or SIGTERM (``own-status``, a CLI that cleans up), ignore both (``stubborn``),
-#: or note each SIGINT in ``PIDFILE.sigint`` and exit 254 1 s after the first (``count``)
+#: or note the sender of each SIGINT (``si_code si_pid``) in ``PIDFILE.sigint`` and exit 254
+#: 1 s after the first (``count``)
 COMMAND = r'''
 import hashlib, os, signal, sys, time
 recording, pidfile, mode, code, longs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
@@ -47,13 +50,8 @@ if mode == "own-status":
 elif mode == "stubborn":
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, signal.SIG_IGN)
-elif mode == "count":  # each SIGINT noted; exits 254 1 s after the first
-    def note(*_):
-        with open(pidfile + ".sigint", "a") as f:
-            f.write("SIGINT\n")
-        signal.setitimer(signal.ITIMER_REAL, 1.0)
-    signal.signal(signal.SIGINT, note)
-    signal.signal(signal.SIGALRM, lambda *_: os._exit(254))
+elif mode == "count":  # SIGINT blocked: taken by sigtimedwait below, its sender noted
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 out, digest, size = sys.stdout.buffer, hashlib.sha256(), 0
 def put(b):
     global size
@@ -75,6 +73,16 @@ with open(pidfile + ".tmp", "w") as f:
 os.replace(pidfile + ".tmp", pidfile)
 if mode == "exit":
     sys.exit(code)
+if mode == "count":  # each SIGINT's sender ("si_code si_pid") in PIDFILE.sigint; 254 1 s after the first
+    got, end = [], None
+    while end is None or time.monotonic() < end:
+        info = signal.sigtimedwait({signal.SIGINT}, 0.05)
+        if info is not None:
+            got.append(f"{info.si_code} {info.si_pid}\n")
+            end = end or time.monotonic() + 1.0
+    with open(pidfile + ".sigint", "w") as f:
+        f.write("".join(got))
+    os._exit(254)
 time.sleep(120)
 '''
 
@@ -205,7 +213,8 @@ def test_a_signal_ends_the_wrapper_with_128_plus_it_and_no_command_left(
 
 def test_ctrl_c_at_a_terminal(model: Path, state: Path, tmp_path: Path) -> None:
     """Ctrl-C typed at the wrapper's controlling terminal (a pty): the command gets its
-    SIGINT and ends with a status of its own (254), the wrapper exits 130."""
+    SIGINT once — from the terminal; the wrapper had forwarded a second, "force quit" to
+    many CLIs — and ends with a status of its own (254), the wrapper exits 130."""
     master, slave = os.openpty()
     log, pidfile = tmp_path / "d.jsonl", tmp_path / "pid"
     try:
@@ -225,7 +234,9 @@ def test_ctrl_c_at_a_terminal(model: Path, state: Path, tmp_path: Path) -> None:
             p.wait()
     assert p.returncode == 130, err.decode()[-2000:]
     assert _gone(pid)
-    assert Path(str(pidfile) + ".sigint").read_text().startswith("SIGINT\n")
+    senders = [tuple(map(int, x.split())) for x in Path(str(pidfile) + ".sigint").read_text().splitlines()]
+    assert senders and senders[0] == (SI_KERNEL, 0), senders  # the terminal's
+    assert all(pid != p.pid for _, pid in senders), f"the wrapper forwarded a second SIGINT: {senders}"
 
 
 def test_a_huge_line_is_copied_skipped_for_the_advisor_and_the_status_kept(
@@ -259,3 +270,27 @@ def test_a_huge_line_is_copied_skipped_for_the_advisor_and_the_status_kept(
     assert sum(int(re.search(r"(\d+) line\(s\) not followed", r["reason"])[1]) for r in over) == 2
     assert int(peak.read_text()) < 200 * 2**20, f"peak {int(peak.read_text()) / 2**20:.0f} MiB"
     assert read_decisions(log) == recs
+
+
+def test_a_closed_stdout_stops_the_echo_not_the_following(
+        model: Path, state: Path, plain_decisions: list[str], tmp_path: Path) -> None:
+    """The wrapper's own output closed early (``advise … -- codex exec … | head -1``): the
+    echo stops, the session is still followed to its end — every boundary decided as
+    when nothing goes wrong — and the wrapper exits with the command's status (3), no
+    traceback. It had died on the broken pipe with status 1, the rest of the session not
+    followed."""
+    log, pidfile = tmp_path / "d.jsonl", tmp_path / "pid"
+    p = _wrapper(model, state, log, pidfile, "exit", code=3, longs=(4 << 20,))
+    try:
+        assert p.stdout.readline()
+        p.stdout.close()  # the reader goes away while the 4 MiB line is on its way
+        err = p.stderr.read()
+        p.wait(timeout=120)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode == 3, err.decode()[-2000:]
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()[-2000:]
+    recs = _whole(log)
+    assert [r["decision"] for r in recs if r["boundary"] is not None] == plain_decisions
