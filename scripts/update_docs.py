@@ -46,6 +46,7 @@ BLOCKS: dict[str, Block] = {
                                           "--out", "{tmp}/out", "--mlruns", "{tmp}/mlruns"),
                       lines=60),
     "verdict-size": Block("benchmarks/README.md", ("python", "benchmarks/verdict_size.py")),
+    "coverage": Block("docs/results.md", ("python", "-m", "experiments.coverage"), start=r"^== coverage"),
 }
 
 
