@@ -10,8 +10,11 @@ leave-one-repository-out, fits the policies of every difference kind on the trai
 repositories at each budget and evaluates them on the held-out repository, then computes
 each reported difference (policy - first-boundary, paired per task) with the study's own
 interval (:func:`ripplecp_policy.verdicts.paired_contrast`: the cluster-robust t over
-repositories that decides the verdicts). The same fitted policies are also evaluated on a fresh sample of
-the held-out repository (another seed, ``--fresh-tasks-per-repo`` tasks): pooled over every
+repositories that decides the verdicts). The same fitted policies are also evaluated on fresh
+samples of the held-out repository (``--fresh-draws`` other seeds, each of the study's own size:
+the same task indices, so the same population of tasks — the simulator's step counts follow
+a task's index, and a sample of 8 tasks per repository had more long tasks than the study's
+6, a truth 2-7 s off that read as under-coverage): pooled over every
 seed, that is the difference the study estimates — the expected held-out difference of the
 procedure at the default size — measured on seeds x repositories x fresh tasks. Coverage is
 the fraction of (seed, family, budget) intervals that contain it, per difference kind;
@@ -38,11 +41,13 @@ from ripplecp_policy.budget import check_budget_specs
 if TYPE_CHECKING:  # type names only: these load where they are used, so --help stays fast
     import pandas as pd
 
+    from labelsets.tables import LabelSet
     from ripplecp_policy.policy import PlacementPolicy
 
 PROG = "python -m experiments.coverage"
 TARGET = 0.93
-#: the fresh sample's seeds are offset from the study's so no task is shared
+#: the fresh samples' seeds are offset from the study's (k-th sample: seed + (k + 1) x this)
+#: so no task is shared
 FRESH_SEED_OFFSET = 1_000_003
 
 
@@ -52,9 +57,9 @@ class Args:
     large fresh sample of the same simulated family, per difference kind. (Its own
     ``seeds``, not experiments.study.StudyArgs: each seed is a whole study.)"""
 
-    #: --quick: one family, 3 seeds, one budget, 2 fresh tasks per repository, 500 resamples
+    #: --quick: one family, 3 seeds, one budget, one fresh sample, 500 resamples
     QUICK: ClassVar[dict[str, Any]] = dict(families=("long-horizon",), seeds=(0, 1, 2), budgets=("count:1",),
-                                           fresh_tasks_per_repo=2, n_resamples=500)
+                                           fresh_draws=1, n_resamples=500)
 
     families: tuple[str, ...] = opt(FAMILIES, metavar="F")
     """simulated workload families"""
@@ -62,12 +67,12 @@ class Args:
     """study seeds (each a fresh default-sized study; >= 20 for the coverage claim)"""
     budgets: tuple[str, ...] = opt(("count:1", "count:2"), check=check_budget_specs, metavar="SPEC")
     """budgets: count:N, seconds:S or seconds:Kx, bytes:B or bytes:Kx"""
-    fresh_tasks_per_repo: int = opt(8, min=1)
-    """tasks per repository of each seed's fresh sample (pooled over seeds: the truth)"""
+    fresh_draws: int = opt(2, min=1)
+    """fresh samples per seed, each of the study's own size (pooled over seeds: the truth)"""
     n_resamples: int = opt(2_000, min=100)
     """bootstrap resamples per interval"""
     quick: bool = False
-    """CI-sized: one family, 3 seeds, one budget, 2 fresh tasks per repository, 500
+    """CI-sized: one family, 3 seeds, one budget, one fresh sample, 500
     resamples (options given explicitly win)"""
     out: str | None = opt(None, metavar="PATH")
     """folder for coverage.csv and intervals.csv (default: print only)"""
@@ -105,10 +110,10 @@ def one_study(fam: str, seed: int, args: Args) -> pd.DataFrame:
     from ripplecp_policy.verdicts import paired_contrast
 
     ls = simulate_label_set(fam, design="full", repetitions=2, seed=seed)
-    fresh = simulate_label_set(fam, tasks_per_repo=args.fresh_tasks_per_repo, design="full",
-                               repetitions=2, seed=seed + FRESH_SEED_OFFSET)
-    ev, ev_fresh = evaluator_for(ls), evaluator_for(fresh)
-    fresh_by_repo = fresh.tasks.groupby("repo")["task_id"].apply(list).to_dict()
+    fresh = fresh_samples(fam, seed, args.fresh_draws)
+    evs = [evaluator_for(f) for f in fresh]
+    ev = evaluator_for(ls)
+    fresh_by_repo = [f.tasks.groupby("repo")["task_id"].apply(list).to_dict() for f in fresh]
     study, truth = [], []
     for fold in leave_one_repo_out(ls):
         train = ls.subset(fold.train_tasks)
@@ -118,7 +123,8 @@ def one_study(fam: str, seed: int, args: Args) -> pd.DataFrame:
                 study.append(ev.evaluate(pol, list(fold.test_tasks), setting).assign(budget=label))
                 # the fresh sample runs under the fold's setting (a relative budget resolved
                 # on the study's training tasks), the one the policy was fitted for
-                truth.append(ev_fresh.evaluate(pol, fresh_by_repo[fold.held_out], setting).assign(budget=label))
+                for ev_fresh, by_repo in zip(evs, fresh_by_repo, strict=True):
+                    truth.append(ev_fresh.evaluate(pol, by_repo[fold.held_out], setting).assign(budget=label))
     res, tru = pd.concat(study, ignore_index=True), pd.concat(truth, ignore_index=True)
     rows = []
     for budget, g in res.groupby("budget", sort=False):
@@ -136,6 +142,16 @@ def one_study(fam: str, seed: int, args: Args) -> pd.DataFrame:
                              high=c["high"] if c else math.nan, fresh_sum=float(d.sum()),
                              fresh_n=int(d.size)))
     return pd.DataFrame(rows)
+
+
+def fresh_samples(fam: str, seed: int, draws: int) -> list[LabelSet]:
+    """``draws`` fresh samples for the study of ``fam`` at ``seed``: each the study's own
+    size (repositories, task indices) at its own seed, so its tasks come from the same
+    population as the study's and share none of them."""
+    from oracle.simulator import simulate_label_set
+
+    return [simulate_label_set(fam, design="full", repetitions=2, seed=seed + FRESH_SEED_OFFSET * (k + 1))
+            for k in range(draws)]
 
 
 def coverage_table(intervals: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -183,8 +199,8 @@ def measure(args: Args) -> int:
     print(f"\n== coverage of the verdicts' 95% interval (cluster-robust t over repositories, CR3, "
           f"t(k-1)): {len(args.seeds)} seeds x "
           f"{len(args.families)} families x {len(args.budgets)} budgets; truth = the same fitted "
-          f"policies on a fresh sample ({args.fresh_tasks_per_repo} tasks per repository per seed, "
-          f"pooled over seeds); target >= {TARGET} ==")
+          f"policies on {args.fresh_draws} fresh sample(s) of the study's size per seed, "
+          f"pooled over seeds; target >= {TARGET} ==")
     show = per_kind.copy()
     show["coverage"] = show["coverage"].map(lambda x: f"{x:.3f}")
     show["mean_width"] = show["mean_width"].map(lambda x: f"{x:.1f}")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from experiments.coverage import PROG, QUICK, Args, coverage_table, main, sized
+from experiments.coverage import PROG, QUICK, Args, coverage_table, fresh_samples, main, sized
 
 MODULE = "experiments.coverage"
 
@@ -23,7 +23,7 @@ def test_help_lists_every_option(check_help) -> None:
     (["--budgets", "count:0"], "'count:0': a count budget takes a positive integer, got 0"),
     (["--n-resamples", "10"], "argument --n-resamples: must be >= 100, got 10"),
     (["--jobs", "0"], "argument --jobs: must be >= 1, got 0"),
-    (["--fresh-tasks-per-repo", "0"], "argument --fresh-tasks-per-repo: must be >= 1, got 0"),
+    (["--fresh-draws", "0"], "argument --fresh-draws: must be >= 1, got 0"),
     (["--workers", "2"], "unrecognized arguments: --workers 2"),
 ])
 def test_wrong_arguments(one_line_error, argv, needle) -> None:
@@ -35,6 +35,26 @@ def test_quick_sizes_and_explicit_options_win() -> None:
     assert q.families == QUICK["families"] and q.seeds == QUICK["seeds"]
     assert sized(Args(quick=True, seeds=(5,))).seeds == (5,)
     assert len(Args().seeds) >= 20  # the coverage claim is over >= 20 seeds
+
+
+def test_the_fresh_samples_come_from_the_study_population() -> None:
+    """The truth's tasks are the study's kind: the same repositories and task indices (the
+    simulator's step counts follow a task's index; a fresh sample of 8 tasks per repository
+    against the study's 6 held more long tasks, and its truth sat 2-7 s from what the
+    studies estimate), none of them shared."""
+    from oracle.simulator import simulate_label_set
+
+    study = simulate_label_set("dependency-resolution", design="full", repetitions=2, seed=3)
+    fresh = fresh_samples("dependency-resolution", 3, 2)
+    assert len(fresh) == 2
+
+    def shape(ls):
+        return sorted(zip(ls.tasks["repo"], ls.tasks["task_id"].str[-3:], strict=True))
+
+    for f in fresh:
+        assert shape(f) == shape(study)
+        assert sorted(f.tasks["n_boundaries"]) == sorted(study.tasks["n_boundaries"])
+        assert not set(f.tasks["nominal_s"]) & set(study.tasks["nominal_s"])
 
 
 def test_coverage_counts_intervals_that_contain_the_pooled_truth() -> None:
