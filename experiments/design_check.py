@@ -112,10 +112,24 @@ class Args:
 QUICK = Args.QUICK
 
 
+#: the shipped real set whose executed full tables are the ground truth (the default shipped
+#: set, llm-free-sparse, is itself sparse: checked against it, a sparse draw of a sparse set)
+GROUND_TRUTH = "llm-free"
+
+
 def label_sets(args: Args) -> dict[str, LabelSet]:
     """Full label sets (:func:`experiments.study.load_label_sets`, 2 repetitions per cell):
-    the simulated families, then the shipped set's families."""
-    return load_label_sets(args, repetitions=2, shipped=args.shipped)  # type: ignore[arg-type]
+    the simulated families, then the families of the shipped full set :data:`GROUND_TRUTH`.
+    A sparse one is refused: it has no full table to be the truth."""
+    from labelsets.recovery_model import is_sparse
+
+    sets = load_label_sets(args, repetitions=2, shipped=args.shipped,  # type: ignore[arg-type]
+                           shipped_set=GROUND_TRUTH)
+    for fam, ls in sets.items():
+        if is_sparse(ls):
+            raise ValueError(f"{fam}: a sparse label set is no ground truth for the design check "
+                             "(it needs every cell executed)")
+    return sets
 
 
 def study(data: dict[str, LabelSet], args: Args, mb_args: mb.Args, desc: str) -> pd.DataFrame:

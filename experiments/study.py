@@ -156,12 +156,14 @@ def set_families(data: LabelSet, families: tuple[str, ...], default: tuple[str, 
     return [f for f in present if f in families]
 
 
-def load_label_sets(args: StudyArgs, *, repetitions: int = 2, shipped: bool = False) -> dict[str, LabelSet]:
+def load_label_sets(args: StudyArgs, *, repetitions: int = 2, shipped: bool = False,
+                    shipped_set: str = "shipped") -> dict[str, LabelSet]:
     """One label set per family: the tasks of ``--labels`` grouped by family
     (:func:`set_families`), or each of ``--families`` simulated (full design: every
     placement priced, ``repetitions`` per recovery cell, the study's seed and sizes).
-    ``shipped``: the real label set shipped with the toolkit too, by family, beside the
-    simulated ones (a family name both have is an error)."""
+    ``shipped``: a real label set shipped with the toolkit too (``shipped_set``, by name: the
+    default one unless named), by family, beside the simulated ones (a family name both have
+    is an error)."""
     labels = getattr(args, "labels", None)
     if labels:
         full = read_label_set(labels)
@@ -177,7 +179,7 @@ def load_label_sets(args: StudyArgs, *, repetitions: int = 2, shipped: bool = Fa
         from labelsets.tables import LabelSet
 
         try:
-            real = LabelSet.load(resolve_labels("shipped"))
+            real = LabelSet.load(resolve_labels(shipped_set))
         except (ValueError, OSError) as exc:
             raise CommandLineError(f"the shipped label set: {exc} (--no-shipped leaves it out)") from None
         for fam in sorted(str(f) for f in real.tasks["family"].unique()):

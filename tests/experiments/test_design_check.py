@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from experiments.design_check import main
+from experiments.design_check import Args, main
 
 
 def test_design_check_quick_prints_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -29,3 +29,16 @@ def test_a_fraction_outside_0_1_is_one_line_exit_2(capsys: pytest.CaptureFixture
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "(0, 1], got 1.5" in err
+
+
+def test_the_shipped_ground_truth_is_the_full_set_not_the_default_sparse_one() -> None:
+    """The shipped families are checked against llm-free's executed full tables; the default
+    shipped set became the sparse llm-free-sparse, and the check had drawn sparse sets from
+    it (10-14 % of 'full' branches, repair's coverage 0.17)."""
+    from experiments.design_check import label_sets
+    from labelsets.recovery_model import is_sparse
+
+    sets = label_sets(Args(families=("long-horizon",), repos=3, tasks_per_repo=2))
+    real = {f: ls for f, ls in sets.items() if f != "long-horizon"}
+    assert real and not any(is_sparse(ls) for ls in real.values())
+    assert {"cbuild", "depres", "migrate", "repair"} <= set(real)
