@@ -65,6 +65,7 @@ class Loc:
 _new_loc = object.__new__
 _INT64 = (INT64_MIN, INT64_MAX)  # a tuple: the hot paths read it as one local
 _MISSING = object()
+_NONE = type(None)
 
 
 def _checked_int(v: int, loc: Loc) -> int:
@@ -87,16 +88,19 @@ def get(obj: dict[str, Any], key: str, typ: type | tuple[type, ...], loc: Loc, *
     record's location to ``obj``, spelled out only for an error), the field at
     ``loc / at... / key``. ``int`` fields reject booleans and integers beyond 64 bits;
     ``float`` fields accept ints and reject non-finite values. Missing keys give
-    ``default`` unless ``required``. A string, object or array of the wanted type is
-    returned at once (most fields): no location is built and nothing else is checked.
+    ``default`` unless ``required``. A value of the wanted type that needs no conversion
+    (most fields) is returned at once: no location is built, no further call made.
     """
     v = obj.get(key, _MISSING) if obj.__class__ is dict else obj[key] if key in obj else _MISSING
     tv = v.__class__
-    if tv is typ:
-        if tv is str or tv is dict or tv is list:
+    if tv is typ or (typ.__class__ is tuple and tv in typ):
+        if tv is str or tv is dict or tv is list or tv is bool or tv is _NONE:
+            return v  # of a wanted type, nothing else to check
+        if tv is int:  # within 64 bits, where no float is wanted (get makes one of it then)
+            if _INT64[0] <= v <= _INT64[1] and (tv is typ or float not in typ):
+                return v
+        elif tv is float and v - v == 0.0:  # finite
             return v
-    elif typ.__class__ is tuple and tv in typ and (tv is str or tv is dict or tv is list):
-        return v
     elif v is _MISSING and not required:  # an optional field left out (many are)
         return default
     return _checked_get(v, key, typ, loc, at, required, default)
@@ -137,7 +141,6 @@ def _under(loc: Loc, at: tuple[str | int, ...]) -> Loc:
 #: a :class:`Shape` field read as :func:`int_field` reads it (an integer, or one written as
 #: text; null or missing is None)
 INT_TEXT: Any = "int-text"
-_NONE = type(None)
 
 
 class Shape:
@@ -158,42 +161,50 @@ class Shape:
     def __init__(self, *fields: tuple[str, Any], required: tuple[str, ...] = ()) -> None:
         self.fields = fields
         checks, slow = [], []
-        env: dict[str, Any] = {"get": get, "int_field": int_field, "_M": _MISSING,
-                               "LO": _INT64[0], "HI": _INT64[1]}
+        env: dict[str, Any] = {"get": get, "int_field": int_field, "LO": _INT64[0],
+                               "HI": _INT64[1]}
         for i, (key, typ) in enumerate(fields):
             env[f"K{i}"], env[f"T{i}"] = key, typ
-            v = f"v{i}"
-            req = key in required
-            if typ is INT_TEXT:
-                checks.append(f"({v} is _M or {v} is None or ({v}.__class__ is int and "
-                              f"LO <= {v} <= HI))")
-                slow.append(f"int_field(obj.get(K{i}), loc, *at, K{i})")
-                continue
-            ts = typ if isinstance(typ, tuple) else (typ,)
-            alts = ["" if req else f"{v} is _M"]
-            for t in ts:
-                if t is _NONE:
-                    alts.append(f"{v} is None")
-                elif t is int:
-                    alts.append(f"({v}.__class__ is int and LO <= {v} <= HI)")
-                elif t is float:
-                    alts.append(f"({v}.__class__ is float and {v} - {v} == 0.0)")
-                else:
-                    env[f"C{i}_{t.__name__}"] = t
-                    alts.append(f"{v}.__class__ is C{i}_{t.__name__}")
-            checks.append("(" + " or ".join(a for a in alts if a) + ")")
-            slow.append(f"get(obj, K{i}, T{i}, loc, *at, required={req})")
+            checks.append(_shape_check(i, typ, key in required, env))
+            slow.append(f"int_field(v{i}, loc, *at, K{i})" if typ is INT_TEXT
+                        else f"get(obj, K{i}, T{i}, loc, *at, required={key in required})")
         n = len(fields)
-        values = ", ".join(
-            f"v{i}" if fields[i][1] is not INT_TEXT and fields[i][0] in required
-            else f"(None if v{i} is _M else v{i})" for i in range(n))
+        # each value is read by obj.get (None when missing: get()'s default); the usual record
+        # passes one chained check, cheapest test first, and returns them as they are
         src = ("def read(obj, loc, *at):\n"
-               + "".join(f"    v{i} = obj.get(K{i}, _M)\n" for i in range(n))
+               + "".join(f"    v{i} = obj.get(K{i})\n" for i in range(n))
                + f"    if {' and '.join(checks)}:\n"
-               + f"        return ({values},)\n"
+               + f"        return ({''.join(f'v{i}, ' for i in range(n))})\n"
                + f"    return ({', '.join(slow)},)\n")
         exec(src, env)  # noqa: S102 - the reader of this shape, generated once
         self.read = env["read"]
+
+
+def _shape_check(i: int, typ: Any, required: bool, env: dict[str, Any]) -> str:
+    """The plain test that field ``i`` of a :class:`Shape` (its value ``v{i}``, read by
+    ``obj.get``: None when missing) is what :func:`get` returns as it is (or, for
+    :data:`INT_TEXT`, :func:`int_field`); anything else fails it and is read by those."""
+    v = f"v{i}"
+    if typ is INT_TEXT:  # null and missing are both None
+        return f"({v} is None or ({v}.__class__ is int and LO <= {v} <= HI))"
+    alts = []
+    ts = typ if isinstance(typ, tuple) else (typ,)
+    for t in ts:
+        if t is int:
+            if float in ts:
+                continue  # get() makes a float of an int where a float is allowed
+            alts.append(f"({v}.__class__ is int and LO <= {v} <= HI)")
+        elif t is float:
+            alts.append(f"({v}.__class__ is float and {v} - {v} == 0.0)")  # finite
+        elif t is not _NONE:
+            env[f"C{i}_{t.__name__}"] = t
+            alts.append(f"{v}.__class__ is C{i}_{t.__name__}")
+    # None: a null the type allows, or a key left out (default None) unless required
+    if _NONE in ts:
+        alts.append(f"({v} is None and K{i} in obj)" if required else f"{v} is None")
+    elif not required:
+        alts.append(f"({v} is None and K{i} not in obj)")
+    return "(" + " or ".join(alts) + ")"
 
 
 def _json_type(v: Any) -> str:
