@@ -100,7 +100,7 @@ from features.readers.events import (
     new_step_on_user_input,
     utf8_len,
 )
-from features.readers.fields import INT_TEXT, Loc, Shape, get, int_field, parse_iso
+from features.readers.fields import INT_TEXT, Loc, Shape, get, parse_iso
 from features.readers.files import strip_compression
 from features.readers.stream import StreamParser, read_with
 from features.readers.strict_json import jsonl_records, looks_like_placeholder
@@ -462,7 +462,8 @@ class ClaudeStreamParser(_ClaudeParser):
         return self.meta.get("session_id")
 
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
-        loc = self.line_loc(lineno)
+        loc = self._line_loc  # the parser's one Loc, its line moved (see line_loc)
+        loc.line = lineno
         t = get(obj, "type", str, loc, required=True)
         meta = self.meta
         if t == "stream_event":  # partial-message deltas: the full lines follow
@@ -589,7 +590,11 @@ class ClaudeSessionParser(_ClaudeParser):
                   file: str | None = None) -> None:
         """One line of the session file, or (``file``) of a subagent's own file; ``arrival``
         is ignored (every line has its own time)."""
-        loc = Loc(Path(file), lineno) if file else self.line_loc(lineno)
+        if file:
+            loc = Loc(Path(file), lineno)
+        else:  # the parser's one Loc, its line moved (see line_loc)
+            loc = self._line_loc
+            loc.line = lineno
         t = get(obj, "type", str, loc, required=True)
         meta = self.meta
         if t == "progress":
@@ -828,8 +833,11 @@ def _block_loc(loc: Loc, j: int) -> Loc:
     return loc / "message" / "content" / j
 
 
+# a tool_use block's name and input, read at once
+_TOOL_USE = Shape(("name", str), ("input", (dict, type(None))), required=("name",))
 _PROMPT_USAGE = Shape(("input_tokens", INT_TEXT), ("cache_creation_input_tokens", INT_TEXT),
                       ("cache_read_input_tokens", INT_TEXT))
+_FINAL_USAGE = Shape(*_PROMPT_USAGE.fields, ("output_tokens", INT_TEXT))
 
 
 def _usage(msg: dict[str, Any], loc: Loc, later: bool = False
@@ -843,16 +851,12 @@ def _usage(msg: dict[str, Any], loc: Loc, later: bool = False
     final = msg.get("stop_reason") is not None
     if not usage:
         return None, None, None, None, final
-    i, w, r = _PROMPT_USAGE.read(usage, loc, "message", "usage")
-    out = None
-    if final or later:
-        out = int_field(usage.get("output_tokens"), loc, "message", "usage", "output_tokens")
+    if final or later:  # its output tokens count too
+        i, w, r, out = _FINAL_USAGE.read(usage, loc, "message", "usage")
+    else:
+        i, w, r = _PROMPT_USAGE.read(usage, loc, "message", "usage")
+        out = None
     return usage, None if i is None else i + (w or 0) + (r or 0), r, out, final
-
-
-def _input_str(inp: dict[str, Any], key: str, loc: Loc, j: int) -> str | None:
-    """A string field of a ``tool_use`` block's ``input`` (block ``j`` of the line ``loc``)."""
-    return get(inp, key, str, loc, "message", "content", j, "input")
 
 
 def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None,
@@ -860,8 +864,8 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
     """The event of a ``tool_use`` block (block ``j`` of the line ``loc``, of the response
     ``mid``) before its result, and the block's id. ``bextra``: the line's extra, which the
     event keeps (the block's keys are added to it)."""
-    name = get(b, "name", str, loc, "message", "content", j, required=True)
-    inp = get(b, "input", (dict, type(None)), loc, "message", "content", j) or {}
+    name, inp = _TOOL_USE.read(b, loc, "message", "content", j)
+    inp = inp or {}
     tid = b.get("id")
     bextra["message_id"] = mid
     bextra["block"] = "tool_use"
@@ -869,7 +873,7 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
     bextra["tool_use_id"] = tid
     bextra["input"] = inp
     if name == "Bash":
-        cmd = _input_str(inp, "command", loc, j)
+        cmd = get(inp, "command", str, loc, "message", "content", j, "input")
         if cmd is not None:
             argv = split_command(cmd)
             ev = Event(index=0, kind=classify_command(cmd, argv), step=step, start=ts,
@@ -877,13 +881,14 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
         else:
             ev = Event(index=0, kind=_COMMAND, step=step, start=ts, extra=bextra)
     elif name in FILE_TOOLS:
-        p = _input_str(inp, "notebook_path" if name == "NotebookEdit" else "file_path", loc, j)
+        key = "notebook_path" if name == "NotebookEdit" else "file_path"
+        p = get(inp, key, str, loc, "message", "content", j, "input")
         if name == "Write":
-            n = utf8_len(_input_str(inp, "content", loc, j))
+            n = utf8_len(get(inp, "content", str, loc, "message", "content", j, "input"))
         elif name == "Edit":
-            n = utf8_len(_input_str(inp, "new_string", loc, j))
+            n = utf8_len(get(inp, "new_string", str, loc, "message", "content", j, "input"))
         elif name == "NotebookEdit":
-            n = utf8_len(_input_str(inp, "new_source", loc, j))
+            n = utf8_len(get(inp, "new_source", str, loc, "message", "content", j, "input"))
         else:
             edits = get(inp, "edits", list, _block_loc(loc, j) / "input", default=[])
             n = sum(utf8_len(e.get("new_string")) or 0 for e in edits if isinstance(e, dict))
