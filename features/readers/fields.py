@@ -150,40 +150,63 @@ class Shape:
     them once, per record kind (as a msgspec Struct would); ``shape.read(obj, loc, *at)``
     returns their values in that order: what ``get(obj, key, type, loc, *at)`` returns for
     each (``required=True`` for the keys named in ``required``; :data:`INT_TEXT`: what
-    :func:`int_field` returns). A record whose every field has its type (the usual one) is
-    checked by one generated expression, without a call per field; any other is read field
-    by field by :func:`get`, so a bad field raises the same words at the same field, first
-    bad field first.
+    :func:`int_field` returns). A field of an object read by the shape itself is named by
+    its path, ``("message", "id")`` after ``("message", dict)``: read from that object as
+    ``get(message, "id", ...)`` reads it (None when the object is null or missing). A
+    record whose every field has its type (the usual one) is checked by generated code,
+    without a call per field; any other is read field by field by :func:`get`, so a bad
+    field raises the same words at the same field, first bad field first.
     """
 
     __slots__ = ("fields", "read")
 
-    def __init__(self, *fields: tuple[str, Any], required: tuple[str, ...] = ()) -> None:
+    def __init__(self, *fields: tuple[str | tuple[str, ...], Any],
+                 required: tuple[str | tuple[str, ...], ...] = ()) -> None:
         self.fields = fields
-        checks, slow = [], []
         env: dict[str, Any] = {"get": get, "int_field": int_field, "LO": _INT64[0],
                                "HI": _INT64[1]}
+        fast, slow = [], []
+        seen: dict[tuple[str, ...], tuple[str, str]] = {}  # path -> (variable, its keys)
         for i, (key, typ) in enumerate(fields):
-            env[f"K{i}"], env[f"T{i}"] = key, typ
-            checks.append(_shape_check(i, typ, key in required, env))
-            slow.append(f"int_field(v{i}, loc, *at, K{i})" if typ is INT_TEXT
-                        else f"get(obj, K{i}, T{i}, loc, *at, required={key in required})")
-        n = len(fields)
-        # each value is read by obj.get (None when missing: get()'s default); the usual record
-        # passes one chained check, cheapest test first, and returns them as they are
-        src = ("def read(obj, loc, *at):\n"
-               + "".join(f"    v{i} = obj.get(K{i})\n" for i in range(n))
-               + f"    if {' and '.join(checks)}:\n"
-               + f"        return ({''.join(f'v{i}, ' for i in range(n))})\n"
-               + f"    return ({', '.join(slow)},)\n")
-        exec(src, env)  # noqa: S102 - the reader of this shape, generated once
+            path = key if isinstance(key, tuple) else (key,)
+            v, req = f"v{i}", key in required
+            env[f"K{i}"], env[f"T{i}"] = path[-1], typ
+            keys = f"K{i}"
+            if len(path) == 1:
+                src, under, fetch, slow_fetch = "obj", "", f"obj.get(K{i})", ""
+            else:  # a field of an object this shape read before (a dict, or null)
+                src, parent_keys = seen[path[:-1]]
+                if dict(fields)[path[:-1] if len(path) > 2 else path[0]] not in (
+                        dict, (dict, _NONE)):
+                    raise TypeError(f"{key}: a field of an object read as dict or null")
+                under, keys = f", {parent_keys}", f"{parent_keys}, K{i}"
+                fetch = f"{src}.get(K{i}) if {src} is not None else None"
+                slow_fetch = f" if {src} is not None else None"
+            seen[path] = (v, keys)
+            check = _shape_check(i, typ, req, src, env)
+            fast += [f"    {v} = {fetch}\n",
+                     f"    if not ({check if src == 'obj' else f'{src} is None or {check}'}):\n"
+                     f"        return slow(obj, loc, at)\n"]
+            slow.append(f"    {v} = int_field({src}.get(K{i}), loc, *at{under}, K{i})" if
+                        typ is INT_TEXT else
+                        f"    {v} = get({src}, K{i}, T{i}, loc, *at{under}, required={req})")
+            slow[-1] += f"{slow_fetch}\n"
+        values = "".join(f"v{i}, " for i in range(len(fields)))
+        # the usual record: each value read by .get (None when missing: get()'s default),
+        # checked by plain tests, returned as it is; the first that fails sends the record
+        # to get() field by field
+        exec("def slow(obj, loc, at):\n" + "".join(slow) + f"    return ({values})\n",
+             env)  # noqa: S102 - the readers of this shape, generated once
+        exec("def read(obj, loc, *at):\n" + "".join(fast) + f"    return ({values})\n",
+             env)  # noqa: S102
         self.read = env["read"]
 
 
-def _shape_check(i: int, typ: Any, required: bool, env: dict[str, Any]) -> str:
-    """The plain test that field ``i`` of a :class:`Shape` (its value ``v{i}``, read by
-    ``obj.get``: None when missing) is what :func:`get` returns as it is (or, for
-    :data:`INT_TEXT`, :func:`int_field`); anything else fails it and is read by those."""
+def _shape_check(i: int, typ: Any, required: bool, src: str, env: dict[str, Any]) -> str:
+    """The plain test that field ``i`` of a :class:`Shape` (its value ``v{i}``, read from
+    the object ``src`` by ``.get``: None when missing) is what :func:`get` returns as it is
+    (or, for :data:`INT_TEXT`, :func:`int_field`); anything else fails it and is read by
+    those."""
     v = f"v{i}"
     if typ is INT_TEXT:  # null and missing are both None
         return f"({v} is None or ({v}.__class__ is int and LO <= {v} <= HI))"
@@ -201,9 +224,9 @@ def _shape_check(i: int, typ: Any, required: bool, env: dict[str, Any]) -> str:
             alts.append(f"{v}.__class__ is C{i}_{t.__name__}")
     # None: a null the type allows, or a key left out (default None) unless required
     if _NONE in ts:
-        alts.append(f"({v} is None and K{i} in obj)" if required else f"{v} is None")
+        alts.append(f"({v} is None and K{i} in {src})" if required else f"{v} is None")
     elif not required:
-        alts.append(f"({v} is None and K{i} not in obj)")
+        alts.append(f"({v} is None and K{i} not in {src})")
     return "(" + " or ".join(alts) + ")"
 
 

@@ -289,3 +289,39 @@ def test_get_fast_path_returns_what_the_checked_read_does(typ: object, required:
         full = outcome(lambda o=obj: _checked_get(o.get("k", _MISSING), "k", typ, loc,
                                                   ("rec", 2), required, 5))
         assert fast == full, (v, fast, full)
+
+
+@pytest.mark.parametrize("typ", _SHAPE_TYPES, ids=str)
+@pytest.mark.parametrize("required", [False, True])
+def test_shape_reads_a_field_of_an_object_it_read_as_get_does(typ: object,
+                                                              required: bool) -> None:
+    """A Shape's field of an object it read (``("m", "a")`` after ``("m", ...)``) gives what
+    get() gives reading that object's field, None when the object is null or missing; the
+    fields before and after it are read in order (first bad field first)."""
+    shape = Shape(("m", (dict, type(None))), (("m", "a"), typ), ("b", str),
+                  required=(("m", "a"),) if required else ())
+    loc = Loc("log.jsonl", 3)
+
+    def sequential(obj: dict) -> tuple:
+        m = get(obj, "m", (dict, type(None)), loc, "rec")
+        if m is None:
+            a = None
+        elif typ is INT_TEXT:
+            a = int_field(m.get("a"), loc, "rec", "m", "a")
+        else:
+            a = get(m, "a", typ, loc, "rec", "m", required=required)
+        return m, a, get(obj, "b", str, loc, "rec")
+
+    def outcome(f: Callable[[], tuple]) -> tuple:
+        try:
+            return ("ok", f(), tuple(type(x) for x in f()))
+        except Exception as exc:  # noqa: BLE001 - the error is the result compared
+            return ("err", type(exc).__name__, str(exc))
+
+    for v in [*_SHAPE_VALUES, "missing"]:
+        m = {} if v == "missing" else {"a": v}
+        for obj in ({"m": m, "b": "ok"}, {"m": m, "b": 5}, {"m": None, "b": "ok"}, {"b": "ok"},
+                    {"m": [m], "b": "ok"}):
+            want = outcome(lambda o=obj: sequential(o))
+            got = outcome(lambda o=obj: shape.read(o, loc, "rec"))
+            assert got == want, (obj, got, want)
