@@ -188,8 +188,7 @@ class _ClaudeParser(StreamParser):
     # -- assistant lines ----------------------------------------------------------------
     def _assistant(self, obj: dict[str, Any], loc: Loc, ts: float | None,
                    extra: dict[str, Any]) -> None:
-        msg = get(obj, "message", dict, loc, required=True)
-        mid = get(msg, "id", str, loc, "message")
+        msg, mid = _MESSAGE_ID.read(obj, loc)
         if mid is not None and mid != self._last_mid:
             # every id's first line is kept (a dict entry: cheap); only an id met again on
             # another line is asked whether it is a placeholder (a real one never is met so)
@@ -835,9 +834,13 @@ def _block_loc(loc: Loc, j: int) -> Loc:
 
 # a tool_use block's name and input, read at once
 _TOOL_USE = Shape(("name", str), ("input", (dict, type(None))), required=("name",))
-_PROMPT_USAGE = Shape(("input_tokens", INT_TEXT), ("cache_creation_input_tokens", INT_TEXT),
-                      ("cache_read_input_tokens", INT_TEXT))
-_FINAL_USAGE = Shape(*_PROMPT_USAGE.fields, ("output_tokens", INT_TEXT))
+# a response's message and its id; its usage (null or an object) and the usage's counts
+_MESSAGE_ID = Shape(("message", dict), (("message", "id"), str), required=("message",))
+_PROMPT_USAGE = Shape(("usage", (dict, type(None))),
+                      *((("usage", k), INT_TEXT) for k in (
+                          "input_tokens", "cache_creation_input_tokens",
+                          "cache_read_input_tokens")))
+_FINAL_USAGE = Shape(*_PROMPT_USAGE.fields, (("usage", "output_tokens"), INT_TEXT))
 
 
 def _usage(msg: dict[str, Any], loc: Loc, later: bool = False
@@ -847,15 +850,14 @@ def _usage(msg: dict[str, Any], loc: Loc, later: bool = False
     of a response's first line count only when it is final (else they are the first block's
     snapshot); ``later``: a later line of the response, whose output tokens count whatever
     its ``stop_reason``. ``loc``: the line's."""
-    usage = get(msg, "usage", (dict, type(None)), loc, "message")
     final = msg.get("stop_reason") is not None
+    if final or later:  # its output tokens count too
+        usage, i, w, r, out = _FINAL_USAGE.read(msg, loc, "message")
+    else:
+        usage, i, w, r = _PROMPT_USAGE.read(msg, loc, "message")
+        out = None
     if not usage:
         return None, None, None, None, final
-    if final or later:  # its output tokens count too
-        i, w, r, out = _FINAL_USAGE.read(usage, loc, "message", "usage")
-    else:
-        i, w, r = _PROMPT_USAGE.read(usage, loc, "message", "usage")
-        out = None
     return usage, None if i is None else i + (w or 0) + (r or 0), r, out, final
 
 

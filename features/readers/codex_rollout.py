@@ -309,7 +309,7 @@ class CodexRolloutParser(StreamParser):
         self._state["agent_acted"] = True
         if isinstance(payload.get("thread_token_usage"), dict):
             self.meta["thread_token_usage"] = payload["thread_token_usage"]
-        tokens = _tokens(usage, loc, "payload", "usage")
+        tokens = _TOKENS.read(usage, loc, "payload", "usage")
         for k, v in payload.items():
             extra[k] = v
         self.emit(Event(
@@ -426,8 +426,7 @@ class CodexRolloutParser(StreamParser):
             self._last_total = total
             return
         self._last_total = total
-        last = get(info, "last_token_usage", dict, loc, "payload", "info", required=True)
-        tokens = _tokens(last, loc, "payload", "info", "last_token_usage")
+        last, *tokens = _LAST_TOKENS.read(info, loc, "payload", "info")
         extra["last_token_usage"] = last
         extra.update(info)  # its last_token_usage is `last`, already in place
         if len(payload) > 2:  # else its keys are "type" and "info" alone
@@ -860,12 +859,11 @@ def _duration(d: Any) -> float | None:
     return None
 
 
-def _tokens(usage: dict[str, Any], loc: Loc, *at: str) -> tuple[int | None, ...]:
-    """The input, cached and output counts of a usage object at ``loc / at...``."""
-    return _TOKENS.read(usage, loc, *at)
-
-
+# the input, cached and output counts of a usage object; a token_count's last usage and its
 _TOKENS = Shape(*((k, INT_TEXT) for k in _TOKEN_KEYS))
+_LAST_TOKENS = Shape(("last_token_usage", dict),
+                     *((("last_token_usage", k), INT_TEXT) for k in _TOKEN_KEYS),
+                     required=("last_token_usage",))
 
 
 def _content_text(content: Any, loc: Loc, field: str) -> str | None:
