@@ -251,16 +251,22 @@ class CodexRolloutParser(StreamParser):
         else:
             ts = parse_iso(raw, loc, "timestamp")
             self._ts_text, self._ts = raw, ts
-        payload = get(obj, "payload", (dict, type(None)), loc) or {}
+        if ltype == "response_item" or ltype == "event_msg":  # the payload's type read with it
+            payload, ptype = _TYPED_PAYLOAD.read(obj, loc)
+            if payload is None:  # null or missing: read as an empty payload, its type missing
+                payload = {}
+                ptype = get(payload, "type", str, loc, "payload", required=True)
+        else:
+            payload = get(obj, "payload", (dict, type(None)), loc) or {}
         extra: dict[str, Any] = {"line": lineno, "line_type": ltype}
         if len(obj) > 3:
             rest = {k: v for k, v in obj.items() if k not in ("type", "timestamp", "payload")}
             if rest:
                 extra["line_extra"] = rest
         if ltype == "response_item":
-            self._response_item(payload, loc, ts, extra)
+            self._response_item(payload, ptype, loc, ts, extra)
         elif ltype == "event_msg":
-            self._event_msg(payload, loc, ts, extra)
+            self._event_msg(payload, ptype, loc, ts, extra)
         elif ltype == "session_meta":
             self._session_meta(payload)
         elif ltype == "token_usage_record":
@@ -317,9 +323,8 @@ class CodexRolloutParser(StreamParser):
             input_tokens=tokens[0], cached_tokens=tokens[1], output_tokens=tokens[2],
             extra=extra))
 
-    def _response_item(self, payload: dict[str, Any], loc: Loc, ts: float,
+    def _response_item(self, payload: dict[str, Any], ptype: str, loc: Loc, ts: float,
                        extra: dict[str, Any]) -> None:
-        ptype = get(payload, "type", str, loc, "payload", required=True)
         extra["payload_type"] = ptype
         text: Any = _UNREAD
         if ptype == "message" and payload.get("role") == "user":
@@ -370,9 +375,8 @@ class CodexRolloutParser(StreamParser):
             del extra["type"]  # of its own, and payload always has one), in order
             self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts, extra=extra))
 
-    def _event_msg(self, payload: dict[str, Any], loc: Loc, ts: float,
+    def _event_msg(self, payload: dict[str, Any], ptype: str, loc: Loc, ts: float,
                    extra: dict[str, Any]) -> None:
-        ptype = get(payload, "type", str, loc, "payload", required=True)
         extra["payload_type"] = ptype
         if ptype == "user_message":
             self._prompt()
@@ -861,6 +865,9 @@ def _duration(d: Any) -> float | None:
 
 # the input, cached and output counts of a usage object; a token_count's last usage and its
 _TOKENS = Shape(*((k, INT_TEXT) for k in _TOKEN_KEYS))
+# a response_item's or event_msg's payload (null or an object) and its type
+_TYPED_PAYLOAD = Shape(("payload", (dict, type(None))), (("payload", "type"), str),
+                       required=(("payload", "type"),))
 _LAST_TOKENS = Shape(("last_token_usage", dict),
                      *((("last_token_usage", k), INT_TEXT) for k in _TOKEN_KEYS),
                      required=("last_token_usage",))
