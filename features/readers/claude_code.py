@@ -100,7 +100,7 @@ from features.readers.events import (
     new_step_on_user_input,
     utf8_len,
 )
-from features.readers.fields import INT_TEXT, Loc, Shape, get, parse_iso
+from features.readers.fields import INT_TEXT, Loc, Shape, get, need, parse_iso
 from features.readers.files import strip_compression
 from features.readers.stream import StreamParser, read_with
 from features.readers.strict_json import jsonl_records, looks_like_placeholder
@@ -306,7 +306,7 @@ class _ClaudeParser(StreamParser):
         caller already walked it (the message then is an object)."""
         self._last_mid = None
         if split is None:
-            msg = get(obj, "message", dict, loc, required=True)
+            msg = need(obj, "message", dict, loc)
             split = _split_content(msg.get("content"))
         content, results, texts, bad = split
         if results is not None:
@@ -463,7 +463,7 @@ class ClaudeStreamParser(_ClaudeParser):
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
         loc = self._line_loc  # the parser's one Loc, its line moved (see line_loc)
         loc.line = lineno
-        t = get(obj, "type", str, loc, required=True)
+        t = need(obj, "type", str, loc)
         meta = self.meta
         if t == "stream_event":  # partial-message deltas: the full lines follow
             meta["n_stream_events"] += 1
@@ -594,7 +594,7 @@ class ClaudeSessionParser(_ClaudeParser):
         else:  # the parser's one Loc, its line moved (see line_loc)
             loc = self._line_loc
             loc.line = lineno
-        t = get(obj, "type", str, loc, required=True)
+        t = need(obj, "type", str, loc)
         meta = self.meta
         if t == "progress":
             meta["n_progress"] += 1

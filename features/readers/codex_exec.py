@@ -51,7 +51,7 @@ from typing import Any
 
 from features.readers.errors import warn_unknown
 from features.readers.events import apply_test_counts, classify_command, mark_tool_return, utf8_len
-from features.readers.fields import INT_TEXT, Loc, Shape, get, to_int
+from features.readers.fields import INT_TEXT, Loc, Shape, get, need, to_int
 from features.readers.stream import StreamParser, read_with
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
@@ -120,7 +120,7 @@ class CodexExecParser(StreamParser):
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
         loc = self._line_loc  # the parser's one Loc, its line moved (see line_loc)
         loc.line = lineno
-        t = get(obj, "type", str, loc, required=True)
+        t = need(obj, "type", str, loc)
         handler = _HANDLERS.get(t)  # one look-up per line, not a chain of comparisons
         if handler is not None:
             handler(self, t, obj, loc, arrival)
@@ -242,7 +242,7 @@ class CodexExecParser(StreamParser):
 
     def _item(self, t: str, obj: dict[str, Any], loc: Loc, arrival: float | None) -> None:
         lineno = loc.line
-        item = get(obj, "item", dict, loc, required=True)
+        item = need(obj, "item", dict, loc)
         if "type" in item:
             # the record's shape by its kind: a command item's fields are read at once
             if item["type"] == "command_execution":

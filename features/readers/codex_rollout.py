@@ -106,6 +106,7 @@ from features.readers.fields import (
     float_field,
     get,
     int_field,
+    need,
     parse_iso,
     repo_from_url,
 )
@@ -244,7 +245,7 @@ class CodexRolloutParser(StreamParser):
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
         loc = self._line_loc  # the parser's one Loc, its line moved (see line_loc)
         loc.line = lineno
-        ltype = get(obj, "type", str, loc, required=True)
+        ltype = need(obj, "type", str, loc)
         raw = obj.get("timestamp")
         if raw.__class__ is str and raw == self._ts_text:  # lines of one write share a stamp
             ts = self._ts

@@ -106,6 +106,17 @@ def get(obj: dict[str, Any], key: str, typ: type | tuple[type, ...], loc: Loc, *
     return _checked_get(v, key, typ, loc, at, required, default)
 
 
+def need(obj: dict[str, Any], key: str, typ: type | tuple[type, ...], loc: Loc) -> Any:
+    """``get(obj, key, typ, loc, required=True)``: a required field of the record at ``loc``
+    itself (a line's type, its object), in a call that costs less (no path, no keywords:
+    about a quarter of :func:`get`'s call on Python 3.11; readers make one per line)."""
+    v = obj.get(key, _MISSING) if obj.__class__ is dict else obj[key] if key in obj else _MISSING
+    tv = v.__class__
+    if tv is typ and (tv is str or tv is dict or tv is list):
+        return v
+    return get(obj, key, typ, loc, required=True)
+
+
 def _checked_get(v: Any, key: str, typ: type | tuple[type, ...], loc: Loc,
                  at: tuple[str | int, ...], required: bool, default: Any) -> Any:
     """:func:`get` past its fast path: a missing field, a number, a boolean, null, a wrong type."""

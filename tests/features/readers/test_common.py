@@ -24,6 +24,7 @@ from features.readers.fields import (
     _checked_get,
     get,
     int_field,
+    need,
     parse_iso,
 )
 from features.readers.testcounts import parse_test_counts
@@ -325,3 +326,21 @@ def test_shape_reads_a_field_of_an_object_it_read_as_get_does(typ: object,
             want = outcome(lambda o=obj: sequential(o))
             got = outcome(lambda o=obj: shape.read(o, loc, "rec"))
             assert got == want, (obj, got, want)
+
+
+@pytest.mark.parametrize("typ", [t for t in _SHAPE_TYPES if t is not INT_TEXT], ids=str)
+def test_need_is_get_of_a_required_field(typ: object) -> None:
+    """need() gives what get(..., required=True) gives: the value, or the same error."""
+    loc = Loc("log.jsonl", 7)
+
+    def outcome(f: Callable[[], object]) -> tuple:
+        try:
+            v = f()
+        except Exception as exc:  # noqa: BLE001 - the error is the result compared
+            return ("err", type(exc).__name__, str(exc))
+        return ("ok", v, type(v))
+
+    for v in [*_SHAPE_VALUES, _MISSING]:
+        obj = {} if v is _MISSING else {"k": v}
+        assert outcome(lambda o=obj: need(o, "k", typ, loc)) == outcome(
+            lambda o=obj: get(o, "k", typ, loc, required=True)), v
