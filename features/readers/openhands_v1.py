@@ -61,6 +61,7 @@ from features.readers.fields import (
     int_field,
     iso_field,
     message_text,
+    need,
     to_duration,
     to_int,
     without,
@@ -337,7 +338,7 @@ class OpenHandsV1Parser(StreamParser):
             return
 
         if kind == "MessageEvent":
-            msg = get(raw, "llm_message", dict, loc, required=True)
+            msg = need(raw, "llm_message", dict, loc)
             if source == "user":
                 new_step_on_user_input(st)
             elif source == "agent":
@@ -517,7 +518,7 @@ def _result_text(raw: dict[str, Any], kind: str, loc: Loc) -> str:
         return get(raw, "error", str, loc, default="")
     if kind == "UserRejectObservation":
         return get(raw, "rejection_reason", str, loc, default="")
-    obs = get(raw, "observation", dict, loc, required=True)
+    obs = need(raw, "observation", dict, loc)
     if "content" in obs:
         return message_text(obs["content"], loc, "observation", "content")
     return get(obs, "output", str, loc, "observation", default="")  # older SDKs
