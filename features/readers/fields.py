@@ -109,7 +109,7 @@ def get(obj: dict[str, Any], key: str, typ: type | tuple[type, ...], loc: Loc, *
 def need(obj: dict[str, Any], key: str, typ: type | tuple[type, ...], loc: Loc) -> Any:
     """``get(obj, key, typ, loc, required=True)``: a required field of the record at ``loc``
     itself (a line's type, its object), in a call that costs less (no path, no keywords:
-    about a quarter of :func:`get`'s call on Python 3.11; readers make one per line)."""
+    about a quarter less than :func:`get`'s on Python 3.11; readers make one per line)."""
     v = obj.get(key, _MISSING) if obj.__class__ is dict else obj[key] if key in obj else _MISSING
     tv = v.__class__
     if tv is typ and (tv is str or tv is dict or tv is list):
@@ -177,7 +177,7 @@ class Shape:
         env: dict[str, Any] = {"get": get, "int_field": int_field, "LO": _INT64[0],
                                "HI": _INT64[1]}
         fast, slow = [], []
-        seen: dict[tuple[str, ...], tuple[str, str]] = {}  # path -> (variable, its keys)
+        seen: dict[tuple[str, ...], tuple[str, str, Any]] = {}  # path -> variable, keys, type
         for i, (key, typ) in enumerate(fields):
             path = key if isinstance(key, tuple) else (key,)
             v, req = f"v{i}", key in required
@@ -186,14 +186,13 @@ class Shape:
             if len(path) == 1:
                 src, under, fetch, slow_fetch = "obj", "", f"obj.get(K{i})", ""
             else:  # a field of an object this shape read before (a dict, or null)
-                src, parent_keys = seen[path[:-1]]
-                if dict(fields)[path[:-1] if len(path) > 2 else path[0]] not in (
-                        dict, (dict, _NONE)):
+                src, parent_keys, parent_type = seen[path[:-1]]
+                if parent_type not in (dict, (dict, _NONE)):
                     raise TypeError(f"{key}: a field of an object read as dict or null")
                 under, keys = f", {parent_keys}", f"{parent_keys}, K{i}"
                 fetch = f"{src}.get(K{i}) if {src} is not None else None"
                 slow_fetch = f" if {src} is not None else None"
-            seen[path] = (v, keys)
+            seen[path] = (v, keys, typ)
             check = _shape_check(i, typ, req, src, env)
             fast += [f"    {v} = {fetch}\n",
                      f"    if not ({check if src == 'obj' else f'{src} is None or {check}'}):\n"
