@@ -168,7 +168,12 @@ def _surely_fits(e: Event) -> bool:
     """The fast path of :func:`_check_values`: True when every value certainly fits its
     column (plain types, finite, in range, ASCII text), False sends the event to the full
     check, which names what does not fit (or passes non-ASCII text that is valid). A list
-    of words is checked by one join (a non-text item fails it: TypeError)."""
+    of words is checked by one join (a non-text item fails it: TypeError). Written out
+    flat, field by field (every event of every read passes here)."""
+    lo, hi = INT64_MIN, INT64_MAX
+    v, w = e.index, e.step
+    if not (v.__class__ is int and w.__class__ is int and lo <= v <= hi and lo <= w <= hi):
+        return False
     v = e.start
     if v is not None and ((v.__class__ is not float and v.__class__ is not int) or v - v != 0):
         return False
@@ -179,32 +184,32 @@ def _surely_fits(e: Event) -> bool:
     if v is not None and ((v.__class__ is not float and v.__class__ is not int)
                           or v - v != 0 or v < 0):
         return False
-    v = e.index
-    if v.__class__ is not int or not INT64_MIN <= v <= INT64_MAX:
+    a, b, c, d, f, g, h = (e.input_tokens, e.cached_tokens, e.output_tokens, e.exit_code,
+                           e.bytes_written, e.tests_passed, e.tests_failed)
+    if not ((a is None or (a.__class__ is int and lo <= a <= hi))
+            and (b is None or (b.__class__ is int and lo <= b <= hi))
+            and (c is None or (c.__class__ is int and lo <= c <= hi))
+            and (d is None or (d.__class__ is int and lo <= d <= hi))
+            and (f is None or (f.__class__ is int and lo <= f <= hi))
+            and (g is None or (g.__class__ is int and lo <= g <= hi))
+            and (h is None or (h.__class__ is int and lo <= h <= hi))):
         return False
-    v = e.step
-    if v.__class__ is not int or not INT64_MIN <= v <= INT64_MAX:
-        return False
-    for v in (e.input_tokens, e.cached_tokens, e.output_tokens, e.exit_code,
-              e.bytes_written, e.tests_passed, e.tests_failed):
-        if v is not None and (v.__class__ is not int or not INT64_MIN <= v <= INT64_MAX):
-            return False
     v = e.command
     if v is not None and (v.__class__ is not str or not v.isascii()):
         return False
     v = e.text
     if v is not None and (v.__class__ is not str or not v.isascii()):
         return False
-    for vs in (e.argv, e.paths_read, e.paths_written):
-        if vs:
-            if vs.__class__ is not list:
-                return False
-            try:
-                if not "".join(vs).isascii():
-                    return False
-            except TypeError:
-                return False
-        elif vs is not None and vs.__class__ is not list:
+    # the lists: None or a list (usually empty but argv), their words ASCII text
+    a, b, c = e.argv, e.paths_read, e.paths_written
+    if not ((a is None or a.__class__ is list) and (b is None or b.__class__ is list)
+            and (c is None or c.__class__ is list)):
+        return False
+    if a or b or c:
+        try:
+            return ("".join(a).isascii() if a else True) and (
+                "".join(b).isascii() if b else True) and ("".join(c).isascii() if c else True)
+        except TypeError:
             return False
     return True
 

@@ -100,7 +100,7 @@ from features.readers.events import (
     new_step_on_user_input,
     utf8_len,
 )
-from features.readers.fields import INT_TEXT, Loc, Shape, get, int_field, parse_iso
+from features.readers.fields import INT_TEXT, Loc, Shape, get, need, parse_iso
 from features.readers.files import strip_compression
 from features.readers.stream import StreamParser, read_with
 from features.readers.strict_json import jsonl_records, looks_like_placeholder
@@ -188,8 +188,7 @@ class _ClaudeParser(StreamParser):
     # -- assistant lines ----------------------------------------------------------------
     def _assistant(self, obj: dict[str, Any], loc: Loc, ts: float | None,
                    extra: dict[str, Any]) -> None:
-        msg = get(obj, "message", dict, loc, required=True)
-        mid = get(msg, "id", str, loc, "message")
+        msg, mid = _MESSAGE_ID.read(obj, loc)
         if mid is not None and mid != self._last_mid:
             # every id's first line is kept (a dict entry: cheap); only an id met again on
             # another line is asked whether it is a placeholder (a real one never is met so)
@@ -307,7 +306,7 @@ class _ClaudeParser(StreamParser):
         caller already walked it (the message then is an object)."""
         self._last_mid = None
         if split is None:
-            msg = get(obj, "message", dict, loc, required=True)
+            msg = need(obj, "message", dict, loc)
             split = _split_content(msg.get("content"))
         content, results, texts, bad = split
         if results is not None:
@@ -462,8 +461,9 @@ class ClaudeStreamParser(_ClaudeParser):
         return self.meta.get("session_id")
 
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
-        loc = self.line_loc(lineno)
-        t = get(obj, "type", str, loc, required=True)
+        loc = self._line_loc  # the parser's one Loc, its line moved (see line_loc)
+        loc.line = lineno
+        t = need(obj, "type", str, loc)
         meta = self.meta
         if t == "stream_event":  # partial-message deltas: the full lines follow
             meta["n_stream_events"] += 1
@@ -589,8 +589,12 @@ class ClaudeSessionParser(_ClaudeParser):
                   file: str | None = None) -> None:
         """One line of the session file, or (``file``) of a subagent's own file; ``arrival``
         is ignored (every line has its own time)."""
-        loc = Loc(Path(file), lineno) if file else self.line_loc(lineno)
-        t = get(obj, "type", str, loc, required=True)
+        if file:
+            loc = Loc(Path(file), lineno)
+        else:  # the parser's one Loc, its line moved (see line_loc)
+            loc = self._line_loc
+            loc.line = lineno
+        t = need(obj, "type", str, loc)
         meta = self.meta
         if t == "progress":
             meta["n_progress"] += 1
@@ -828,8 +832,15 @@ def _block_loc(loc: Loc, j: int) -> Loc:
     return loc / "message" / "content" / j
 
 
-_PROMPT_USAGE = Shape(("input_tokens", INT_TEXT), ("cache_creation_input_tokens", INT_TEXT),
-                      ("cache_read_input_tokens", INT_TEXT))
+# a tool_use block's name and input, read at once
+_TOOL_USE = Shape(("name", str), ("input", (dict, type(None))), required=("name",))
+# a response's message and its id; its usage (null or an object) and the usage's counts
+_MESSAGE_ID = Shape(("message", dict), (("message", "id"), str), required=("message",))
+_PROMPT_USAGE = Shape(("usage", (dict, type(None))),
+                      *((("usage", k), INT_TEXT) for k in (
+                          "input_tokens", "cache_creation_input_tokens",
+                          "cache_read_input_tokens")))
+_FINAL_USAGE = Shape(*_PROMPT_USAGE.fields, (("usage", "output_tokens"), INT_TEXT))
 
 
 def _usage(msg: dict[str, Any], loc: Loc, later: bool = False
@@ -839,20 +850,15 @@ def _usage(msg: dict[str, Any], loc: Loc, later: bool = False
     of a response's first line count only when it is final (else they are the first block's
     snapshot); ``later``: a later line of the response, whose output tokens count whatever
     its ``stop_reason``. ``loc``: the line's."""
-    usage = get(msg, "usage", (dict, type(None)), loc, "message")
     final = msg.get("stop_reason") is not None
+    if final or later:  # its output tokens count too
+        usage, i, w, r, out = _FINAL_USAGE.read(msg, loc, "message")
+    else:
+        usage, i, w, r = _PROMPT_USAGE.read(msg, loc, "message")
+        out = None
     if not usage:
         return None, None, None, None, final
-    i, w, r = _PROMPT_USAGE.read(usage, loc, "message", "usage")
-    out = None
-    if final or later:
-        out = int_field(usage.get("output_tokens"), loc, "message", "usage", "output_tokens")
     return usage, None if i is None else i + (w or 0) + (r or 0), r, out, final
-
-
-def _input_str(inp: dict[str, Any], key: str, loc: Loc, j: int) -> str | None:
-    """A string field of a ``tool_use`` block's ``input`` (block ``j`` of the line ``loc``)."""
-    return get(inp, key, str, loc, "message", "content", j, "input")
 
 
 def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None,
@@ -860,8 +866,8 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
     """The event of a ``tool_use`` block (block ``j`` of the line ``loc``, of the response
     ``mid``) before its result, and the block's id. ``bextra``: the line's extra, which the
     event keeps (the block's keys are added to it)."""
-    name = get(b, "name", str, loc, "message", "content", j, required=True)
-    inp = get(b, "input", (dict, type(None)), loc, "message", "content", j) or {}
+    name, inp = _TOOL_USE.read(b, loc, "message", "content", j)
+    inp = inp or {}
     tid = b.get("id")
     bextra["message_id"] = mid
     bextra["block"] = "tool_use"
@@ -869,7 +875,7 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
     bextra["tool_use_id"] = tid
     bextra["input"] = inp
     if name == "Bash":
-        cmd = _input_str(inp, "command", loc, j)
+        cmd = get(inp, "command", str, loc, "message", "content", j, "input")
         if cmd is not None:
             argv = split_command(cmd)
             ev = Event(index=0, kind=classify_command(cmd, argv), step=step, start=ts,
@@ -877,13 +883,14 @@ def _tool_event(b: dict[str, Any], loc: Loc, j: int, step: int, ts: float | None
         else:
             ev = Event(index=0, kind=_COMMAND, step=step, start=ts, extra=bextra)
     elif name in FILE_TOOLS:
-        p = _input_str(inp, "notebook_path" if name == "NotebookEdit" else "file_path", loc, j)
+        key = "notebook_path" if name == "NotebookEdit" else "file_path"
+        p = get(inp, key, str, loc, "message", "content", j, "input")
         if name == "Write":
-            n = utf8_len(_input_str(inp, "content", loc, j))
+            n = utf8_len(get(inp, "content", str, loc, "message", "content", j, "input"))
         elif name == "Edit":
-            n = utf8_len(_input_str(inp, "new_string", loc, j))
+            n = utf8_len(get(inp, "new_string", str, loc, "message", "content", j, "input"))
         elif name == "NotebookEdit":
-            n = utf8_len(_input_str(inp, "new_source", loc, j))
+            n = utf8_len(get(inp, "new_source", str, loc, "message", "content", j, "input"))
         else:
             edits = get(inp, "edits", list, _block_loc(loc, j) / "input", default=[])
             n = sum(utf8_len(e.get("new_string")) or 0 for e in edits if isinstance(e, dict))

@@ -51,7 +51,7 @@ from typing import Any
 
 from features.readers.errors import warn_unknown
 from features.readers.events import apply_test_counts, classify_command, mark_tool_return, utf8_len
-from features.readers.fields import INT_TEXT, Loc, Shape, get, to_int
+from features.readers.fields import INT_TEXT, Loc, Shape, get, need, to_int
 from features.readers.stream import StreamParser, read_with
 from features.schema import Event, EventKind, Trajectory
 from features.shell import split_command
@@ -120,7 +120,7 @@ class CodexExecParser(StreamParser):
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
         loc = self._line_loc  # the parser's one Loc, its line moved (see line_loc)
         loc.line = lineno
-        t = get(obj, "type", str, loc, required=True)
+        t = need(obj, "type", str, loc)
         handler = _HANDLERS.get(t)  # one look-up per line, not a chain of comparisons
         if handler is not None:
             handler(self, t, obj, loc, arrival)
@@ -182,9 +182,7 @@ class CodexExecParser(StreamParser):
 
     def _turn_completed(self, t: str, obj: dict[str, Any], loc: Loc,
                         arrival: float | None) -> None:
-        usage = get(obj, "usage", dict, loc, required=True)
-        counts = _USAGE.read(usage, loc, "usage")
-        ti, tc, to = counts
+        usage, ti, tc, to = _USAGE.read(obj, loc)
         prev = self._prev_total
         pi, pc, po = prev["input_tokens"], prev["cached_input_tokens"], prev["output_tokens"]
         if (ti is not None and tc is not None and to is not None
@@ -194,7 +192,7 @@ class CodexExecParser(StreamParser):
             self._prev_total = {"input_tokens": ti, "cached_input_tokens": tc,
                                 "output_tokens": to}
         else:
-            delta = self._usage_delta(counts, loc)
+            delta = self._usage_delta((ti, tc, to), loc)
             d_in, d_cached, d_out = (delta["input_tokens"], delta["cached_input_tokens"],
                                      delta["output_tokens"])
             n_total = 3 - (d_in is None) - (d_cached is None) - (d_out is None)
@@ -244,7 +242,7 @@ class CodexExecParser(StreamParser):
 
     def _item(self, t: str, obj: dict[str, Any], loc: Loc, arrival: float | None) -> None:
         lineno = loc.line
-        item = get(obj, "item", dict, loc, required=True)
+        item = need(obj, "item", dict, loc)
         if "type" in item:
             # the record's shape by its kind: a command item's fields are read at once
             if item["type"] == "command_execution":
@@ -371,7 +369,8 @@ def read_codex_exec(
 
 
 # the typed fields of a turn's usage, of an item (its type and id), and of a command item
-_USAGE = Shape(*((k, INT_TEXT) for k in _USAGE_KEYS))
+_USAGE = Shape(("usage", dict), *((("usage", k), INT_TEXT) for k in _USAGE_KEYS),
+               required=("usage",))
 _ITEM = Shape(("type", str), ("id", (str, int)))
 _COMMAND_FIELDS = (("command", str), ("exit_code", INT_TEXT), ("aggregated_output", str),
                    ("status", str))

@@ -106,6 +106,7 @@ from features.readers.fields import (
     float_field,
     get,
     int_field,
+    need,
     parse_iso,
     repo_from_url,
 )
@@ -244,23 +245,29 @@ class CodexRolloutParser(StreamParser):
     def on_record(self, obj: dict[str, Any], lineno: int, arrival: float | None) -> None:
         loc = self._line_loc  # the parser's one Loc, its line moved (see line_loc)
         loc.line = lineno
-        ltype = get(obj, "type", str, loc, required=True)
+        ltype = need(obj, "type", str, loc)
         raw = obj.get("timestamp")
         if raw.__class__ is str and raw == self._ts_text:  # lines of one write share a stamp
             ts = self._ts
         else:
             ts = parse_iso(raw, loc, "timestamp")
             self._ts_text, self._ts = raw, ts
-        payload = get(obj, "payload", (dict, type(None)), loc) or {}
+        if ltype == "response_item" or ltype == "event_msg":  # the payload's type read with it
+            payload, ptype = _TYPED_PAYLOAD.read(obj, loc)
+            if payload is None:  # null or missing: read as an empty payload, its type missing
+                payload = {}
+                ptype = get(payload, "type", str, loc, "payload", required=True)
+        else:
+            payload = get(obj, "payload", (dict, type(None)), loc) or {}
         extra: dict[str, Any] = {"line": lineno, "line_type": ltype}
         if len(obj) > 3:
             rest = {k: v for k, v in obj.items() if k not in ("type", "timestamp", "payload")}
             if rest:
                 extra["line_extra"] = rest
         if ltype == "response_item":
-            self._response_item(payload, loc, ts, extra)
+            self._response_item(payload, ptype, loc, ts, extra)
         elif ltype == "event_msg":
-            self._event_msg(payload, loc, ts, extra)
+            self._event_msg(payload, ptype, loc, ts, extra)
         elif ltype == "session_meta":
             self._session_meta(payload)
         elif ltype == "token_usage_record":
@@ -309,7 +316,7 @@ class CodexRolloutParser(StreamParser):
         self._state["agent_acted"] = True
         if isinstance(payload.get("thread_token_usage"), dict):
             self.meta["thread_token_usage"] = payload["thread_token_usage"]
-        tokens = _tokens(usage, loc, "payload", "usage")
+        tokens = _TOKENS.read(usage, loc, "payload", "usage")
         for k, v in payload.items():
             extra[k] = v
         self.emit(Event(
@@ -317,9 +324,8 @@ class CodexRolloutParser(StreamParser):
             input_tokens=tokens[0], cached_tokens=tokens[1], output_tokens=tokens[2],
             extra=extra))
 
-    def _response_item(self, payload: dict[str, Any], loc: Loc, ts: float,
+    def _response_item(self, payload: dict[str, Any], ptype: str, loc: Loc, ts: float,
                        extra: dict[str, Any]) -> None:
-        ptype = get(payload, "type", str, loc, "payload", required=True)
         extra["payload_type"] = ptype
         text: Any = _UNREAD
         if ptype == "message" and payload.get("role") == "user":
@@ -370,9 +376,8 @@ class CodexRolloutParser(StreamParser):
             del extra["type"]  # of its own, and payload always has one), in order
             self.emit(Event(index=0, kind=EventKind.OTHER, step=step, start=ts, extra=extra))
 
-    def _event_msg(self, payload: dict[str, Any], loc: Loc, ts: float,
+    def _event_msg(self, payload: dict[str, Any], ptype: str, loc: Loc, ts: float,
                    extra: dict[str, Any]) -> None:
-        ptype = get(payload, "type", str, loc, "payload", required=True)
         extra["payload_type"] = ptype
         if ptype == "user_message":
             self._prompt()
@@ -426,8 +431,7 @@ class CodexRolloutParser(StreamParser):
             self._last_total = total
             return
         self._last_total = total
-        last = get(info, "last_token_usage", dict, loc, "payload", "info", required=True)
-        tokens = _tokens(last, loc, "payload", "info", "last_token_usage")
+        last, *tokens = _LAST_TOKENS.read(info, loc, "payload", "info")
         extra["last_token_usage"] = last
         extra.update(info)  # its last_token_usage is `last`, already in place
         if len(payload) > 2:  # else its keys are "type" and "info" alone
@@ -860,12 +864,14 @@ def _duration(d: Any) -> float | None:
     return None
 
 
-def _tokens(usage: dict[str, Any], loc: Loc, *at: str) -> tuple[int | None, ...]:
-    """The input, cached and output counts of a usage object at ``loc / at...``."""
-    return _TOKENS.read(usage, loc, *at)
-
-
+# the input, cached and output counts of a usage object; a token_count's last usage and its
 _TOKENS = Shape(*((k, INT_TEXT) for k in _TOKEN_KEYS))
+# a response_item's or event_msg's payload (null or an object) and its type
+_TYPED_PAYLOAD = Shape(("payload", (dict, type(None))), (("payload", "type"), str),
+                       required=(("payload", "type"),))
+_LAST_TOKENS = Shape(("last_token_usage", dict),
+                     *((("last_token_usage", k), INT_TEXT) for k in _TOKEN_KEYS),
+                     required=("last_token_usage",))
 
 
 def _content_text(content: Any, loc: Loc, field: str) -> str | None:

@@ -56,10 +56,12 @@ from features.readers.errors import TrajectoryFormatError, warn_unknown
 from features.readers.events import classify_command, new_step_on_user_input
 from features.readers.fields import (
     Loc,
+    Shape,
     get,
     int_field,
     iso_field,
     message_text,
+    need,
     to_duration,
     to_int,
     without,
@@ -99,6 +101,13 @@ _KNOWN_ACTIONS = {"TaskTrackerAction", "BrowserNavigateAction", "BrowserClickAct
                   "DelegateAction", "TaskToolSetAction", "GlobAction", "GrepAction",
                   "PlanningFileEditorAction", "ApplyPatchAction", "TaskAction"}
 _RESULTS = {"ObservationEvent", "UserRejectObservation", "AgentErrorEvent"}
+# the typed fields read together: an event's kind and id, then (past its timestamp) its
+# source and response id; an action event's action and tool; a terminal and an editor action's
+_HEAD = Shape(("kind", str), ("id", str), required=("kind", "id"))
+_ORIGIN = Shape(("source", str), ("llm_response_id", str))
+_ACTION = Shape(("action", (dict, type(None))), ("tool_name", str))
+_TERMINAL_ACTION = Shape(("command", str), ("is_input", bool), required=("command",))
+_EDITOR_ACTION = Shape(("path", str), ("command", str), required=("path", "command"))
 _MISSING = object()
 
 
@@ -307,11 +316,9 @@ class OpenHandsV1Parser(StreamParser):
         if type(raw) is not dict:
             raise loc.error(f"expected an OpenHands V1 event object, got {type(raw).__name__}")
         st = self._st
-        kind = get(raw, "kind", str, loc, required=True)
-        eid = get(raw, "id", str, loc, required=True)
+        kind, eid = _HEAD.read(raw, loc)
         ts = iso_field(raw, "timestamp", loc)
-        source = get(raw, "source", str, loc)
-        rid = get(raw, "llm_response_id", str, loc)
+        source, rid = _ORIGIN.read(raw, loc)
         if rid is not None and rid not in self._seen_responses:
             self._seen_responses.add(rid)
             self._unused.discard(rid)
@@ -331,7 +338,7 @@ class OpenHandsV1Parser(StreamParser):
             return
 
         if kind == "MessageEvent":
-            msg = get(raw, "llm_message", dict, loc, required=True)
+            msg = need(raw, "llm_message", dict, loc)
             if source == "user":
                 new_step_on_user_input(st)
             elif source == "agent":
@@ -440,8 +447,7 @@ def _str_field(raw: dict[str, Any], keys: tuple[str, ...], loc: Loc) -> str | No
 def _action_event(raw: dict[str, Any], loc: Loc, step: int, ts: float | None, i: int
                   ) -> Event:
     """The event of an ``ActionEvent``."""
-    action = get(raw, "action", (dict, type(None)), loc)
-    tool = get(raw, "tool_name", str, loc)
+    action, tool = _ACTION.read(raw, loc)
     akind = None if action is None else get(action, "kind", str, loc, "action")
     extra = {"event_index": i, **raw}
     extra.pop("thought", None)
@@ -458,8 +464,7 @@ def _action_event(raw: dict[str, Any], loc: Loc, step: int, ts: float | None, i:
     paths_read: list[str] = []
     paths_written: list[str] = []
     if akind in _TERMINAL or (akind not in _EDITOR and tool in _TERMINAL_TOOLS):
-        cmd = get(action, "command", str, loc, "action", required=True)
-        is_input = get(action, "is_input", bool, loc, "action", default=False)
+        cmd, is_input = _TERMINAL_ACTION.read(action, loc, "action")
         if is_input:
             extra["input"] = cmd  # keys for a running process, not a command line
         else:
@@ -467,8 +472,7 @@ def _action_event(raw: dict[str, Any], loc: Loc, step: int, ts: float | None, i:
             argv = split_command(cmd)
             kind = classify_command(cmd, argv)
     elif akind in _EDITOR or tool in _EDITOR_TOOLS:
-        p = get(action, "path", str, loc, "action", required=True)
-        sub = get(action, "command", str, loc, "action", required=True)
+        p, sub = _EDITOR_ACTION.read(action, loc, "action")
         if sub == "view":
             paths_read = [p]
         else:
@@ -514,7 +518,7 @@ def _result_text(raw: dict[str, Any], kind: str, loc: Loc) -> str:
         return get(raw, "error", str, loc, default="")
     if kind == "UserRejectObservation":
         return get(raw, "rejection_reason", str, loc, default="")
-    obs = get(raw, "observation", dict, loc, required=True)
+    obs = need(raw, "observation", dict, loc)
     if "content" in obs:
         return message_text(obs["content"], loc, "observation", "content")
     return get(obs, "output", str, loc, "observation", default="")  # older SDKs

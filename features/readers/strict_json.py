@@ -12,6 +12,7 @@ import stat
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -470,10 +471,14 @@ def _drained(docs: list[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any]]]
     line a reader has folded into its events is freed before the next is read, so that
     the memory of a large log's lines is reused for its events (a 50 MB read faults in
     fewer fresh pages, and runs faster)."""
+    # all in C, no Python frame per line: docs.pop() hands out the lines last to first
+    # (reversed, so in order) until it reaches the end mark put under them
     docs.reverse()
-    pop = docs.pop
-    for i in range(1, len(docs) + 1):
-        yield i, pop()
+    docs.insert(0, _END)
+    return zip(count(1), iter(docs.pop, _END))
+
+
+_END = object()  # the end mark of _drained (no parsed line is this object)
 
 
 def _bulk_jsonl_bytes(raw: bytes, max_depth: int) -> list[dict[str, Any]] | None:

@@ -181,3 +181,26 @@ def test_several_trajectories_keep_first_appearance_order(tmp_path):
     write_parquet([b, a], tmp_path / "ab.parquet")
     assert read_parquet(tmp_path / "ab.parquet") == [b, a]
     assert from_frame(to_frame([a, b])) == [a, b]
+
+
+_ODD_VALUES = [None, 0, -1, 2**63 - 1, 2**63, -(2**63) - 1, True, 1.5, -0.5, math.nan, math.inf,
+               "x", "é", "\ud800", [], ["a"], ["a", "é"], ["a", 1], ["\ud800"], ("a",), {}]
+_CHECKED_FIELDS = ["index", "step", "start", "end", "duration", "input_tokens", "cached_tokens",
+                   "output_tokens", "command", "argv", "exit_code", "paths_read",
+                   "paths_written", "bytes_written", "tests_passed", "tests_failed", "text"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from(_CHECKED_FIELDS), st.sampled_from(_ODD_VALUES),
+                       max_size=4))
+def test_validation_fast_path_passes_only_what_fits(values: dict) -> None:
+    """The validation's fast path (_surely_fits) never passes a value the full check refuses,
+    and passes a plain event of ASCII text (the full check decides the rest)."""
+    from features.schema import _check_values, _surely_fits
+
+    e = Event(0, EventKind.COMMAND, command="ls", argv=["ls", "-l"], text="ok", exit_code=0)
+    assert _surely_fits(e)
+    for name, v in values.items():
+        setattr(e, name, v)
+    if _surely_fits(e):
+        _check_values(e, "event")  # raises if the fast path passed what does not fit

@@ -16,7 +16,17 @@ from hypothesis import strategies as st
 
 from features.patches import parse_apply_patch
 from features.readers import TrajectoryFormatError, UnknownEventWarning, read_trajectory
-from features.readers.fields import Loc, parse_iso
+from features.readers.fields import (
+    _MISSING,
+    INT_TEXT,
+    Loc,
+    Shape,
+    _checked_get,
+    get,
+    int_field,
+    need,
+    parse_iso,
+)
 from features.readers.testcounts import parse_test_counts
 from features.schema import EventKind
 
@@ -224,3 +234,113 @@ def test_pytest_summaries_are_found_as_the_multiline_pattern_finds_them(
     text = ("\n" if lead else "") + "\n".join(pieces) + ("\n" if tail else "")
     assert [m.group("body") for m in _pytest_summaries(text)] == [
         m.group("body") for m in _PYTEST_SUMMARY.finditer(text)]
+
+
+_SHAPE_TYPES = [str, int, float, dict, list, bool, (str, int), (dict, type(None)), (int, float),
+                (str, type(None)), INT_TEXT]
+_SHAPE_VALUES = [None, "x", "", "12", 0, 7, -3, 2**63, -(2**63) - 1, 2**63 - 1, True, False,
+                 1.5, 3.0, float("inf"), float("nan"), 2.5e308, {}, {"a": 1}, [], [1]]
+
+
+def _read_one(obj: dict, key: str, typ: object, loc: Loc, required: bool) -> object:
+    """What get() (int_field for INT_TEXT) returns or raises for one field."""
+    try:
+        if typ is INT_TEXT:
+            return ("ok", int_field(obj.get(key), loc, "rec", key))
+        return ("ok", get(obj, key, typ, loc, "rec", required=required))
+    except Exception as exc:  # noqa: BLE001 - the error is the result compared
+        return ("err", type(exc).__name__, str(exc))
+
+
+@pytest.mark.parametrize("typ", _SHAPE_TYPES, ids=str)
+@pytest.mark.parametrize("required", [False, True])
+def test_shape_reads_every_field_as_get_does(typ: object, required: bool) -> None:
+    """A Shape's one-call read gives, for every value (missing, null, each JSON type, out of
+    range), what get() or int_field gives field by field: the value, or the same error."""
+    shape = Shape(("a", typ), ("b", str), required=("a",) if required else ())
+    loc = Loc("log.jsonl", 3)
+    for v in [*_SHAPE_VALUES, "missing"]:
+        obj = {"b": "ok"} if v == "missing" else {"a": v, "b": "ok"}
+        want = _read_one(obj, "a", typ, loc, required)
+        try:
+            got: object = ("ok", shape.read(obj, loc, "rec")[0])
+        except Exception as exc:  # noqa: BLE001
+            got = ("err", type(exc).__name__, str(exc))
+        assert got == want and type(got[1]) is type(want[1]), (v, got, want)
+
+
+@pytest.mark.parametrize("typ", [t for t in _SHAPE_TYPES if t is not INT_TEXT], ids=str)
+@pytest.mark.parametrize("required", [False, True])
+def test_get_fast_path_returns_what_the_checked_read_does(typ: object, required: bool) -> None:
+    """get()'s fast path (a value of the wanted type returned at once) gives what its full
+    checked read gives: the same value of the same type, or the same error."""
+    loc = Loc("log.json", None, "doc")
+
+    def outcome(f: Callable[[], object]) -> tuple:
+        try:
+            v = f()
+        except Exception as exc:  # noqa: BLE001 - the error is the result compared
+            return ("err", type(exc).__name__, str(exc))
+        return ("ok", v, type(v))
+
+    for v in [*_SHAPE_VALUES, _MISSING]:
+        obj = {} if v is _MISSING else {"k": v}
+        fast = outcome(lambda o=obj: get(o, "k", typ, loc, "rec", 2, required=required,
+                                         default=5))
+        full = outcome(lambda o=obj: _checked_get(o.get("k", _MISSING), "k", typ, loc,
+                                                  ("rec", 2), required, 5))
+        assert fast == full, (v, fast, full)
+
+
+@pytest.mark.parametrize("typ", _SHAPE_TYPES, ids=str)
+@pytest.mark.parametrize("required", [False, True])
+def test_shape_reads_a_field_of_an_object_it_read_as_get_does(typ: object,
+                                                              required: bool) -> None:
+    """A Shape's field of an object it read (``("m", "a")`` after ``("m", ...)``) gives what
+    get() gives reading that object's field, None when the object is null or missing; the
+    fields before and after it are read in order (first bad field first)."""
+    shape = Shape(("m", (dict, type(None))), (("m", "a"), typ), ("b", str),
+                  required=(("m", "a"),) if required else ())
+    loc = Loc("log.jsonl", 3)
+
+    def sequential(obj: dict) -> tuple:
+        m = get(obj, "m", (dict, type(None)), loc, "rec")
+        if m is None:
+            a = None
+        elif typ is INT_TEXT:
+            a = int_field(m.get("a"), loc, "rec", "m", "a")
+        else:
+            a = get(m, "a", typ, loc, "rec", "m", required=required)
+        return m, a, get(obj, "b", str, loc, "rec")
+
+    def outcome(f: Callable[[], tuple]) -> tuple:
+        try:
+            return ("ok", f(), tuple(type(x) for x in f()))
+        except Exception as exc:  # noqa: BLE001 - the error is the result compared
+            return ("err", type(exc).__name__, str(exc))
+
+    for v in [*_SHAPE_VALUES, "missing"]:
+        m = {} if v == "missing" else {"a": v}
+        for obj in ({"m": m, "b": "ok"}, {"m": m, "b": 5}, {"m": None, "b": "ok"}, {"b": "ok"},
+                    {"m": [m], "b": "ok"}):
+            want = outcome(lambda o=obj: sequential(o))
+            got = outcome(lambda o=obj: shape.read(o, loc, "rec"))
+            assert got == want, (obj, got, want)
+
+
+@pytest.mark.parametrize("typ", [t for t in _SHAPE_TYPES if t is not INT_TEXT], ids=str)
+def test_need_is_get_of_a_required_field(typ: object) -> None:
+    """need() gives what get(..., required=True) gives: the value, or the same error."""
+    loc = Loc("log.jsonl", 7)
+
+    def outcome(f: Callable[[], object]) -> tuple:
+        try:
+            v = f()
+        except Exception as exc:  # noqa: BLE001 - the error is the result compared
+            return ("err", type(exc).__name__, str(exc))
+        return ("ok", v, type(v))
+
+    for v in [*_SHAPE_VALUES, _MISSING]:
+        obj = {} if v is _MISSING else {"k": v}
+        assert outcome(lambda o=obj: need(o, "k", typ, loc)) == outcome(
+            lambda o=obj: get(o, "k", typ, loc, required=True)), v
