@@ -18,11 +18,11 @@ would decide an inconclusive case agree with each other:
   ``benchmarks/verdict_size.py``, CR3-t 0.934 (``variance="CR2"`` keeps the other). Unlike
   a bootstrap tail, its p-value has no floor: a Holm level of 0.05/96 is decided by the
   statistic, not by whether one replicate of 10,000 fell on the wrong side.
-  * **No variation seen** (the verdicts' default): when every difference is equal the standard error is 0 and the
-    plain interval is a point, which misses any truth but that value (a study that drew
-    only tasks where the two policies agree). Given ``bound`` — the largest difference one
-    task can have (for costs: the larger of the two, as :func:`ripplecp_policy.verdicts.paired_contrast`
-    passes) — the interval is ``estimate +- (1 - (alpha/2)^(1/k)) x bound``: Clopper and
+  * **No variation seen** (the verdicts' default): when every difference is equal the
+    standard error is 0 and the plain interval is a point, which misses any truth but that
+    value (a study that drew only tasks where the two policies agree). Given ``bound`` —
+    the largest difference one task can have (for costs: the larger of the two, as
+    :func:`ripplecp_policy.verdicts.paired_contrast` passes) — the interval is ``estimate +- (1 - (alpha/2)^(1/k)) x bound``: Clopper and
     Pearson's upper limit for the share of the k repositories that could differ unseen,
     times the most each could differ; the standard error is that half-width over t's
     quantile, so the p-values, the MDE and the powered/under-powered class follow from it.

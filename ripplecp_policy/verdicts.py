@@ -33,9 +33,10 @@ The API other modules use (everything a study needs to judge, print and plan):
 
 The statistic (:func:`ripplecp_policy.power.cluster_test`): the mean per-task difference,
 its bias-reduced cluster-robust standard error over repositories and Student's t with
-k - 1 degrees of freedom (k repositories) — a continuous p-value, so a Holm level of 0.05/m is decided by the statistic rather than by
-a bootstrap tail's last replicate. When every difference is equal the interval is bounded
-by the costs (the unseen share of the repositories times the larger cost), never a point.
+k - 1 degrees of freedom (k repositories) — a continuous p-value, so a Holm level of
+0.05/m is decided by the statistic rather than by a bootstrap tail's last replicate. When
+every difference is equal the interval is bounded by the costs (the unseen share of the
+repositories times the larger cost), never a point.
 Only online policies get verdicts: offline limits and unmatched references are shown
 beside them, never judged. A verdict is refused when budgets were not matched (either
 side ran without a matched budget, the caps differ, or a side's mean spend differs from
