@@ -221,21 +221,61 @@ def model_name(*parts: str) -> str:
     return "--".join(re.sub(r"[/:.%\"']", "_", str(p)) for p in parts)
 
 
+#: stops (signal names) that arrived while a study run was open and have not unwound it yet:
+#: what a handler raises inside a callback from C (xgboost's data iterator, through ctypes)
+#: is printed and dropped, so the stop is also remembered here and raised again at the next
+#: run boundary (:func:`raise_pending_stop`)
+_PENDING: list[str] = []
+
+
+def raise_pending_stop() -> None:
+    """Raise the stop a signal asked for while a study run was open, if its own unwinding
+    was lost (see ``_PENDING``); called at every run boundary and log."""
+    if _PENDING:
+        name = _PENDING[0]
+        if name == "SIGINT":
+            raise KeyboardInterrupt(f"signal {name} (its first unwinding was lost in a library callback)")
+        raise Terminated(f"signal {name} (its first unwinding was lost in a library callback)")
+
+
 @contextlib.contextmanager
 def _signals_unwind() -> Iterator[None]:
     """While the block runs in the main thread, SIGTERM and SIGHUP raise :class:`Terminated`
-    (else they end the process before any run is ended); the old handlers come back after."""
+    (else they end the process before any run is ended) and SIGINT, unless ignored (a
+    background job's), raises ``KeyboardInterrupt`` as Python's own handler does; each is
+    also remembered, so one whose exception a library dropped stops the study at its next
+    run boundary, or at the block's end, where a library error raised because of it is
+    reported as the stop. The old handlers come back after."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum: int, _frame: Any) -> None:
-        raise Terminated(f"signal {signal.Signals(signum).name}")
+        name = signal.Signals(signum).name
+        _PENDING.append(name)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(f"signal {name}")
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    sigs = [signal.SIGTERM, signal.SIGHUP]
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        sigs.append(signal.SIGINT)
+    old = {s: signal.signal(s, handler) for s in sigs}
+    _PENDING.clear()
     try:
         yield
+        raise_pending_stop()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        if _PENDING:  # e.g. xgboost's own check failing once its iterator lost the interrupt
+            try:
+                raise_pending_stop()
+            except KeyboardInterrupt as stop:
+                raise stop from exc
+        raise
     finally:
+        _PENDING.clear()
         for s, h in old.items():
             signal.signal(s, h)
 
@@ -261,6 +301,7 @@ class TrackedRun:
         """Metrics (non-finite values left out) at ``step``, params (as text, cut to MLflow's
         limit), tags, and ``history``: per key its values at steps 0, 1, ... (e.g. one per
         fold), or a mapping step -> value, all in as few batches as MLflow allows."""
+        raise_pending_stop()
         if not self.on:
             return
         from mlflow.entities import Metric, Param, RunTag
@@ -300,6 +341,7 @@ class TrackedRun:
     def child(self, name: str, *, tags: Mapping[str, Any] | None = None) -> Iterator[TrackedRun]:
         """A child run of this one for the block, ended FINISHED, or FAILED / KILLED when the
         block raises (:func:`end_status`); the exception goes on."""
+        raise_pending_stop()
         if not self.on:
             yield TrackedRun(None, self.experiment_id, None, self.root)
             return
@@ -328,9 +370,11 @@ def _ending(run: TrackedRun) -> Iterator[None]:
     """End ``run`` by how the block ends: FINISHED, KILLED (Ctrl-C, SIGTERM) or FAILED."""
     try:
         yield
+        raise_pending_stop()
     except BaseException as exc:
+        stop = exc if isinstance(exc, KeyboardInterrupt) or not _PENDING else KeyboardInterrupt()
         with contextlib.suppress(Exception):  # the study's own error is the one to report
-            run.client.set_terminated(run.run_id, status=end_status(exc))
+            run.client.set_terminated(run.run_id, status=end_status(stop))
         raise
     run.client.set_terminated(run.run_id, status=FINISHED)
 

@@ -420,8 +420,13 @@ def test_a_stopped_study_ends_its_runs(tmp_path, sig, status):
 
     store = tmp_path / "mlruns"
     env = dict(os.environ, PYTHONPATH=str(REPO))
+    # Ctrl-C's handler put back first: a shell's background job (CI's, a nohup'd run) starts
+    # with SIGINT ignored, and Python then leaves it ignored (the study rightly keeps that)
+    boot = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "sys.argv[0] = 'experiments.matched_budget'; "
+            "runpy.run_module('experiments.matched_budget', run_name='__main__', alter_sys=True)")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "experiments.matched_budget", "--quick", "--mlruns", str(store),
+        [sys.executable, "-c", boot, "--quick", "--mlruns", str(store),
          "--out", str(tmp_path / "out"), "--jobs", "1"],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
