@@ -20,9 +20,14 @@ procedure at the default size — measured on seeds x repositories x fresh tasks
 the fraction of (seed, family, budget) intervals that contain it, per difference kind;
 the target is >= 0.93.
 
-Kept cheap with the simple baselines (no learned fits): no-checkpoint (fits nothing),
-fixed-k and time-tuned (tuned on the training folds), and the clairvoyant optimum (an
-offline limit whose distance to first-boundary the study reports).
+Kept cheap by default with the simple baselines (no learned fits): no-checkpoint (fits
+nothing), fixed-k and time-tuned (tuned on the training folds), and the clairvoyant optimum
+(an offline limit whose distance to first-boundary the study reports). ``--kinds`` takes any
+registered policy instead, the learned ones included (``--kinds ridge xgboost``: each made
+by its registry factory at the seed, its default parameters, no Optuna search), so the
+intervals of the verdicts that matter can be checked where their fits vary most.
+
+    python -m experiments.coverage --kinds time-tuned ridge --families multi-stage-build
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ if TYPE_CHECKING:  # type names only: these load where they are used, so --help 
 
 PROG = "python -m experiments.coverage"
 TARGET = 0.93
+#: the difference kinds checked by default (registry keys; each against first-boundary)
+DEFAULT_KINDS = ("no-checkpoint", "fixed-k", "time-tuned", "optimum")
 #: the fresh samples' seeds are offset from the study's (k-th sample: seed + (k + 1) x this)
 #: so no task is shared
 FRESH_SEED_OFFSET = 1_000_003
@@ -67,6 +74,9 @@ class Args:
     """study seeds (each a fresh default-sized study; >= 20 for the coverage claim)"""
     budgets: tuple[str, ...] = opt(("count:1", "count:2"), check=check_budget_specs, metavar="SPEC")
     """budgets: count:N, seconds:S or seconds:Kx, bytes:B or bytes:Kx"""
+    kinds: tuple[str, ...] = opt(DEFAULT_KINDS, check=lambda ks: check_kinds(ks), metavar="KEY")
+    """policies whose difference to first-boundary is checked (registry keys or report names;
+    learned ones included)"""
     fresh_draws: int = opt(2, min=1)
     """fresh samples per seed, each of the study's own size (pooled over seeds: the truth)"""
     n_resamples: int = opt(2_000, min=100)
@@ -89,11 +99,37 @@ class Args:
 QUICK = Args.QUICK
 
 
-def kinds() -> list[PlacementPolicy]:
-    """The reference and the policies whose difference to it is a reported kind."""
-    from baselines import ClairvoyantOptimum, FirstBoundary, FixedK, NoCheckpoint, TimeBased
+def check_kinds(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """``keys`` as registry keys (report names accepted), each a registered policy other than
+    the reference, no repeats; ValueError naming the first that is not."""
+    import baselines  # noqa: F401 - registers the baselines
+    import ripplecp_policy.learned  # noqa: F401 - registers the learned policies
+    from ripplecp_policy.registry import entry
 
-    return [FirstBoundary(), NoCheckpoint(), FixedK(), TimeBased(mode="tuned"), ClairvoyantOptimum()]
+    out: list[str] = []
+    for k in keys:
+        try:
+            key = entry(k).key
+        except KeyError as exc:
+            raise ValueError(str(exc.args[0])) from None
+        if key == REFERENCE:
+            raise ValueError(f"{k!r} is the reference every kind is measured against")
+        if key in out:
+            raise ValueError(f"{k!r} given twice")
+        out.append(key)
+    if not out:
+        raise ValueError("give at least one policy")
+    return tuple(out)
+
+
+def kinds(keys: tuple[str, ...] = DEFAULT_KINDS, seed: int = 0) -> list[PlacementPolicy]:
+    """The reference and the policies whose difference to it is a reported kind (each made by
+    its registry factory at ``seed``)."""
+    import baselines  # noqa: F401 - registers the baselines
+    import ripplecp_policy.learned  # noqa: F401 - registers the learned policies
+    from ripplecp_policy.registry import entry
+
+    return [entry(k).make(seed=seed) for k in (REFERENCE, *keys)]
 
 
 def one_study(fam: str, seed: int, args: Args) -> pd.DataFrame:
@@ -117,7 +153,7 @@ def one_study(fam: str, seed: int, args: Args) -> pd.DataFrame:
     study, truth = [], []
     for fold in leave_one_repo_out(ls):
         train = ls.subset(fold.train_tasks)
-        for proto in kinds():
+        for proto in kinds(args.kinds, seed):
             for label, setting in fold_settings(args.budgets, train):
                 pol = clone(proto).fit(train, setting)
                 study.append(ev.evaluate(pol, list(fold.test_tasks), setting).assign(budget=label))

@@ -25,6 +25,9 @@ def test_help_lists_every_option(check_help) -> None:
     (["--jobs", "0"], "argument --jobs: must be >= 1, got 0"),
     (["--fresh-draws", "0"], "argument --fresh-draws: must be >= 1, got 0"),
     (["--workers", "2"], "unrecognized arguments: --workers 2"),
+    (["--kinds", "ridg"], "argument --kinds: no policy 'ridg' is registered"),
+    (["--kinds", "first-boundary"], "argument --kinds: 'first-boundary' is the reference"),
+    (["--kinds", "ridge", "AdvantageRegressorPolicy[ridge]"], "argument --kinds: 'AdvantageRegressorPolicy[ridge]' given twice"),
 ])
 def test_wrong_arguments(one_line_error, argv, needle) -> None:
     one_line_error(main, argv, needle)
@@ -82,3 +85,16 @@ def test_quick_run_of_the_real_script(run_command, tmp_path: Path) -> None:
     assert (cov["intervals"] == 2).all()
     assert "\r" not in proc.stderr  # stderr is no terminal: one plain line per step
     assert PROG  # the program name errors use
+
+
+@pytest.mark.slow
+def test_a_learned_kind_is_checked_like_the_baselines(run_command, tmp_path: Path) -> None:
+    """``--kinds`` takes learned policies: their intervals are the verdicts' own, and their
+    fits vary the most between studies."""
+    proc = run_command(MODULE, "--quick", "--seeds", "0", "1", "--kinds", "ridge", "time-tuned",
+                       "--out", str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cov = pd.read_csv(tmp_path / "coverage.csv")
+    assert list(cov["kind"]) == ["AdvantageRegressorPolicy[ridge] - first-boundary",
+                                 "time-tuned - first-boundary"]
+    assert (cov["intervals"] == 2).all()
