@@ -64,8 +64,10 @@ def test_coverage_counts_intervals_that_contain_the_pooled_truth() -> None:
     iv = pd.DataFrame(dict(
         family="f", budget="1ckpt", kind="a - b", seed=[0, 1, 2, 3],
         diff=[1.0, 2.0, 3.0, 9.0], low=[0.0, 1.0, 2.5, 8.0], high=[2.0, 3.0, 4.0, 10.0],
-        fresh_sum=[10.0, 10.0, 10.0, 10.0], fresh_n=[5, 5, 5, 5]))  # truth 2.0
+        se=[1.0, 1.0, 1.0, 1.0], fresh_sum=[10.0, 10.0, 10.0, 10.0], fresh_n=[5, 5, 5, 5]))  # truth 2.0
     rows, per_kind, per_family = coverage_table(iv)
+    # the interval's SE (1.0) against the study's spread over seeds (SD of 1, 2, 3, 9)
+    assert per_family.loc[("a - b", "f"), "se_ratio_min"] == pytest.approx(1.0 / pd.Series([1.0, 2.0, 3.0, 9.0]).std())
     assert list(rows["covered"]) == [True, True, False, False]
     assert per_kind.loc["a - b", "coverage"] == 0.5 and not per_kind.loc["a - b", "meets_target"]
     assert per_family.loc[("a - b", "f"), "truth"] == pytest.approx(2.0)
@@ -83,6 +85,7 @@ def test_quick_run_of_the_real_script(run_command, tmp_path: Path) -> None:
     cov = pd.read_csv(tmp_path / "coverage.csv")
     assert set(cov.columns) >= {"kind", "intervals", "coverage", "meets_target"}
     assert (cov["intervals"] == 2).all()
+    assert "se_ratio_min" in proc.stdout and "se" in pd.read_csv(tmp_path / "intervals.csv").columns
     assert "\r" not in proc.stderr  # stderr is no terminal: one plain line per step
     assert PROG  # the program name errors use
 
