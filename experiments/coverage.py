@@ -18,7 +18,9 @@ a task's index, and a sample of 8 tasks per repository had more long tasks than 
 seed, that is the difference the study estimates — the expected held-out difference of the
 procedure at the default size — measured on seeds x repositories x fresh tasks. Coverage is
 the fraction of (seed, family, budget) intervals that contain it, per difference kind;
-the target is >= 0.93. Beside it, per kind and family, ``se_ratio_min``: the smallest over
+the target is >= 0.93. A kind below it whose exact 95 % interval (Clopper-Pearson over
+its intervals) still reaches 0.93 is reported "within noise", not a miss: 20 seeds give
+160 intervals a kind, a binomial SE of ~0.02. Beside it, per kind and family, ``se_ratio_min``: the smallest over
 the budgets of RMS(the interval's SE) / SD(the study's difference over seeds). The second is
 the estimate's own SE, so a ratio well below 1 says the interval is narrower than the study
 varies (e.g. a tuned policy whose fit moves between studies: each fold's policy is fitted
@@ -210,6 +212,13 @@ def coverage_table(intervals: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame,
         intervals=("covered", "size"), coverage=("covered", "mean"), mean_width=("width", "mean"))
     per_kind["target"] = TARGET
     per_kind["meets_target"] = per_kind["coverage"] >= TARGET
+    # a coverage below the target by less than its own noise is not a miss: with 160
+    # intervals the binomial SE is ~0.02, so 0.925 cannot tell 0.93 from 0.95
+    ci = [_coverage_ci(int(round(c * n)), int(n)) for c, n in zip(per_kind["coverage"], per_kind["intervals"], strict=True)]
+    per_kind["ci_low"], per_kind["ci_high"] = [c[0] for c in ci], [c[1] for c in ci]
+    per_kind["judged"] = [
+        "yes" if ok else "no" if hi < TARGET else "within noise"
+        for ok, hi in zip(per_kind["meets_target"], per_kind["ci_high"], strict=True)]
     per_family = iv.groupby(["kind", "family"], sort=False).agg(
         intervals=("covered", "size"), coverage=("covered", "mean"),
         truth=("truth", "mean"), mean_diff=("diff", "mean"), mean_width=("width", "mean"))
@@ -219,6 +228,14 @@ def coverage_table(intervals: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame,
         ratio = (cells["ms"] ** 0.5 / cells["sd"]).where(cells["sd"] > 0)
         per_family["se_ratio_min"] = ratio.groupby(level=["kind", "family"], sort=False).min()
     return iv, per_kind.join(per_family.groupby("kind").size().rename("families")), per_family
+
+
+def _coverage_ci(covered: int, n: int) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) 95 % interval of a coverage of ``covered`` of ``n``."""
+    from scipy.stats import binomtest
+
+    ci = binomtest(covered, n).proportion_ci(0.95, method="exact")
+    return float(ci.low), float(ci.high)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -251,7 +268,9 @@ def measure(args: Args) -> int:
     show = per_kind.copy()
     show["coverage"] = show["coverage"].map(lambda x: f"{x:.3f}")
     show["mean_width"] = show["mean_width"].map(lambda x: f"{x:.1f}")
-    show["meets_target"] = show["meets_target"].map({True: "yes", False: "no"})
+    show["ci95"] = [f"[{lo:.3f}, {hi:.3f}]" for lo, hi in zip(show["ci_low"], show["ci_high"], strict=True)]
+    show["meets_target"] = show["judged"]
+    show = show.drop(columns=["ci_low", "ci_high", "judged"])
     print("  " + show.to_string().replace("\n", "\n  "))
     print("\n  per family:")
     pf = per_family.copy()
@@ -269,9 +288,13 @@ def measure(args: Args) -> int:
         per_kind.to_csv(out / "coverage.csv")
         per_family.to_csv(out / "coverage_by_family.csv")
         print(f"\noutputs in {out}/")
-    below = per_kind.index[~per_kind["meets_target"]].tolist()
-    print(f"\n{'every kind meets' if not below else 'below target: ' + ', '.join(below) + '; the rest meet'} "
-          f"the target; took {time.perf_counter() - t0:.1f} s")
+    below = per_kind.index[per_kind["judged"] == "no"].tolist()
+    near = per_kind.index[per_kind["judged"] == "within noise"].tolist()
+    said = ("every kind meets the target" if not below and not near else "; ".join(x for x in (
+        below and "below the target: " + ", ".join(below),
+        near and "below the target within the check's own noise (its 95 % interval reaches "
+                 f"{TARGET}; more seeds would tell): " + ", ".join(near)) if x) + "; the rest meet it")
+    print(f"\n{said}; took {time.perf_counter() - t0:.1f} s")
     return 0
 
 

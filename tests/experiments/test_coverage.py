@@ -73,6 +73,22 @@ def test_coverage_counts_intervals_that_contain_the_pooled_truth() -> None:
     assert per_family.loc[("a - b", "f"), "truth"] == pytest.approx(2.0)
 
 
+@pytest.mark.parametrize("covered, n, judged", [
+    (152, 160, "yes"), (148, 160, "within noise"), (140, 160, "no"), (1490, 1600, "yes"),
+    (1480, 1600, "within noise"), (1450, 1600, "no")])
+def test_a_coverage_below_the_target_within_its_own_noise_is_not_called_a_miss(
+        covered: int, n: int, judged: str) -> None:
+    """0.925 of 160 intervals cannot tell 0.93 from 0.95: the default 20-seed check printed
+    time-tuned "no" there, and the same kind read 0.944 over 200 seeds."""
+    iv = pd.DataFrame(dict(family="f", budget="1ckpt", kind="a - b", seed=range(n), diff=0.0,
+                           low=[-1.0 if i < covered else 1.0 for i in range(n)], high=2.0,
+                           se=1.0, fresh_sum=0.0, fresh_n=1))
+    _, per_kind, _ = coverage_table(iv)
+    row = per_kind.loc["a - b"]
+    assert row["coverage"] == pytest.approx(covered / n) and row["judged"] == judged
+    assert row["ci_low"] < covered / n < row["ci_high"]
+
+
 @pytest.mark.slow
 def test_quick_run_of_the_real_script(run_command, tmp_path: Path) -> None:
     proc = run_command(MODULE, "--quick", "--seeds", "0", "1", "--out", str(tmp_path), timeout=300)
