@@ -383,7 +383,8 @@ _SKIP_MESSAGE = _SKIP_TYPE | {"text"}
 _PHASES = {"item.started": "started", "item.updated": "updated", "item.completed": "completed"}
 
 
-# the handler of each line type (the rest: CodexExecParser._other)
+# the handler of each line type (the rest: CodexExecParser._other); a file's lines reach
+# them straight from StreamParser.feed_records, a streamed line through on_record
 _HANDLERS = {
     "item.started": CodexExecParser._item, "item.updated": CodexExecParser._item,
     "item.completed": CodexExecParser._item, "turn.completed": CodexExecParser._turn_completed,
@@ -391,6 +392,7 @@ _HANDLERS = {
     "thread.started": CodexExecParser._thread_started,
     "turn.failed": CodexExecParser._error_line, "error": CodexExecParser._error_line,
 }
+CodexExecParser.DISPATCH = _HANDLERS
 
 
 def _update_other(ev: Event, itype: str, item: dict[str, Any], loc: Loc) -> None:

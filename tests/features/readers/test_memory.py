@@ -80,6 +80,8 @@ def test_running_out_of_memory_anyway_is_one_line(tmp_path: Path, monkeypatch) -
         raise MemoryError
 
     monkeypatch.setattr(codex_exec.CodexExecParser, "on_record", exhausted)
+    # a file's lines of a known type go straight to their handler (StreamParser.DISPATCH)
+    monkeypatch.setitem(codex_exec.CodexExecParser.DISPATCH, "thread.started", exhausted)
     with pytest.raises(TrajectoryFormatError, match=r"ran out of memory reading it") as err:
         read_trajectory(log)
     assert str(err.value).startswith(f"{log}: ") and "\n" not in str(err.value)
