@@ -145,6 +145,24 @@ def stdlib_source(module: str) -> Path:
     return Path(spec.origin)
 
 
+def require_module_tests(module: str) -> None:
+    """ValueError naming the python and the package when CPython's own tests of ``module``
+    (``test.test_<module>``) are not installed: without them every suite run 'crashes', and
+    no mutant could be told detected (Debian's system python ships them apart)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(f"test.test_{module}") is not None
+    except ImportError:  # no ``test`` package at all
+        found = False
+    if not found:
+        v = f"{sys.version_info.major}.{sys.version_info.minor}"
+        raise ValueError(
+            f"{module}: the repair agent runs CPython's own tests of it, and test.test_{module} "
+            f"is not installed for {sys.executable} (Debian and Ubuntu ship them in "
+            f"libpython{v}-testsuite; pyenv and python.org builds include them)")
+
+
 def detected_mutants(
     module: str, scratch: Path, n: int, seed: int, max_tries: int = 60, timeout: float = 10.0
 ) -> list[Mutation]:
@@ -156,6 +174,7 @@ def detected_mutants(
     import numpy as np
 
     src = stdlib_source(module).read_text()
+    require_module_tests(module)
     cands = candidate_mutations(src)
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(cands))

@@ -3,6 +3,7 @@
 import json
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -144,3 +145,17 @@ def test_runner_lists_and_applies_token_edits_without_importing_the_module(tmp_p
     code, out = tool("edit", str(m.line), str(m.col), m.old, m.new)  # the token is not there now
     assert code == 1 and not out["ok"] and "does not hold" in out["error"]
     assert (tmp_path / "textwrap.py").read_text() == m.apply(src)
+
+
+def test_a_python_without_its_own_tests_is_named_not_read_as_no_mutants(tmp_path: Path) -> None:
+    """A python whose stdlib tests are not installed (Debian's /usr/bin/python3 without
+    libpython3.11-testsuite) made every suite run 'crash', so task-making failed with
+    'textwrap: only 0 detected mutants found, need 1', which hid the cause. ``this`` is a
+    real pure-Python stdlib module that has no test module on any python."""
+    from oracle.agents.repair.mutants import detected_mutants
+
+    with pytest.raises(ValueError) as err:
+        detected_mutants("this", tmp_path / "scratch", 1, seed=0)
+    msg = str(err.value)
+    assert msg.startswith("this: ") and "test.test_this is not installed" in msg and "\n" not in msg
+    assert sys.executable in msg
