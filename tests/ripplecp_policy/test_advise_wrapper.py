@@ -7,6 +7,7 @@ command, the advisor server."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -154,6 +156,17 @@ def _gone(pid: int, within: float = 5.0) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def _reaped(p: subprocess.Popen) -> Iterator[subprocess.Popen]:
+    """The wrapper ``p`` for the block; its process group killed if it still runs after."""
+    try:
+        yield p
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
 def _whole(log: Path) -> list[dict]:
     """The decision log's records, every line of it a whole record."""
     data = log.read_bytes()
@@ -184,7 +197,7 @@ def test_a_signal_ends_the_wrapper_with_128_plus_it_and_no_command_left(
         plain_decisions: list[str], tmp_path: Path) -> None:
     log, pidfile = tmp_path / "d.jsonl", tmp_path / "pid"
     p = _wrapper(model, state, log, pidfile, mode)
-    try:
+    with _reaped(p):
         n = sum(1 for _ in RECORDING.open("rb"))
         for _ in range(n):  # every line of the command copied through: it sleeps now
             assert p.stdout.readline()
@@ -200,10 +213,6 @@ def test_a_signal_ends_the_wrapper_with_128_plus_it_and_no_command_left(
             os.kill(p.pid, sig)
         out, err = p.communicate(timeout=60)
         took = time.monotonic() - t0
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
     assert p.returncode == expect, err.decode()[-2000:]
     assert took < 15, took
     assert _gone(pid), f"the command {pid} was left running"
@@ -220,18 +229,16 @@ def test_ctrl_c_at_a_terminal(model: Path, state: Path, tmp_path: Path) -> None:
     try:
         p = _wrapper(model, state, log, pidfile, "count", terminal=slave)
         os.close(slave)
-        end = time.monotonic() + 60
-        while not pidfile.exists() and time.monotonic() < end:
-            time.sleep(0.02)
-        pid = int(pidfile.read_text().split()[0])
-        time.sleep(0.5)
-        os.write(master, b"\x03")  # Ctrl-C
-        out, err = p.communicate(timeout=60)
+        with _reaped(p):
+            end = time.monotonic() + 60
+            while not pidfile.exists() and time.monotonic() < end:
+                time.sleep(0.02)
+            pid = int(pidfile.read_text().split()[0])
+            time.sleep(0.5)
+            os.write(master, b"\x03")  # Ctrl-C
+            out, err = p.communicate(timeout=60)
     finally:
         os.close(master)
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
     assert p.returncode == 130, err.decode()[-2000:]
     assert _gone(pid)
     senders = [tuple(map(int, x.split())) for x in Path(str(pidfile) + ".sigint").read_text().splitlines()]
@@ -248,16 +255,12 @@ def test_a_huge_line_is_copied_skipped_for_the_advisor_and_the_status_kept(
     longs = (MAX_LINE_BYTES, MAX_LINE_BYTES + 1, 400 * 10**6)
     p = _wrapper(model, state, log, pidfile, "exit", code=3, longs=longs, measure=peak)
     digest, size = hashlib.sha256(), 0
-    try:
+    with _reaped(p):
         while chunk := p.stdout.read1(1 << 20):
             digest.update(chunk)
             size += len(chunk)
         err = p.stderr.read()
         p.wait(timeout=120)
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
     assert p.returncode == 3, err.decode()[-2000:]
     _, want_size, want_digest = pidfile.read_text().split()
     assert (size, digest.hexdigest()) == (int(want_size), want_digest)  # copied unchanged
@@ -281,15 +284,11 @@ def test_a_closed_stdout_stops_the_echo_not_the_following(
     followed."""
     log, pidfile = tmp_path / "d.jsonl", tmp_path / "pid"
     p = _wrapper(model, state, log, pidfile, "exit", code=3, longs=(4 << 20,))
-    try:
+    with _reaped(p):
         assert p.stdout.readline()
         p.stdout.close()  # the reader goes away while the 4 MiB line is on its way
         err = p.stderr.read()
         p.wait(timeout=120)
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
     assert p.returncode == 3, err.decode()[-2000:]
     assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()[-2000:]
     recs = _whole(log)

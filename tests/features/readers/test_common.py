@@ -269,26 +269,27 @@ def test_shape_reads_every_field_as_get_does(typ: object, required: bool) -> Non
         assert got == want and type(got[1]) is type(want[1]), (v, got, want)
 
 
+def _outcome(f: Callable[[], object]) -> tuple:
+    """What a read gives: its value and the value's type, or its error's type and words."""
+    try:
+        v = f()
+    except Exception as exc:  # noqa: BLE001 - the error is the result compared
+        return ("err", type(exc).__name__, str(exc))
+    return ("ok", v, type(v))
+
+
 @pytest.mark.parametrize("typ", [t for t in _SHAPE_TYPES if t is not INT_TEXT], ids=str)
 @pytest.mark.parametrize("required", [False, True])
 def test_get_fast_path_returns_what_the_checked_read_does(typ: object, required: bool) -> None:
     """get()'s fast path (a value of the wanted type returned at once) gives what its full
     checked read gives: the same value of the same type, or the same error."""
     loc = Loc("log.json", None, "doc")
-
-    def outcome(f: Callable[[], object]) -> tuple:
-        try:
-            v = f()
-        except Exception as exc:  # noqa: BLE001 - the error is the result compared
-            return ("err", type(exc).__name__, str(exc))
-        return ("ok", v, type(v))
-
     for v in [*_SHAPE_VALUES, _MISSING]:
         obj = {} if v is _MISSING else {"k": v}
-        fast = outcome(lambda o=obj: get(o, "k", typ, loc, "rec", 2, required=required,
-                                         default=5))
-        full = outcome(lambda o=obj: _checked_get(o.get("k", _MISSING), "k", typ, loc,
-                                                  ("rec", 2), required, 5))
+        fast = _outcome(lambda o=obj: get(o, "k", typ, loc, "rec", 2, required=required,
+                                          default=5))
+        full = _outcome(lambda o=obj: _checked_get(o.get("k", _MISSING), "k", typ, loc,
+                                                   ("rec", 2), required, 5))
         assert fast == full, (v, fast, full)
 
 
@@ -332,15 +333,7 @@ def test_shape_reads_a_field_of_an_object_it_read_as_get_does(typ: object,
 def test_need_is_get_of_a_required_field(typ: object) -> None:
     """need() gives what get(..., required=True) gives: the value, or the same error."""
     loc = Loc("log.jsonl", 7)
-
-    def outcome(f: Callable[[], object]) -> tuple:
-        try:
-            v = f()
-        except Exception as exc:  # noqa: BLE001 - the error is the result compared
-            return ("err", type(exc).__name__, str(exc))
-        return ("ok", v, type(v))
-
     for v in [*_SHAPE_VALUES, _MISSING]:
         obj = {} if v is _MISSING else {"k": v}
-        assert outcome(lambda o=obj: need(o, "k", typ, loc)) == outcome(
+        assert _outcome(lambda o=obj: need(o, "k", typ, loc)) == _outcome(
             lambda o=obj: get(o, "k", typ, loc, required=True)), v
