@@ -20,8 +20,9 @@ procedure at the default size — measured on seeds x repositories x fresh tasks
 the fraction of (seed, family, budget) intervals that contain it, per difference kind;
 the target is >= 0.93. A kind below it whose exact 95 % interval (Clopper-Pearson over
 its intervals) still reaches 0.93 is reported "within noise", not a miss: 20 seeds give
-160 intervals a kind, a binomial SE of ~0.02. Beside it, per kind and family, ``se_ratio_min``: the smallest over
-the budgets of RMS(the interval's SE) / SD(the study's difference over seeds). The second is
+160 intervals a kind, a binomial SE of ~0.02. Beside it, per kind and family,
+``se_ratio_min``: the smallest over the budgets of RMS(the interval's SE) / SD(the study's
+difference over seeds). The second is
 the estimate's own SE, so a ratio well below 1 says the interval is narrower than the study
 varies (e.g. a tuned policy whose fit moves between studies: each fold's policy is fitted
 on nearly the same repositories, so the folds move together, and an interval over held-out
@@ -46,9 +47,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from baselines import BASELINES
 from experiments.study import FAMILIES, REFERENCE, check_families, sized
 from ripplecp_cli import opt, progress, run
 from ripplecp_policy.budget import check_budget_specs
+from ripplecp_policy.learned import LEARNED
+from ripplecp_policy.registry import entry
+from ripplecp_policy.roles import Role
 
 if TYPE_CHECKING:  # type names only: these load where they are used, so --help stays fast
     import pandas as pd
@@ -60,6 +65,8 @@ PROG = "python -m experiments.coverage"
 TARGET = 0.93
 #: the difference kinds checked by default (registry keys; each against first-boundary)
 DEFAULT_KINDS = ("no-checkpoint", "fixed-k", "time-tuned", "optimum")
+#: every kind --kinds takes: each registered policy at a matched budget but the reference
+KINDS = tuple(e.key for e in (*BASELINES, *LEARNED) if e.key != REFERENCE and e.role is not Role.REFERENCE)
 #: the fresh samples' seeds are offset from the study's (k-th sample: seed + (k + 1) x this)
 #: so no task is shared
 FRESH_SEED_OFFSET = 1_000_003
@@ -81,9 +88,9 @@ class Args:
     """study seeds (each a fresh default-sized study; >= 20 for the coverage claim)"""
     budgets: tuple[str, ...] = opt(("count:1", "count:2"), check=check_budget_specs, metavar="SPEC")
     """budgets: count:N, seconds:S or seconds:Kx, bytes:B or bytes:Kx"""
-    kinds: tuple[str, ...] = opt(DEFAULT_KINDS, check=lambda ks: check_kinds(ks), metavar="KEY")
-    """policies whose difference to first-boundary is checked (registry keys or report names;
-    learned ones included)"""
+    kinds: tuple[str, ...] = opt(DEFAULT_KINDS, choices=KINDS, metavar="KEY")
+    """policies whose difference to first-boundary is checked (registry keys, learned ones
+    included)"""
     fresh_draws: int = opt(2, min=1)
     """fresh samples per seed, each of the study's own size (pooled over seeds: the truth)"""
     n_resamples: int = opt(2_000, min=100)
@@ -100,41 +107,22 @@ class Args:
         check_families(self.families)
         if not self.seeds:
             raise ValueError("argument --seeds: give at least one seed")
+        twice = sorted({k for k in self.kinds if self.kinds.count(k) > 1})
+        if twice:
+            raise ValueError(f"argument --kinds: {twice[0]!r} given twice")
 
 
 #: --quick's sizes (tests and the README read them here)
 QUICK = Args.QUICK
 
 
-def check_kinds(keys: tuple[str, ...]) -> tuple[str, ...]:
-    """``keys`` as registry keys (report names accepted), each a registered policy other than
-    the reference, no repeats; ValueError naming the first that is not."""
-    import baselines  # noqa: F401 - registers the baselines
-    import ripplecp_policy.learned  # noqa: F401 - registers the learned policies
-    from ripplecp_policy.registry import entry
-
-    out: list[str] = []
-    for k in keys:
-        try:
-            key = entry(k).key
-        except KeyError as exc:
-            raise ValueError(str(exc.args[0])) from None
-        if key == REFERENCE:
-            raise ValueError(f"{k!r} is the reference every kind is measured against")
-        if key in out:
-            raise ValueError(f"{k!r} given twice")
-        out.append(key)
-    if not out:
-        raise ValueError("give at least one policy")
-    return tuple(out)
-
-
 def kinds(keys: tuple[str, ...] = DEFAULT_KINDS, seed: int = 0) -> list[PlacementPolicy]:
     """The reference and the policies whose difference to it is a reported kind (each made by
     its registry factory at ``seed``)."""
-    import baselines  # noqa: F401 - registers the baselines
-    import ripplecp_policy.learned  # noqa: F401 - registers the learned policies
-    from ripplecp_policy.registry import entry
+    # imported here as well: a worker process running this function (pickled by value from
+    # ``python -m``'s __main__) has not imported the modules that register the policies
+    import baselines  # noqa: F401
+    import ripplecp_policy.learned  # noqa: F401
 
     return [entry(k).make(seed=seed) for k in (REFERENCE, *keys)]
 
@@ -209,12 +197,13 @@ def coverage_table(intervals: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame,
     iv["covered"] = (iv["low"] <= iv["truth"] + 1e-9) & (iv["truth"] - 1e-9 <= iv["high"])
     iv["width"] = iv["high"] - iv["low"]
     per_kind = iv.groupby("kind", sort=False).agg(
-        intervals=("covered", "size"), coverage=("covered", "mean"), mean_width=("width", "mean"))
+        intervals=("covered", "size"), covered=("covered", "sum"), coverage=("covered", "mean"),
+        mean_width=("width", "mean"))
     per_kind["target"] = TARGET
     per_kind["meets_target"] = per_kind["coverage"] >= TARGET
     # a coverage below the target by less than its own noise is not a miss: with 160
     # intervals the binomial SE is ~0.02, so 0.925 cannot tell 0.93 from 0.95
-    ci = [_coverage_ci(int(round(c * n)), int(n)) for c, n in zip(per_kind["coverage"], per_kind["intervals"], strict=True)]
+    ci = [_coverage_ci(int(k), int(n)) for k, n in zip(per_kind["covered"], per_kind["intervals"], strict=True)]
     per_kind["ci_low"], per_kind["ci_high"] = [c[0] for c in ci], [c[1] for c in ci]
     per_kind["judged"] = [
         "yes" if ok else "no" if hi < TARGET else "within noise"
@@ -270,7 +259,7 @@ def measure(args: Args) -> int:
     show["mean_width"] = show["mean_width"].map(lambda x: f"{x:.1f}")
     show["ci95"] = [f"[{lo:.3f}, {hi:.3f}]" for lo, hi in zip(show["ci_low"], show["ci_high"], strict=True)]
     show["meets_target"] = show["judged"]
-    show = show.drop(columns=["ci_low", "ci_high", "judged"])
+    show = show.drop(columns=["covered", "ci_low", "ci_high", "judged"])
     print("  " + show.to_string().replace("\n", "\n  "))
     print("\n  per family:")
     pf = per_family.copy()

@@ -25,9 +25,9 @@ def test_help_lists_every_option(check_help) -> None:
     (["--jobs", "0"], "argument --jobs: must be >= 1, got 0"),
     (["--fresh-draws", "0"], "argument --fresh-draws: must be >= 1, got 0"),
     (["--workers", "2"], "unrecognized arguments: --workers 2"),
-    (["--kinds", "ridg"], "argument --kinds: no policy 'ridg' is registered"),
-    (["--kinds", "first-boundary"], "argument --kinds: 'first-boundary' is the reference"),
-    (["--kinds", "ridge", "AdvantageRegressorPolicy[ridge]"], "argument --kinds: 'AdvantageRegressorPolicy[ridge]' given twice"),
+    (["--kinds", "ridg"], "argument --kinds: invalid choice 'ridg' (did you mean 'ridge'?)"),
+    (["--kinds", "first-boundary"], "argument --kinds: invalid choice 'first-boundary'"),
+    (["--kinds", "ridge", "time-tuned", "ridge"], "argument --kinds: 'ridge' given twice"),
 ])
 def test_wrong_arguments(one_line_error, argv, needle) -> None:
     one_line_error(main, argv, needle)
